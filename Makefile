@@ -1,0 +1,50 @@
+# Sourced: the two commands of the README, and the steps they share.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test setup migrate browser lint format css
+
+## make run: set everything up, seed the demo, serve on http://127.0.0.1:8000 (Ctrl-C stops).
+run: setup migrate
+	$(PY) manage.py demo_setup
+	bin/serve
+
+## make test: set everything up and run the whole test suite (browser tests included).
+test: setup browser
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest --create-db
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+migrate: setup
+	$(PY) manage.py migrate --noinput
+
+## Debian's Chromium for the browser tests (Playwright drives /usr/bin/chromium).
+browser:
+	@test -x /usr/bin/chromium || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format:
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+## Rebuild the committed stylesheet (needs Node; running the app never does).
+css:
+	cd frontend && npm install --no-audit --no-fund && npm run build

@@ -1,0 +1,3 @@
+"""The JSON/SSE API."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""WebSocket routes of the chat (the consumer arrives with the browser UI)."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,4 @@
+"""Browser pages of the chat."""
+
+app_name = "chat"
+urlpatterns: list = []

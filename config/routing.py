@@ -1,0 +1,5 @@
+"""WebSocket routes."""
+
+from chat.routing import websocket_urlpatterns
+
+__all__ = ["websocket_urlpatterns"]

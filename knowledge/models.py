@@ -1,0 +1,105 @@
+"""Documents, their chunks and the chunks' embeddings."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+
+EMBEDDING_DIMENSIONS = 384
+
+
+class Document(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        PROCESSING = "processing", "Processing"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    title = models.CharField(max_length=300)
+    source = models.CharField(
+        max_length=1000, unique=True, help_text="File name, path or URL the document came from."
+    )
+    media_type = models.CharField(max_length=100)
+    content_hash = models.CharField(max_length=64, blank=True, help_text="sha256 of the bytes.")
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True
+    )
+    error = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True, help_text="Disabled documents are never cited.")
+    metadata = models.JSONField(default=dict, blank=True)
+    file = models.FileField(upload_to="documents/%Y/%m/", blank=True)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="uploaded_documents",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["title", "id"]
+        indexes = [models.Index(fields=["enabled", "status"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def url(self) -> str:
+        """Where a reader can open the original: the metadata URL, else the stored file."""
+        return self.metadata.get("url", "") if isinstance(self.metadata, dict) else ""
+
+
+class Chunk(models.Model):
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField(help_text="Order of the chunk in its document.")
+    text = models.TextField()
+    page = models.PositiveIntegerField(null=True, blank=True)
+    section = models.CharField(max_length=1000, null=True, blank=True)
+    char_start = models.PositiveIntegerField(default=0)
+    char_end = models.PositiveIntegerField(default=0)
+    token_count = models.PositiveIntegerField(default=0)
+    text_hash = models.CharField(max_length=64, db_index=True)
+    search_vector = models.GeneratedField(
+        expression=SearchVector("text", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        ordering = ["document_id", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "index"], name="chunk_unique_index")
+        ]
+        indexes = [GinIndex(fields=["search_vector"], name="chunk_search_vector_gin")]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}#{self.index}"
+
+
+class Embedding(models.Model):
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="embeddings")
+    vector = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    model = models.CharField(max_length=200, help_text="Embedding model name and version.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["chunk", "model"], name="embedding_unique_chunk_model")
+        ]
+        indexes = [
+            HnswIndex(
+                name="embedding_vector_hnsw",
+                fields=["vector"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            models.Index(fields=["model"], name="embedding_model_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"embedding of chunk {self.chunk_id} ({self.model})"

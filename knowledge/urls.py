@@ -1,0 +1,4 @@
+"""Document pages."""
+
+app_name = "knowledge"
+urlpatterns: list = []
