@@ -1,0 +1,25 @@
+"""The events of one answer, as every transport receives them (SPEC §6).
+
+The answering pipeline (`chat.answering.pipeline.answer_stream`) yields these in order:
+answer_start → answer_delta+ → sources → answer_end, or a single refusal / error (an error may
+also end a stream that had started). Transports only render them: the SSE API as
+`event:`/`data:` frames, the WebSocket consumer as HTML fragments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+EventType = Literal[
+    "answer_start", "answer_delta", "sources", "answer_end", "refusal", "error", "warning"
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    type: EventType
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": self.type, **self.data}
