@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup migrate browser lint format css
+.PHONY: run test setup migrate browser lint format css stop-db
 
 ## make run: set everything up, seed the demo, serve on http://127.0.0.1:8000 (Ctrl-C stops).
 run: setup migrate
@@ -48,3 +48,7 @@ format:
 ## Rebuild the committed stylesheet (needs Node; running the app never does).
 css:
 	cd frontend && npm install --no-audit --no-fund && npm run build
+
+## Stop the embedded PostgreSQL server (it keeps running between commands otherwise).
+stop-db: setup
+	$(PY) -m config.embedded_db stop

