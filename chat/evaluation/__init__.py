@@ -1,0 +1,1 @@
+"""Answer-quality evaluation on labelled question sets (`manage.py evaluate`)."""
