@@ -397,6 +397,19 @@ def build_docx(path: Path = DOCX_PATH) -> None:
         for paragraph in paragraphs:
             document.add_paragraph(paragraph)
     document.save(str(path))
+    _normalise_zip_dates(path)
+
+
+def _normalise_zip_dates(path: Path) -> None:
+    """python-docx stamps each zip member with the current time; pin them to BUILT_AT."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        members = [(info, archive.read(info.filename)) for info in archive.infolist()]
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for info, data in members:
+            info.date_time = BUILT_AT.timetuple()[:6]
+            archive.writestr(info, data)
 
 
 def main() -> None:
