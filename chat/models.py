@@ -104,6 +104,7 @@ class Citation(models.Model):
     n = models.PositiveSmallIntegerField(help_text="Citation number, in order of first use.")
     similarity = models.FloatField()
     # Snapshot at answer time, so past answers keep their sources after documents change.
+    chunk_id_snapshot = models.BigIntegerField(null=True, blank=True)
     document_id_snapshot = models.BigIntegerField(null=True, blank=True)
     document_title = models.CharField(max_length=300)
     page = models.PositiveIntegerField(null=True, blank=True)
