@@ -1,0 +1,114 @@
+"""`manage.py reindex`: bring embeddings up to date, or re-chunk and re-embed documents."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from knowledge import embedding, services
+from knowledge.models import Document
+
+
+class Command(BaseCommand):
+    help = (
+        "Re-embed chunks whose embedding is missing or from another model (--stale, the "
+        "default), or re-chunk and re-embed chosen documents (--document ID ...) or all of "
+        "them (--all) from their original files."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument(
+            "--stale",
+            action="store_true",
+            help="Re-embed chunks without an embedding under the configured model (default).",
+        )
+        which.add_argument(
+            "--document",
+            dest="document_ids",
+            type=int,
+            nargs="+",
+            action="extend",
+            metavar="ID",
+            help="Re-chunk and re-embed these documents.",
+        )
+        which.add_argument(
+            "--all",
+            dest="all_documents",
+            action="store_true",
+            help="Re-chunk and re-embed every document.",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Report what would be done, change nothing."
+        )
+
+    def handle(
+        self,
+        *args,
+        stale: bool,
+        document_ids: list[int] | None,
+        all_documents: bool,
+        dry_run: bool,
+        **_,
+    ) -> None:
+        if all_documents or document_ids:
+            self._documents(document_ids=None if all_documents else document_ids, dry_run=dry_run)
+        else:
+            self._stale(dry_run=dry_run)
+
+    def _stale(self, *, dry_run: bool) -> None:
+        model = embedding.model_version()
+        total = services.embeddings_stale().count()
+        if not total:
+            self.stdout.write(self.style.SUCCESS(f"Every chunk has an embedding from {model}."))
+            return
+        if dry_run:
+            self.stdout.write(f"Would re-embed {total} chunk(s) with {model}. Nothing changed.")
+            return
+        started = time.monotonic()
+        with tqdm(total=total, unit="chunk", desc="Re-embedding", file=sys.stderr) as bar:
+            done = services.embeddings_rebuild_stale(progress=bar.update)
+        seconds = time.monotonic() - started
+        self.stdout.write(
+            self.style.SUCCESS(f"Re-embedded {done} chunk(s) with {model} in {seconds:.1f} s.")
+        )
+
+    def _documents(self, *, document_ids: list[int] | None, dry_run: bool) -> None:
+        documents = Document.objects.order_by("pk")
+        if document_ids is not None:
+            wanted = list(dict.fromkeys(document_ids))
+            documents = documents.filter(pk__in=wanted)
+            unknown = sorted(set(wanted) - {d.pk for d in documents})
+            if unknown:
+                raise CommandError(f"No document with id {', '.join(map(str, unknown))}.")
+        documents = list(documents)
+        if not documents:
+            self.stdout.write("There are no documents to re-index.")
+            return
+        if dry_run:
+            self.stdout.write(f"Would re-chunk and re-embed {len(documents)} document(s):")
+            for document in documents:
+                self.stdout.write(f"  {document.pk}: {document.title} ({document.source})")
+            self.stdout.write("Dry run: nothing was changed.")
+            return
+        started = time.monotonic()
+        with tqdm(total=len(documents), unit="doc", desc="Re-indexing", file=sys.stderr) as bar:
+            outcomes = services.documents_reindex(documents=documents, progress=bar.update)
+        seconds = time.monotonic() - started
+        failed = [o for o in outcomes if o.action == "failed"]
+        chunks = sum(o.chunks for o in outcomes if o.action != "failed")
+        style = self.style.ERROR if failed else self.style.SUCCESS
+        self.stdout.write(
+            style(
+                f"Re-indexed {len(outcomes) - len(failed)} document(s), {chunks} chunks, "
+                f"in {seconds:.1f} s; {len(failed)} failed."
+            )
+        )
+        if failed:
+            self.stdout.write("Failed:")
+            for outcome in failed:
+                self.stdout.write(f"  {outcome.source}: {outcome.error}")
+            raise CommandError(f"{len(failed)} document(s) failed.", returncode=1)
