@@ -87,6 +87,37 @@ def candidate_depth(top_k: int) -> int:
     return max(4 * top_k, 40)
 
 
+def vector_search_queryset(
+    *, query_vector: np.ndarray, limit: int, document_ids: Sequence[int] | None = None
+) -> QuerySet[Embedding]:
+    """The k-NN query: `ORDER BY vector <=> q LIMIT limit`, the shape the HNSW index serves.
+
+    Yields (chunk id, cosine distance) rows. Evaluate it inside a transaction after
+    `vector_search_settings()`, as `chunks_search_vector` does.
+    """
+    queryset = Embedding.objects.filter(
+        model=embedding.model_version(),
+        chunk__document__enabled=True,
+        chunk__document__status=Document.Status.READY,
+    )
+    if document_ids is not None:
+        queryset = queryset.filter(chunk__document_id__in=list(document_ids))
+    return (
+        queryset.annotate(distance=CosineDistance("vector", query_vector.tolist()))
+        .order_by("distance")
+        .values_list("chunk_id", "distance")[:limit]
+    )
+
+
+def vector_search_settings(*, limit: int) -> None:
+    """SET LOCAL the HNSW scan settings for the current transaction (must be inside one)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        # An int formatted in, not a bound parameter: SET does not take parameters when
+        # psycopg binds on the server side.
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {max(40, int(limit))}")
+
+
 def chunks_search_vector(
     *, query_vector: np.ndarray, limit: int, document_ids: Sequence[int] | None = None
 ) -> list[tuple[int, float]]:
@@ -97,21 +128,11 @@ def chunks_search_vector(
     are SET LOCAL inside the transaction that evaluates the query, so they never leak to a
     pooled connection.
     """
-    queryset = Embedding.objects.filter(
-        model=embedding.model_version(),
-        chunk__document__enabled=True,
-        chunk__document__status=Document.Status.READY,
+    queryset = vector_search_queryset(
+        query_vector=query_vector, limit=limit, document_ids=document_ids
     )
-    if document_ids is not None:
-        queryset = queryset.filter(chunk__document_id__in=list(document_ids))
-    queryset = (
-        queryset.annotate(distance=CosineDistance("vector", query_vector.tolist()))
-        .order_by("distance")
-        .values_list("chunk_id", "distance")[:limit]
-    )
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(40, limit)])
+    with transaction.atomic():
+        vector_search_settings(limit=limit)
         rows = list(queryset)
     # relaxed_order may return rows slightly out of order: re-sort (ties by chunk id).
     rows.sort(key=lambda row: (row[1], row[0]))
@@ -123,13 +144,23 @@ def lexical_query_text(question: str) -> str:
 
     websearch_to_tsquery AND-s every term, so a natural-language question rarely matches
     anything whole; OR-ing the same lexemes lets partial matches count while ts_rank still
-    rewards chunks that hold more of the terms. Quoted phrases keep their phrase operator.
-    Empty when the question has only stop words.
+    rewards chunks that hold more of the terms. Quoted phrases keep their phrase operator;
+    excluded terms (`-word`) stay AND-ed (`(a | b) & !c`). Empty when the question has only
+    stop words or only exclusions.
     """
     with connection.cursor() as cursor:
         cursor.execute("SELECT websearch_to_tsquery('english', %s)::text", [question])
         (parsed,) = cursor.fetchone()
-    return (parsed or "").replace(" & ", " | ")
+    # The top level of websearch's output is joined by " & " (phrases use <->, "or" gives |).
+    terms = [term for term in (parsed or "").split(" & ") if term]
+    wanted = [term for term in terms if not term.startswith("!")]
+    excluded = [term for term in terms if term.startswith("!")]
+    if not wanted:
+        return ""
+    text = " | ".join(wanted)
+    if excluded:
+        text = f"({text}) & " + " & ".join(excluded)
+    return text
 
 
 def chunks_search_lexical(
@@ -139,7 +170,9 @@ def chunks_search_lexical(
     text = lexical_query_text(question)
     if not text:
         return []
-    query = SearchQuery(text, config="english", search_type="raw")
+    # The lexemes are already stemmed by the english parse above; "simple" keeps them as they
+    # are (re-parsing with "english" would drop stems that happen to be stop words: "other").
+    query = SearchQuery(text, config="simple", search_type="raw")
     rows = (
         searchable_chunks(document_ids)
         .filter(search_vector=query)

@@ -1,0 +1,36 @@
+"""Background work of the knowledge app, run by the django-tasks worker (`db_worker`)."""
+
+from __future__ import annotations
+
+import logging
+
+from django_tasks import task
+
+from knowledge.models import Document
+
+logger = logging.getLogger(__name__)
+
+
+@task()
+def document_process_task(document_id: int) -> str:
+    """Chunk and embed an uploaded document in the background; returns the outcome action.
+
+    A document deleted before the worker got to it is skipped, not an error. Failures of the
+    document itself (unreadable file, unsupported type) are recorded on the document by
+    `document_process` (status `failed` with a readable error), so the task still succeeds.
+    """
+    from knowledge.services import document_process
+
+    document = Document.objects.filter(pk=document_id).first()
+    if document is None:
+        logger.info("document %s was deleted before it could be processed", document_id)
+        return "missing"
+    outcome = document_process(document=document)
+    logger.info(
+        "processed document %s (%s): %s, %s chunks",
+        document.pk,
+        outcome.source,
+        outcome.action,
+        outcome.chunks,
+    )
+    return outcome.action
