@@ -11,6 +11,12 @@ urlpatterns = [
     path("", include("chat.urls")),
 ]
 
+# Under /api/ errors are the JSON error envelope; elsewhere Django's pages.
+handler400 = "chat.api.errors.handler400"
+handler403 = "chat.api.errors.handler403"
+handler404 = "chat.api.errors.handler404"
+handler500 = "chat.api.errors.handler500"
+
 if settings.DEBUG:
     from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 
