@@ -189,9 +189,10 @@ TASKS = {
 
 # --- API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes unauthenticated requests 401 (not 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "chat.api.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -206,6 +207,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "PREPROCESSING_HOOKS": ["chat.api.schema.add_chat_endpoint"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "TAGS": [
+        {"name": "chat", "description": "Ask questions; answers stream as Server-Sent Events."},
+        {"name": "conversations", "description": "History, renaming, deleting, feedback."},
+        {"name": "knowledge", "description": "Documents and search."},
+    ],
 }
 
 # --- Knowledge and answering ---------------------------------------------------------------
@@ -213,6 +221,10 @@ EMBEDDING_MODEL_PATH = os.environ.get("EMBEDDING_MODEL_PATH", "")
 EMBEDDING_BATCH_SIZE = int(os.environ.get("EMBEDDING_BATCH_SIZE", "64"))
 CHAT_EVIDENCE_THRESHOLD = os.environ.get("CHAT_EVIDENCE_THRESHOLD")  # overrides the admin value
 CHAT_MAX_MESSAGE_CHARS = int(os.environ.get("CHAT_MAX_MESSAGE_CHARS", "4000"))
+# Pause between streamed answer pieces (0: as fast as they are produced).
+CHAT_STREAM_DELAY_MS = int(os.environ.get("CHAT_STREAM_DELAY_MS", "0"))
+# A repeated message_id waits this long for the first request's answer, then gets 409.
+CHAT_ANSWER_WAIT_SECONDS = float(os.environ.get("CHAT_ANSWER_WAIT_SECONDS", "30"))
 LLM_BASE_URL = os.environ.get("LLM_BASE_URL", "")
 LLM_MODEL = os.environ.get("LLM_MODEL", "")
 LLM_API_KEY = os.environ.get("LLM_API_KEY", "")

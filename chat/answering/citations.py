@@ -1,0 +1,80 @@
+"""Citations as stored (a snapshot of the cited chunk) and as every transport shows them.
+
+The `sources` event of a fresh answer and a reload of the conversation both render stored
+`Citation` rows through `citation_as_dict`, so they are identical, also after the cited
+document was re-ingested, disabled or deleted (then `stale` says the source has changed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.urls import NoReverseMatch, reverse
+
+from chat.models import Citation, Message
+from knowledge.models import Document
+from knowledge.retrieval import RetrievedChunk, excerpt_of
+
+SIMILARITY_DECIMALS = 4
+
+
+def document_link(document_id: int, document_url: str) -> str:
+    """Where a reader opens the source: its own URL, else the app's document page (if any)."""
+    if document_url:
+        return document_url
+    try:
+        return reverse("knowledge:document", args=[document_id])
+    except NoReverseMatch:
+        return ""
+
+
+def citation_build(*, message: Message, n: int, chunk: RetrievedChunk) -> Citation:
+    """An unsaved Citation holding the snapshot of `chunk`."""
+    return Citation(
+        message=message,
+        chunk_id=chunk.chunk_id,
+        chunk_id_snapshot=chunk.chunk_id,
+        n=n,
+        similarity=float(chunk.similarity or 0.0),
+        document_id_snapshot=chunk.document_id,
+        document_title=chunk.document_title[:300],
+        page=chunk.page,
+        section=chunk.section[:1000] if chunk.section else chunk.section,
+        url=document_link(chunk.document_id, chunk.document_url)[:1000],
+        chunk_index=chunk.chunk_index,
+        text=chunk.text,
+        text_hash=hashlib.sha256(chunk.text.encode()).hexdigest(),
+    )
+
+
+def citation_is_stale(citation: Citation) -> bool:
+    """The cited chunk is gone, or its text changed, or its document is no longer searchable.
+
+    Expects `chunk__document` to be loaded (select_related) to avoid a query per citation.
+    """
+    chunk = citation.chunk
+    if chunk is None:
+        return True
+    if chunk.text != citation.text:
+        return True
+    document = chunk.document
+    return not (document.enabled and document.status == Document.Status.READY)
+
+
+def citation_as_dict(citation: Citation, *, stale: bool | None = None) -> dict[str, Any]:
+    if stale is None:
+        stale = citation_is_stale(citation)
+    return {
+        "n": citation.n,
+        "chunk_id": citation.chunk_id_snapshot,
+        "document_id": citation.document_id_snapshot,
+        "title": citation.document_title,
+        "page": citation.page,
+        "section": citation.section,
+        "url": citation.url,
+        "excerpt": excerpt_of(citation.text),
+        "text": citation.text,
+        "similarity": round(citation.similarity, SIMILARITY_DECIMALS),
+        "stale": stale,
+    }

@@ -1,0 +1,76 @@
+"""The evidence check (SPEC §4): answer only when the knowledge base holds close enough text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from chat.models import ChatSettings
+from knowledge.retrieval import RetrievedChunk
+
+EMPTY_KB_MESSAGE = "The knowledge base is empty. Please contact an admin."
+NO_EVIDENCE_MESSAGE = (
+    "I don't have enough information to answer that question. "
+    "You might try contacting support or rephrasing your question."
+)
+NO_EVIDENCE_SUGGESTIONS = ["Contact support", "Rephrase your question"]
+# pgvector sums in float32: a cosine meant to be 0.35 comes back as 0.3499999. Compare at a
+# resolution the model cannot tell apart anyway, so a threshold of 0.35 admits 0.35.
+SIMILARITY_DECIMALS = 6
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str  # "empty-knowledge-base" | "insufficient-evidence"
+    message: str
+    suggestions: list[str] = field(default_factory=list)
+
+
+EMPTY_KB_REFUSAL = Refusal("empty-knowledge-base", EMPTY_KB_MESSAGE, [])
+NO_EVIDENCE_REFUSAL = Refusal("insufficient-evidence", NO_EVIDENCE_MESSAGE, NO_EVIDENCE_SUGGESTIONS)
+
+
+def chat_settings_get() -> ChatSettings:
+    """The settings row (pk=1); its defaults when the row is missing."""
+    return ChatSettings.objects.filter(pk=1).first() or ChatSettings(pk=1)
+
+
+def evidence_threshold(chat_settings: ChatSettings | None = None) -> float:
+    """settings.CHAT_EVIDENCE_THRESHOLD (environment) when set, else the admin's value."""
+    configured = settings.CHAT_EVIDENCE_THRESHOLD
+    if configured not in (None, ""):
+        try:
+            value = float(configured)
+        except ValueError:
+            value = -1.0
+        if not 0.0 <= value <= 1.0:
+            raise ImproperlyConfigured(
+                f"CHAT_EVIDENCE_THRESHOLD must be a number from 0 to 1, not {configured!r}"
+            )
+        return value
+    return float((chat_settings or chat_settings_get()).evidence_threshold)
+
+
+def meets_threshold(similarity: float | None, threshold: float) -> bool:
+    if similarity is None:
+        return False
+    return round(similarity, SIMILARITY_DECIMALS) >= round(threshold, SIMILARITY_DECIMALS)
+
+
+def qualifying_chunks(chunks: Sequence[RetrievedChunk], threshold: float) -> list[RetrievedChunk]:
+    """The retrieved chunks close enough to the question to answer from, in retrieval order."""
+    return [chunk for chunk in chunks if meets_threshold(chunk.similarity, threshold)]
+
+
+def evidence_check(
+    chunks: Sequence[RetrievedChunk], threshold: float
+) -> tuple[list[RetrievedChunk], Refusal | None]:
+    """(qualifying chunks, None) or ([], the no-evidence refusal) when the best cosine
+    similarity is below the threshold. The empty knowledge base is checked before retrieval."""
+    qualifying = qualifying_chunks(chunks, threshold)
+    if not qualifying:
+        return [], NO_EVIDENCE_REFUSAL
+    return qualifying, None

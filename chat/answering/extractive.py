@@ -1,0 +1,347 @@
+"""Extractive answering (SPEC §5): no language model, only sentences the documents hold.
+
+From the qualifying chunks (retrieval order, best first) every sentence is a candidate. Each is
+scored on two kinds of evidence:
+
+- semantic: cosine similarity of the sentence's embedding to the question's (all candidate
+  sentences are embedded in one batch; vectors are cached by text);
+- lexical: the share of the question's content words the sentence holds, each word weighted
+  by how rare it is among the candidates (an IDF over the candidate sentences), so a sentence
+  holding the question's distinctive words beats one holding only the common topic word;
+
+plus a small prior for the chunk's own similarity, so the top-ranked chunk wins ties. The best
+sentence is always taken; up to two more join it when they score close to it and do not
+repeat what is already said. Sentences are then put in reading order (chunk by chunk, in the
+order the chunks were first chosen) and each is followed by its chunk's marker `[n]`, numbered
+in order of first use. Everything is deterministic: ties break on chunk rank and position.
+
+Every answer sentence is an exact substring of the chunk it cites (`Sentence.text ==
+chunk.text[start:end]`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from knowledge import embedding
+from knowledge.retrieval import RetrievedChunk
+
+MAX_SENTENCES = 3
+MAX_CANDIDATE_CHUNKS = 8
+MIN_WORDS = 3
+WEIGHT_SEMANTIC = 0.55
+WEIGHT_LEXICAL = 0.35
+WEIGHT_CHUNK = 0.10
+# A further sentence joins the best one when its score is at least this share of the best...
+FOLLOWER_RELATIVE_SCORE = 0.85
+# ...and it says something new: semantic similarity to every chosen sentence below this.
+REDUNDANT_SIMILARITY = 0.9
+PIECE_WORDS = 6
+
+ABBREVIATIONS = {
+    "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st", "no", "nos", "fig",
+    "approx", "dept", "inc", "ltd", "co", "corp", "jr", "sr", "jan", "feb", "mar", "apr",
+    "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed", "thu", "fri",
+    "sat", "sun", "al", "cf", "ca", "min", "max", "est", "vol", "pp", "ref", "u.s",
+    "u.k", "a.m", "p.m",
+}  # fmt: skip
+STOP_WORDS = {
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
+    "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but",
+    "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for",
+    "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself",
+    "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself",
+    "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on",
+    "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same",
+    "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
+    "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too",
+    "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+    "yourself", "yourselves", "many", "much", "may", "might", "must", "shall", "also", "get",
+    "got", "one", "s", "t", "us", "tell", "please", "know", "want", "need",
+}  # fmt: skip
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_TERMINAL = re.compile(r"[.!?…]+[\"'”’)\]]*")
+_NEXT_STARTS_SENTENCE = re.compile(r"\s+[\"'“‘(\[]?[A-Z0-9]")
+_LIST_ITEM = re.compile(r"\s*(?:[-*•+▪–]|\d{1,3}[.)]|[a-z][.)])\s+")
+_MARKUP_LINE = re.compile(r"\s*(?:#|\||```|---|===)")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    chunk: RetrievedChunk
+    rank: int  # the chunk's place among the qualifying chunks (0 = best)
+    position: int  # the sentence's place in its chunk
+    start: int
+    end: int
+
+    @property
+    def text(self) -> str:
+        return self.chunk.text[self.start : self.end]
+
+
+@dataclass(frozen=True)
+class AnswerSentence:
+    text: str
+    n: int
+    chunk: RetrievedChunk
+    score: float
+
+
+@dataclass(frozen=True)
+class ExtractiveAnswer:
+    sentences: list[AnswerSentence]
+
+    @property
+    def cited_chunks(self) -> list[tuple[int, RetrievedChunk]]:
+        """(n, chunk) for every cited chunk, by n."""
+        seen: dict[int, RetrievedChunk] = {}
+        for sentence in self.sentences:
+            seen.setdefault(sentence.n, sentence.chunk)
+        return sorted(seen.items())
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces())
+
+    def pieces(self) -> list[str]:
+        """The answer in streamable pieces (a few words each, the marker last); joined they
+        are exactly `text`."""
+        pieces: list[str] = []
+        for index, sentence in enumerate(self.sentences):
+            words = sentence.text.split(" ")
+            chunks = [
+                " ".join(words[i : i + PIECE_WORDS]) for i in range(0, len(words), PIECE_WORDS)
+            ]
+            for i, piece in enumerate(chunks):
+                leading = " " if (index > 0 or i > 0) else ""
+                pieces.append(leading + piece)
+            pieces.append(f" [{sentence.n}]")
+        return pieces
+
+
+# --- Sentences ------------------------------------------------------------------------------
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text`, trimmed, list markers left out.
+
+    Boundaries: blank lines; a line break before a list item or heading, or after a line ending
+    in terminal punctuation or a colon; terminal punctuation followed by a capital or digit,
+    unless the word before it is an abbreviation or an initial. A single line break inside a
+    paragraph (wrapped text, PDF lines) is not a boundary.
+    """
+    spans: list[tuple[int, int]] = []
+    for block_start, block_end in _blocks(text):
+        marker = _LIST_ITEM.match(text, block_start, block_end)
+        start = marker.end() if marker else block_start
+        for match in _TERMINAL.finditer(text, start, block_end):
+            end = match.end()
+            follow = _NEXT_STARTS_SENTENCE.match(text, end, block_end)
+            if not follow or _is_abbreviation(text, start, match.start()):
+                continue
+            spans.append((start, end))
+            start = end
+        spans.append((start, block_end))
+    return [span for span in (_trim(text, s, e) for s, e in spans) if span[1] > span[0]]
+
+
+def _blocks(text: str) -> list[tuple[int, int]]:
+    """Spans of text between hard line boundaries."""
+    lines: list[tuple[int, int]] = []
+    position = 0
+    for line in text.split("\n"):
+        lines.append((position, position + len(line)))
+        position += len(line) + 1
+    blocks: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    for start, end in lines:
+        line = text[start:end]
+        if not line.strip():
+            if current:
+                blocks.append(current)
+            current = None
+            continue
+        breaks_before = (
+            current is None
+            or _LIST_ITEM.match(line)
+            or _MARKUP_LINE.match(line)
+            or _MARKUP_LINE.match(text[current[0] : current[1]])
+            or text[current[0] : current[1]].rstrip().endswith((".", "!", "?", ":", "…"))
+        )
+        if breaks_before:
+            if current:
+                blocks.append(current)
+            current = (start, end)
+        else:
+            current = (current[0], end)
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def _is_abbreviation(text: str, sentence_start: int, dot: int) -> bool:
+    if text[dot] != ".":
+        return False
+    before = text[sentence_start:dot].split()
+    if not before:
+        return True
+    word = before[-1].lstrip("(\"'“‘").lower()
+    return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    marker = _LIST_ITEM.match(text, start, end)
+    if marker and marker.end() < end:
+        start = marker.end()
+    return start, end
+
+
+def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
+    """Answerable sentences of the chunks: not headings or table rows, at least three words,
+    each distinct text once (overlapping chunks repeat sentences: the better chunk keeps it)."""
+    seen: set[str] = set()
+    candidates: list[Sentence] = []
+    for rank, chunk in enumerate(chunks[:MAX_CANDIDATE_CHUNKS]):
+        for position, (start, end) in enumerate(sentence_spans(chunk.text)):
+            sentence = Sentence(chunk=chunk, rank=rank, position=position, start=start, end=end)
+            text = sentence.text
+            if _MARKUP_LINE.match(text) or len(_WORD.findall(text)) < MIN_WORDS:
+                continue
+            key = " ".join(text.lower().split())
+            if key in seen:
+                continue
+            seen.add(key)
+            candidates.append(sentence)
+    return candidates
+
+
+# --- Evidence ---------------------------------------------------------------------------------
+def terms(text: str) -> list[str]:
+    """Content words, lower-cased and lightly stemmed (plurals, -ing, -ed)."""
+    found = []
+    for word in _WORD.findall(text.lower()):
+        word = re.sub(r"['’]s$", "", word)
+        if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
+            continue
+        found.append(_stem(word))
+    return found
+
+
+def _stem(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 5 and word.endswith("ing"):
+        return word[:-3]
+    if len(word) > 4 and word.endswith("ed"):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def lexical_scores(question: str, sentences: Sequence[str]) -> list[float]:
+    """Weighted share of the question's terms each sentence holds (0..1)."""
+    question_terms = set(terms(question))
+    if not question_terms or not sentences:
+        return [0.0] * len(sentences)
+    sentence_terms = [set(terms(text)) for text in sentences]
+    count = len(sentences)
+    weight = {
+        term: math.log(1.0 + (count + 1) / (0.5 + sum(term in s for s in sentence_terms)))
+        for term in question_terms
+    }
+    total = sum(weight.values())
+    return [sum(weight[t] for t in question_terms & s) / total for s in sentence_terms]
+
+
+_cache_lock = threading.Lock()
+_vector_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+VECTOR_CACHE_SIZE = 20_000
+
+
+def sentence_vectors(texts: Sequence[str]) -> np.ndarray:
+    """Unit vectors of the texts, embedded in one batch; recently seen texts come from a cache."""
+    keys = [hashlib.sha1(text.encode()).hexdigest() for text in texts]
+    with _cache_lock:
+        cached = {key: _vector_cache[key] for key in keys if key in _vector_cache}
+    missing = list(dict.fromkeys(key for key in keys if key not in cached))
+    if missing:
+        first_text = dict(zip(keys, texts, strict=True))
+        vectors = embedding.embed_texts([first_text[key] for key in missing])
+        with _cache_lock:
+            for key, vector in zip(missing, vectors, strict=True):
+                cached[key] = vector
+                _vector_cache[key] = vector
+                _vector_cache.move_to_end(key)
+            while len(_vector_cache) > VECTOR_CACHE_SIZE:
+                _vector_cache.popitem(last=False)
+    if not keys:
+        return np.zeros((0, embedding.DIMENSIONS), dtype=np.float32)
+    return np.stack([cached[key] for key in keys])
+
+
+# --- Selection --------------------------------------------------------------------------------
+def extractive_answer(
+    *, question: str, question_vector: np.ndarray, chunks: Sequence[RetrievedChunk]
+) -> ExtractiveAnswer:
+    """At most three sentences of `chunks` (the qualifying chunks, best first) that best answer
+    `question`, each with the citation number of its chunk.
+
+    CPU-bound (embeds the candidate sentences): async callers run it in a worker thread.
+    """
+    candidates = candidate_sentences(chunks)
+    if not candidates:
+        # Chunks too short to hold a full sentence: the top chunk's text is the answer.
+        top = chunks[0]
+        start, end = _trim(top.text, 0, len(top.text))
+        candidates = [Sentence(chunk=top, rank=0, position=0, start=start, end=end)]
+    texts = [sentence.text for sentence in candidates]
+    vectors = sentence_vectors(texts)
+    query = np.asarray(question_vector, dtype=np.float32)
+    query = query / (np.linalg.norm(query) or 1.0)
+    semantic = vectors @ query
+    lexical = lexical_scores(question, texts)
+    scores = [
+        WEIGHT_SEMANTIC * float(semantic[i])
+        + WEIGHT_LEXICAL * lexical[i]
+        + WEIGHT_CHUNK * float(candidate.chunk.similarity or 0.0)
+        for i, candidate in enumerate(candidates)
+    ]
+    order = sorted(
+        range(len(candidates)),
+        key=lambda i: (-round(scores[i], 9), candidates[i].rank, candidates[i].position),
+    )
+
+    chosen = [order[0]]
+    best = scores[order[0]]
+    for i in order[1:]:
+        if len(chosen) == MAX_SENTENCES or scores[i] < best * FOLLOWER_RELATIVE_SCORE:
+            break
+        if any(float(vectors[i] @ vectors[j]) >= REDUNDANT_SIMILARITY for j in chosen):
+            continue
+        chosen.append(i)
+
+    # Reading order: chunks in the order they were first chosen, sentences in text order.
+    chunk_order: dict[int, int] = {}
+    for i in chosen:
+        chunk_order.setdefault(candidates[i].chunk.chunk_id, len(chunk_order))
+    chosen.sort(key=lambda i: (chunk_order[candidates[i].chunk.chunk_id], candidates[i].start))
+    numbers: dict[int, int] = {}
+    sentences = []
+    for i in chosen:
+        chunk = candidates[i].chunk
+        n = numbers.setdefault(chunk.chunk_id, len(numbers) + 1)
+        sentences.append(AnswerSentence(text=texts[i], n=n, chunk=chunk, score=scores[i]))
+    return ExtractiveAnswer(sentences=sentences)

@@ -1,0 +1,488 @@
+"""The one answering pipeline: a question in, a sequence of events out. Transports only render.
+
+    async for event in answer_stream(user=..., question=..., message_id=..., options=...):
+        ...  # event.type, event.data
+
+Before the first event, bad input or access raises `AnswerError` (code, message, status,
+details): validation-failed 422 (empty or too long message, top_k outside 1..20, embedding not
+384 finite numbers, unknown document ids), bad-request 400 (malformed UUID), forbidden 403
+(someone else's conversation), not-found 404 (regenerating an unknown question), conflict 409
+(the message_id was used for something else, or its answer is still streaming after
+settings.CHAT_ANSWER_WAIT_SECONDS). Nothing is stored in those cases.
+
+Then the events, in order (SPEC §6; `data` shown):
+
+- `warning {message}` — optional, first: the question was longer than the embedding model
+  reads, only its beginning was embedded (also stored as `Message.warning`).
+- either `refusal {conversation_id, message_id, reply_to, message, suggestions}` — alone and
+  last: the knowledge base is empty, or the best cosine similarity is below the evidence
+  threshold (SPEC §4 texts); stored as an assistant message with status `refused`;
+- or `answer_start {conversation_id, message_id, reply_to, title, is_private}` →
+  `answer_delta {text}` (one or more; joined they are the answer's content, each sentence
+  followed by its marker " [n]") → `sources {message_id, citations: [{n, chunk_id,
+  document_id, title, page, section, url, excerpt, text, similarity, stale}]}` →
+  `answer_end {message_id, status}`.
+- `error {code, message}` — last, when answering failed after it started (status `error`).
+
+`message_id` in the events is the assistant message's id, `reply_to` the question's (the
+client's message_id). The same message_id again (a retry, a second tab, concurrently) answers
+nothing new: it waits while the first request is still streaming, then replays what was
+stored as the same events (the content as one delta). `options.regenerate` answers a stored
+question again, replacing its answer (owner only).
+
+Cancelling the consuming task (client disconnect, Stop) or closing the generator stores the
+part already streamed with status `interrupted`, its citations limited to the markers already
+sent, and re-raises. One JSON log line per exchange goes to the `sourced.exchange` logger.
+
+The embedding model runs in worker threads (never on the event loop); database work runs via
+`database_sync_to_async`, each step one transaction inside `chat.services`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+
+from chat import selectors, services
+from chat.answering.citations import citation_as_dict
+from chat.answering.errors import AnswerError
+from chat.answering.events import Event
+from chat.answering.evidence import (
+    EMPTY_KB_REFUSAL,
+    Refusal,
+    chat_settings_get,
+    evidence_check,
+    evidence_threshold,
+)
+from chat.answering.extractive import ExtractiveAnswer, extractive_answer
+from chat.answering.questions import question_normalize
+from chat.models import Message
+from knowledge import embedding
+from knowledge.retrieval import (
+    TOP_K_MAX,
+    TOP_K_MIN,
+    SearchResult,
+    chunks_search,
+    knowledge_base_is_empty,
+)
+
+logger = logging.getLogger("sourced.exchange")
+errors_logger = logging.getLogger(__name__)
+
+TRUNCATION_WARNING = (
+    "Your question is longer than the search model can read ({limit} word pieces): only its "
+    "beginning was used to find sources."
+)
+INTERNAL_ERROR_MESSAGE = "Something went wrong while answering. Please try again."
+MAX_DOCUMENT_IDS = 200
+POLL_SECONDS = 0.1
+STALE_STREAMING = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """How to answer: top_k (1..20, default ChatSettings.default_top_k), only these documents,
+    a question embedding supplied by the client (384 floats) instead of embedding the question
+    on the server, or regenerate the answer of an earlier question (`message_id`)."""
+
+    top_k: int | None = None
+    document_ids: list[int] | None = None
+    embedding: list[float] | None = None
+    regenerate: bool = False
+
+
+@dataclass
+class _Exchange:
+    """What one exchange has done so far: for the interruption record and the log line."""
+
+    started: float = field(default_factory=time.perf_counter)
+    first_event_ms: float | None = None
+    retrieval_ms: float | None = None
+    best_similarity: float | None = None
+    warning: str = ""
+    pieces: list[str] = field(default_factory=list)
+    answer: ExtractiveAnswer | None = None
+
+    def elapsed_ms(self) -> float:
+        return round((time.perf_counter() - self.started) * 1000, 1)
+
+    def event(self, type_: str, data: dict[str, Any]) -> Event:
+        if self.first_event_ms is None:
+            self.first_event_ms = self.elapsed_ms()
+        return Event(type_, data)  # type: ignore[arg-type]
+
+    def figures(self, top_k: int) -> services.AnswerFigures:
+        return services.AnswerFigures(
+            top_k=top_k,
+            best_similarity=self.best_similarity,
+            retrieval_ms=self.retrieval_ms,
+            first_event_ms=self.first_event_ms,
+            total_ms=self.elapsed_ms(),
+        )
+
+    def streamed_citations(self) -> list:
+        """Cited chunks whose marker was already sent."""
+        if self.answer is None:
+            return []
+        return [(n, c) for n, c in self.answer.cited_chunks if f" [{n}]" in self.pieces]
+
+
+# --- Validation -----------------------------------------------------------------------------
+def _uuid(value: object, name: str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        raise AnswerError.bad_request(
+            f"{name} is not a valid UUID.", details={name: ["Must be a valid UUID."]}
+        ) from None
+
+
+def _top_k_validate(top_k: object) -> int | None:
+    if top_k is None:
+        return None
+    if (
+        isinstance(top_k, bool)
+        or not isinstance(top_k, int)
+        or not (TOP_K_MIN <= top_k <= TOP_K_MAX)
+    ):
+        raise AnswerError.validation(
+            "top_k", f"top_k must be a whole number from {TOP_K_MIN} to {TOP_K_MAX}."
+        )
+    return top_k
+
+
+def _embedding_validate(values: Sequence[float] | None) -> np.ndarray | None:
+    if values is None:
+        return None
+    message = f"embedding must be a list of {embedding.DIMENSIONS} finite numbers, not all zero."
+    if isinstance(values, (str, bytes)) or len(values) != embedding.DIMENSIONS:
+        raise AnswerError.validation("embedding", message)
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+        raise AnswerError.validation("embedding", message)
+    vector = np.asarray(values, dtype=np.float64)
+    norm = float(np.linalg.norm(vector)) if np.all(np.isfinite(vector)) else math.nan
+    if not math.isfinite(norm) or norm == 0.0:
+        raise AnswerError.validation("embedding", message)
+    return (vector / norm).astype(np.float32)
+
+
+def _document_ids_validate(values: Sequence[int] | None) -> list[int] | None:
+    if values is None:
+        return None
+    if (
+        isinstance(values, (str, bytes))
+        or len(values) > MAX_DOCUMENT_IDS
+        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values)
+    ):
+        raise AnswerError.validation(
+            "document_ids",
+            f"document_ids must be a list of at most {MAX_DOCUMENT_IDS} document ids.",
+        )
+    return sorted(set(values))
+
+
+# --- The pipeline ---------------------------------------------------------------------------
+async def answer_stream(
+    *,
+    user: AbstractBaseUser,
+    question: str | None,
+    message_id: uuid.UUID | str,
+    conversation_id: uuid.UUID | str | None = None,
+    is_private: bool = False,
+    options: AnswerOptions | None = None,
+) -> AsyncIterator[Event]:
+    """Answer `question` for `user` as a stream of events (see the module docstring).
+
+    `message_id` is the client's id of the question (idempotency key); `conversation_id` an
+    existing conversation of the user, or the id to give a new one (omitted: a new one is
+    created); `is_private` applies only when the conversation is created. With
+    `options.regenerate` the stored question `message_id` is answered again and `question` is
+    ignored.
+    """
+    exchange = _Exchange()
+    options = options or AnswerOptions()
+    message_uuid = _uuid(message_id, "message_id")
+    conversation_uuid = (
+        None if conversation_id is None else _uuid(conversation_id, "conversation_id")
+    )
+    if not options.regenerate:
+        question = question_normalize(question)
+    top_k = _top_k_validate(options.top_k)
+    supplied_vector = _embedding_validate(options.embedding)
+    document_ids = _document_ids_validate(options.document_ids)
+    if document_ids:
+        unknown = await database_sync_to_async(selectors.unknown_document_ids)(document_ids)
+        if unknown:
+            raise AnswerError.validation(
+                "document_ids", f"Unknown document ids: {', '.join(map(str, unknown))}."
+            )
+    chat_settings = await database_sync_to_async(chat_settings_get)()
+    top_k = top_k or chat_settings.default_top_k
+    threshold = evidence_threshold(chat_settings)
+    mode = Message.Mode.EXTRACTIVE
+
+    if options.regenerate:
+        begun = await database_sync_to_async(services.exchange_regenerate)(
+            user=user, message_id=message_uuid, mode=mode, top_k=top_k
+        )
+    else:
+        begun = await database_sync_to_async(services.exchange_begin)(
+            user=user,
+            message_id=message_uuid,
+            question=question,
+            conversation_id=conversation_uuid,
+            is_private=is_private,
+            mode=mode,
+            top_k=top_k,
+        )
+    if isinstance(begun, services.ExchangeExisting):
+        stored = await _stored_answer_wait(begun)
+        for event in stored_answer_events(stored):
+            yield exchange.event(event.type, event.data)
+        _log_replay(exchange, stored, user=user)
+        return
+
+    conversation, question_message, answer_message = (
+        begun.conversation,
+        begun.question,
+        begun.answer,
+    )
+    question = question_message.content
+    ids = {
+        "conversation_id": str(conversation.pk),
+        "message_id": str(answer_message.pk),
+        "reply_to": str(question_message.pk),
+    }
+    status = Message.Status.STREAMING
+    try:
+        refusal: Refusal | None = None
+        result: SearchResult | None = None
+        retrieval_started = time.perf_counter()
+        if await database_sync_to_async(knowledge_base_is_empty)():
+            refusal = EMPTY_KB_REFUSAL
+        else:
+            vector, truncated = supplied_vector, False
+            if vector is None:
+                vector, truncated = await sync_to_async(
+                    embedding.embed_query, thread_sensitive=False
+                )(question)
+            result = await database_sync_to_async(chunks_search)(
+                query=question, top_k=top_k, document_ids=document_ids, query_vector=vector
+            )
+            exchange.best_similarity = result.best_similarity
+            if truncated:
+                exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)
+        exchange.retrieval_ms = round((time.perf_counter() - retrieval_started) * 1000, 1)
+        if exchange.warning:
+            yield exchange.event("warning", {"message": exchange.warning})
+
+        qualifying = []
+        if refusal is None and result is not None:
+            qualifying, refusal = evidence_check(result.chunks, threshold)
+        if refusal is not None:
+            status = Message.Status.REFUSED
+            exchange.first_event_ms = exchange.first_event_ms or exchange.elapsed_ms()
+            await database_sync_to_async(services.answer_finish)(
+                answer_id=answer_message.pk,
+                status=status,
+                content=refusal.message,
+                suggestions=refusal.suggestions,
+                warning=exchange.warning,
+                figures=exchange.figures(top_k),
+            )
+            yield exchange.event(
+                "refusal", _refusal_data(ids, refusal.message, refusal.suggestions)
+            )
+            return
+
+        yield exchange.event(
+            "answer_start",
+            {**ids, "title": conversation.title, "is_private": conversation.is_private},
+        )
+        exchange.answer = await sync_to_async(extractive_answer, thread_sensitive=False)(
+            question=question, question_vector=result.query_vector, chunks=qualifying
+        )
+        delay = settings.CHAT_STREAM_DELAY_MS / 1000
+        for piece in exchange.answer.pieces():
+            yield exchange.event("answer_delta", {"text": piece})
+            exchange.pieces.append(piece)
+            if delay:
+                await asyncio.sleep(delay)
+        citations = await database_sync_to_async(services.answer_finish)(
+            answer_id=answer_message.pk,
+            status=Message.Status.COMPLETE,
+            content=exchange.answer.text,
+            cited=exchange.answer.cited_chunks,
+            warning=exchange.warning,
+            figures=exchange.figures(top_k),
+        )
+        if citations is None:
+            raise RuntimeError(f"answer {answer_message.pk} was finished by someone else")
+        status = Message.Status.COMPLETE
+        yield exchange.event(
+            "sources",
+            {
+                "message_id": ids["message_id"],
+                "citations": [citation_as_dict(c, stale=False) for c in citations],
+            },
+        )
+        yield exchange.event("answer_end", {"message_id": ids["message_id"], "status": status})
+    except (asyncio.CancelledError, GeneratorExit):
+        if status == Message.Status.STREAMING:
+            status = Message.Status.INTERRUPTED
+            await asyncio.shield(
+                database_sync_to_async(services.answer_finish)(
+                    answer_id=answer_message.pk,
+                    status=status,
+                    content="".join(exchange.pieces),
+                    cited=exchange.streamed_citations(),
+                    warning=exchange.warning,
+                    figures=exchange.figures(top_k),
+                )
+            )
+        raise
+    except Exception:
+        errors_logger.exception("answering message %s failed", question_message.pk)
+        status = Message.Status.ERROR
+        await database_sync_to_async(services.answer_finish)(
+            answer_id=answer_message.pk,
+            status=status,
+            content="".join(exchange.pieces),
+            cited=exchange.streamed_citations(),
+            warning=exchange.warning,
+            error_code="internal",
+            figures=exchange.figures(top_k),
+        )
+        yield exchange.event("error", {"code": "internal", "message": INTERNAL_ERROR_MESSAGE})
+    finally:
+        cited = (
+            len(exchange.streamed_citations())
+            if status != Message.Status.COMPLETE
+            else (len(exchange.answer.cited_chunks) if exchange.answer else 0)
+        )
+        _log(
+            exchange,
+            conversation=ids["conversation_id"],
+            message=ids["message_id"],
+            user=user.pk,
+            top_k=top_k,
+            status=status,
+            citations=cited,
+            replayed=False,
+        )
+
+
+def _refusal_data(ids: dict[str, str], message: str, suggestions: list[str]) -> dict[str, Any]:
+    return {**ids, "message": message, "suggestions": list(suggestions)}
+
+
+async def _stored_answer_wait(existing: services.ExchangeExisting) -> Message:
+    """The stored answer, once it is no longer streaming (409 if it stays so too long)."""
+    answer = existing.answer
+    deadline = time.monotonic() + settings.CHAT_ANSWER_WAIT_SECONDS
+    while answer.status == Message.Status.STREAMING:
+        answer = await database_sync_to_async(services.answer_release_if_stale)(
+            answer, stale_after=STALE_STREAMING
+        )
+        if answer.status != Message.Status.STREAMING:
+            break
+        if time.monotonic() >= deadline:
+            raise AnswerError.conflict(
+                "This message is still being answered. Try again in a moment.",
+                details={"message_id": str(existing.question.pk)},
+            )
+        await asyncio.sleep(POLL_SECONDS)
+        refreshed = await database_sync_to_async(services.answer_refresh)(answer.pk)
+        if refreshed is None:
+            raise AnswerError.conflict("This message's answer was replaced. Send it again.")
+        answer = refreshed
+    stored = await database_sync_to_async(selectors.message_answer_with_citations)(answer.pk)
+    if stored is None:
+        raise AnswerError.conflict("This message's answer was replaced. Send it again.")
+    return stored
+
+
+def stored_answer_events(answer: Message) -> list[Event]:
+    """The events of a stored assistant message, as its first request streamed them (the
+    content as a single delta). Expects conversation and citations (with chunk__document)
+    to be loaded, e.g. by `selectors.message_answer_with_citations`."""
+    conversation = answer.conversation
+    ids = {
+        "conversation_id": str(conversation.pk),
+        "message_id": str(answer.pk),
+        "reply_to": str(answer.reply_to_id),
+    }
+    events: list[Event] = []
+    if answer.warning:
+        events.append(Event("warning", {"message": answer.warning}))
+    if answer.status == Message.Status.REFUSED:
+        events.append(Event("refusal", _refusal_data(ids, answer.content, answer.suggestions)))
+        return events
+    if answer.status == Message.Status.ERROR:
+        events.append(
+            Event(
+                "error",
+                {"code": answer.error_code or "internal", "message": INTERNAL_ERROR_MESSAGE},
+            )
+        )
+        return events
+    events.append(
+        Event(
+            "answer_start",
+            {**ids, "title": conversation.title, "is_private": conversation.is_private},
+        )
+    )
+    if answer.content:
+        events.append(Event("answer_delta", {"text": answer.content}))
+    citations = [citation_as_dict(c) for c in answer.citations.all()]
+    events.append(Event("sources", {"message_id": ids["message_id"], "citations": citations}))
+    events.append(Event("answer_end", {"message_id": ids["message_id"], "status": answer.status}))
+    return events
+
+
+def _log_replay(exchange: _Exchange, answer: Message, *, user: AbstractBaseUser) -> None:
+    _log(
+        exchange,
+        conversation=str(answer.conversation_id),
+        message=str(answer.pk),
+        user=user.pk,
+        top_k=answer.top_k,
+        status=answer.status,
+        citations=len(answer.citations.all()),
+        replayed=True,
+        best_similarity=answer.best_similarity,
+    )
+
+
+def _log(exchange: _Exchange, **fields: Any) -> None:
+    """One structured line per exchange on the `sourced.exchange` logger."""
+    record = {
+        "event": "chat.exchange",
+        "retrieval_ms": exchange.retrieval_ms,
+        "best_similarity": (
+            None if exchange.best_similarity is None else round(exchange.best_similarity, 4)
+        ),
+        "first_event_ms": exchange.first_event_ms,
+        "total_ms": exchange.elapsed_ms(),
+        **fields,
+    }
+    record["refused"] = record.get("status") == Message.Status.REFUSED
+    if isinstance(record.get("best_similarity"), float):
+        record["best_similarity"] = round(record["best_similarity"], 4)
+    logger.info(json.dumps(record, default=str, sort_keys=True))

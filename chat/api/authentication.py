@@ -1,0 +1,65 @@
+"""API authentication: DRF tokens (`Authorization: Token <key>`, `Bearer <key>` accepted too)
+and the browser session (CSRF-checked), for DRF views and the async streaming view alike."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.http import HttpRequest
+from django.middleware.csrf import CsrfViewMiddleware
+from rest_framework import authentication, exceptions
+from rest_framework.authtoken.models import Token
+
+from chat.answering.errors import AnswerError
+
+KEYWORDS = ("token", "bearer")
+
+
+class TokenAuthentication(authentication.TokenAuthentication):
+    """DRF's token authentication, also reading `Bearer <key>` (what most HTTP clients send)."""
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower().decode(errors="replace") not in KEYWORDS:
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Invalid token header.")
+        try:
+            key = header[1].decode()
+        except UnicodeError:
+            raise exceptions.AuthenticationFailed("Invalid token header.") from None
+        return self.authenticate_credentials(key)
+
+
+class _CsrfCheck(CsrfViewMiddleware):
+    def _reject(self, request, reason):
+        return reason
+
+
+def _csrf_failure(request: HttpRequest) -> str | None:
+    check = _CsrfCheck(lambda _request: None)
+    check.process_request(request)
+    return check.process_view(request, None, (), {})
+
+
+async def request_user(request: HttpRequest) -> AbstractBaseUser:
+    """The active user of a request to an async API view: token first, then the session
+    (whose unsafe requests must carry the CSRF token, as in DRF's SessionAuthentication).
+
+    Raises AnswerError: unauthorized (401) without valid credentials.
+    """
+    header = request.headers.get("Authorization", "").split()
+    if header and header[0].lower() in KEYWORDS:
+        if len(header) != 2:
+            raise AnswerError("unauthorized", "Invalid token header.")
+        token = await Token.objects.select_related("user").filter(key=header[1]).afirst()
+        if token is None or not token.user.is_active:
+            raise AnswerError("unauthorized", "Invalid token.")
+        return token.user
+    user = await request.auser()
+    if not user.is_authenticated or not user.is_active:
+        raise AnswerError("unauthorized", "Authentication credentials were not provided.")
+    reason = await sync_to_async(_csrf_failure)(request)
+    if reason:
+        raise AnswerError("forbidden", f"CSRF Failed: {reason}")
+    return user
