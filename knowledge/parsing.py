@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,18 +108,26 @@ def _clean_inline(text: str) -> str:
     return " ".join(_SPACES.sub(" ", text.replace("\n", " ")).split())
 
 
-def _clean_multiline(text: str) -> str:
-    """Text whose line breaks matter (code, plain text): spaces collapsed per line."""
+def _clean_multiline(text: str, *, code: bool = False) -> str:
+    """Text whose line breaks matter: plain text (spaces collapsed per line) or code
+    (indentation kept, common indentation removed)."""
     text = _ZERO_WIDTH.sub("", _CONTROL_CHARS.sub("", text.replace("\r\n", "\n")))
     text = text.replace("\r", "\n")
+    if code:
+        lines = [line.replace("\u00a0", " ").rstrip() for line in text.split("\n")]
+        return textwrap.dedent("\n".join(lines)).strip()
     lines = [_SPACES.sub(" ", line).rstrip() for line in text.split("\n")]
-    return "\n".join(lines).strip("\n").strip()
+    return "\n".join(lines).strip()
 
 
 def _reason(exc: Exception) -> str:
     """A short, single-line account of a library's exception for an error message."""
     detail = " ".join(str(exc).split())[:200]
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+_WESTERN = {"cp1252", "latin_1", "iso8859_15"}
+_WESTERN_TOLERANCE = 0.02
 
 
 def _decode_text(data: bytes) -> str:
@@ -134,9 +143,18 @@ def _decode_text(data: bytes) -> str:
         pass
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
-    if best is None:
+    matches = list(from_bytes(data))
+    if not matches:
         raise DocumentParseError("The file does not look like text (no known encoding fits).")
+    best = matches[0]
+    # Short Western European texts score almost the same in several 8-bit code pages
+    # (café reads as well in cp1257 as in cp1252 to a statistical detector); when the
+    # Western one is practically as good, it is by far the likelier origin.
+    for match in matches:
+        if match.chaos <= best.chaos + _WESTERN_TOLERANCE and _WESTERN & set(
+            match.could_be_from_charset
+        ):
+            return str(match)
     return str(best)
 
 
@@ -234,7 +252,7 @@ def _parse_markdown(data: bytes, builder: _BlockBuilder) -> str | None:
         elif kind == "table_close":
             previous_tight = False
         elif kind in {"fence", "code_block"}:
-            builder.add(_clean_multiline(token.content), section=headings.path)
+            builder.add(_clean_multiline(token.content, code=True), section=headings.path)
             previous_tight = False
         elif kind == "html_block":
             builder.add(_html_fragment_text(token.content), section=headings.path)
@@ -320,7 +338,7 @@ def _parse_html(data: bytes, builder: _BlockBuilder) -> str | None:
                 flush(row=True)
             elif name == "pre":
                 flush()
-                builder.add(_clean_multiline(child.get_text()), section=headings.path)
+                builder.add(_clean_multiline(child.get_text(), code=True), section=headings.path)
                 last_was_row[0] = False
             elif name == "br":
                 buffer.append(" ")

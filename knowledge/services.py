@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
 
 from knowledge import embedding
@@ -151,6 +151,9 @@ def document_ingest(
         logger.warning("Concurrent ingestion of %s: %s", source, exc)
         error = "The document was changed by another ingestion at the same time; try again."
         return IngestOutcome(source, "failed", existing, 0, error)
+    except DatabaseError as exc:  # rolled back: the previous version is still complete
+        logger.exception("Saving %s failed", source)
+        return IngestOutcome(source, "failed", existing, 0, f"Could not save the document: {exc}")
     return IngestOutcome(source, action, document, len(prepared.drafts))
 
 
@@ -160,7 +163,13 @@ def document_process(*, document: Document) -> IngestOutcome:
     had_chunks = document.status == Document.Status.READY or document.chunks.exists()
     Document.objects.filter(pk=document.pk).update(status=Document.Status.PROCESSING, error="")
     document.status, document.error = Document.Status.PROCESSING, ""
-    outcome = _document_rebuild(document=document, action="updated" if had_chunks else "new")
+    try:
+        outcome = _document_rebuild(document=document, action="updated" if had_chunks else "new")
+    except Exception as exc:  # never leave a document stuck in "processing"
+        logger.exception("Processing document %s failed", document.pk)
+        error = f"Unexpected error while processing the document: {exc}"
+        _mark_failed(source=document.source, error=error, fields={})
+        outcome = IngestOutcome(document.source, "failed", document, 0, error)
     document.refresh_from_db()
     outcome.document = document
     return outcome

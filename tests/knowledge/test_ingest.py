@@ -1,0 +1,361 @@
+"""Ingestion services on real files, real PostgreSQL and the real embedding model."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+
+import numpy as np
+import pytest
+from django.core.files.base import ContentFile
+from django.db import DatabaseError
+
+from knowledge import embedding
+from knowledge.models import Chunk, Document, Embedding
+from knowledge.services import (
+    document_ingest,
+    document_process,
+    documents_ingest,
+    documents_reindex,
+    embeddings_rebuild_stale,
+    paths_expand,
+    title_from_name,
+)
+from tests.fixtures import documents
+
+pytestmark = pytest.mark.django_db
+
+MEDIA_TYPES = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "md": "text/markdown",
+    "html": "text/html",
+    "txt": "text/plain",
+}
+
+
+def vectors_by_text(document: Document) -> dict[str, np.ndarray]:
+    return {
+        text: np.asarray(vector)
+        for text, vector in Embedding.objects.filter(chunk__document=document).values_list(
+            "chunk__text", "vector"
+        )
+    }
+
+
+@pytest.mark.parametrize("kind", ["pdf", "docx", "md", "html", "txt"])
+def test_ingesting_a_new_file_stores_its_chunks_and_embeddings(documents_dir, kind):
+    path = next(p for p in documents_dir.iterdir() if p.suffix == f".{kind}")
+
+    outcome = document_ingest(path=path)
+
+    assert outcome.action == "new"
+    assert outcome.error == ""
+    document = Document.objects.get()
+    assert outcome.document == document
+    assert document.source == str(path.resolve())
+    assert document.status == Document.Status.READY
+    assert document.media_type == MEDIA_TYPES[kind]
+    assert document.content_hash == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert document.enabled
+    chunks = list(document.chunks.order_by("index"))
+    assert len(chunks) == outcome.chunks > 0
+    assert [chunk.index for chunk in chunks] == list(range(len(chunks)))
+    for chunk in chunks:
+        assert chunk.text_hash == hashlib.sha256(chunk.text.encode()).hexdigest()
+        assert chunk.token_count == embedding.token_count(chunk.text) <= embedding.MAX_TOKENS
+        vectors = list(chunk.embeddings.all())
+        assert [e.model for e in vectors] == [embedding.model_version()]
+        assert np.allclose(vectors[0].vector, embedding.embed_texts([chunk.text])[0], atol=1e-5)
+
+
+def test_page_and_section_metadata_reach_the_chunks(documents_dir):
+    pdf = document_ingest(path=documents_dir / "travel-policy.pdf").document
+    md = document_ingest(path=documents_dir / "handbook.md").document
+
+    assert list(pdf.chunks.order_by("index").values_list("page", flat=True)) == [1, 2, 3]
+    assert pdf.chunks.get(text__contains="45 pence").page == 3
+    leave = md.chunks.get(text__contains="25 days of annual leave")
+    assert leave.section == "Handbook > Leave > Annual leave"
+    assert leave.page is None
+
+
+def test_titles_come_from_the_document_else_from_the_file_name(documents_dir):
+    pdf = document_ingest(path=documents_dir / "travel-policy.pdf").document
+    txt = document_ingest(path=documents_dir / "cafe-rules.txt").document
+    named = document_ingest(path=documents_dir / "handbook.md", title="Staff Handbook").document
+
+    assert pdf.title == documents.PDF_TITLE
+    assert txt.title == "Cafe rules"
+    assert named.title == "Staff Handbook"
+    assert title_from_name("staff-handbook_2026.md") == "Staff handbook 2026"
+    assert title_from_name("IT-Policy.pdf") == "IT Policy"
+
+
+def test_reingesting_an_unchanged_file_changes_nothing(documents_dir, embedded_texts):
+    path = documents_dir / "handbook.md"
+    first = document_ingest(path=path)
+    chunk_ids = set(Chunk.objects.values_list("pk", flat=True))
+    embedding_ids = set(Embedding.objects.values_list("pk", flat=True))
+    updated_at = Document.objects.get().updated_at
+    embedded_texts.clear()
+
+    again = document_ingest(path=path)
+
+    assert again.action == "unchanged"
+    assert again.chunks == first.chunks
+    assert again.document.pk == first.document.pk
+    assert set(Chunk.objects.values_list("pk", flat=True)) == chunk_ids
+    assert set(Embedding.objects.values_list("pk", flat=True)) == embedding_ids
+    assert Document.objects.get().updated_at == updated_at
+    assert embedded_texts == []
+
+
+def test_a_changed_file_replaces_its_chunks_and_reuses_unchanged_embeddings(
+    documents_dir, embedded_texts
+):
+    path = documents_dir / "handbook.md"
+    first = document_ingest(path=path)
+    old_ids = set(first.document.chunks.values_list("pk", flat=True))
+    old_vectors = vectors_by_text(first.document)
+    new_paragraph = "Employees may buy up to five extra days of leave through salary sacrifice."
+    path.write_text(
+        documents.MARKDOWN.replace(
+            "Everything about time off work.", f"Everything about time off work.\n\n{new_paragraph}"
+        ).replace("## Expenses", "## Expenses\n\nExpenses are paid monthly by bank transfer."),
+        encoding="utf-8",
+    )
+    embedded_texts.clear()
+
+    second = document_ingest(path=path)
+
+    assert second.action == "updated"
+    document = Document.objects.get()
+    assert document.pk == first.document.pk
+    assert document.content_hash == hashlib.sha256(path.read_bytes()).hexdigest()
+    new_chunks = list(document.chunks.all())
+    assert not old_ids & {chunk.pk for chunk in new_chunks}  # every old row is gone
+    assert Chunk.objects.count() == len(new_chunks) == second.chunks
+    assert Embedding.objects.count() == len(new_chunks)
+    assert any(new_paragraph in chunk.text for chunk in new_chunks)
+    new_vectors = vectors_by_text(document)
+    reused = set(new_vectors) & set(old_vectors)
+    assert reused  # sections that did not change produced the same chunk texts
+    assert sorted(embedded_texts) == sorted(set(new_vectors) - reused)
+    for text in reused:
+        assert np.array_equal(new_vectors[text], old_vectors[text])
+
+
+def test_embeddings_are_reused_across_documents(documents_dir, embedded_texts):
+    document_ingest(path=documents_dir / "handbook.md")
+    copy = documents_dir / "handbook-copy.md"
+    shutil.copy(documents_dir / "handbook.md", copy)
+    embedded_texts.clear()
+
+    outcome = document_ingest(path=copy)
+
+    assert outcome.action == "new"
+    assert outcome.chunks > 0
+    assert embedded_texts == []
+    assert Embedding.objects.count() == 2 * outcome.chunks
+
+
+def test_a_failure_while_saving_leaves_the_previous_version_complete(documents_dir, monkeypatch):
+    path = documents_dir / "handbook.md"
+    first = document_ingest(path=path)
+    before = list(Chunk.objects.order_by("pk").values_list("pk", "text"))
+    path.write_text(documents.MARKDOWN + "\nA new closing paragraph.\n", encoding="utf-8")
+
+    def disk_full(*args, **kwargs):
+        raise DatabaseError("could not extend file: No space left on device")
+
+    monkeypatch.setattr(Embedding.objects, "bulk_create", disk_full)  # after chunks are written
+    outcome = document_ingest(path=path)
+
+    assert outcome.action == "failed"
+    assert "No space left on device" in outcome.error
+    document = Document.objects.get()
+    assert document.status == Document.Status.READY
+    assert document.content_hash == first.document.content_hash
+    assert list(Chunk.objects.order_by("pk").values_list("pk", "text")) == before
+    assert Embedding.objects.count() == len(before)
+
+
+def test_corrupt_and_empty_files_fail_while_the_others_succeed(documents_dir):
+    (documents_dir / "broken.pdf").write_bytes(documents.pdf_bytes()[:300])
+    (documents_dir / "empty.txt").write_bytes(b"")
+    (documents_dir / "damaged.docx").write_bytes(b"PK\x03\x04 not really a zip")
+
+    outcomes = documents_ingest(paths=[documents_dir], title=None, enabled=True, dry_run=False)
+
+    by_name = {o.source.rsplit("/", 1)[-1]: o for o in outcomes}
+    assert len(by_name) == 8
+    for name in ("broken.pdf", "empty.txt", "damaged.docx"):
+        outcome = by_name[name]
+        assert outcome.action == "failed"
+        assert outcome.error
+        assert outcome.document.status == Document.Status.FAILED
+        assert outcome.document.error == outcome.error
+        assert not outcome.document.chunks.exists()
+    assert "Could not read the PDF" in by_name["broken.pdf"].error
+    assert "empty" in by_name["empty.txt"].error
+    assert "Word document" in by_name["damaged.docx"].error
+    ready = Document.objects.filter(status=Document.Status.READY)
+    assert ready.count() == 5
+    assert all(document.chunks.exists() for document in ready)
+
+
+def test_a_broken_new_version_is_recorded_without_touching_the_chunks(documents_dir):
+    path = documents_dir / "travel-policy.pdf"
+    document_ingest(path=path)
+    before = list(Chunk.objects.order_by("pk").values_list("pk", flat=True))
+    path.write_bytes(b"%PDF-1.4 truncated")
+
+    outcome = document_ingest(path=path)
+
+    assert outcome.action == "failed"
+    document = Document.objects.get()
+    assert document.status == Document.Status.FAILED
+    assert "Could not read the PDF" in document.error
+    assert list(Chunk.objects.order_by("pk").values_list("pk", flat=True)) == before
+
+    path.write_bytes(documents.pdf_bytes())  # the good file again: fully ready once more
+    assert document_ingest(path=path).action == "updated"
+    document.refresh_from_db()
+    assert (document.status, document.error) == (Document.Status.READY, "")
+
+
+def test_dry_run_writes_nothing(documents_dir, embedded_texts):
+    outcomes = documents_ingest(paths=[documents_dir], title=None, enabled=True, dry_run=True)
+
+    assert {o.action for o in outcomes} == {"new"}
+    assert all(o.chunks > 0 for o in outcomes)
+    assert not Document.objects.exists()
+    assert not Chunk.objects.exists()
+    assert embedded_texts == []
+
+
+def test_unsupported_files_are_skipped_in_directories_and_refused_when_named(documents_dir):
+    (documents_dir / "budget.xlsx").write_bytes(b"not supported")
+    (documents_dir / ".hidden.md").write_text("# Hidden\n\nNot ingested.")
+
+    files, skipped = paths_expand([documents_dir])
+    outcomes = documents_ingest(
+        paths=[documents_dir / "budget.xlsx"], title=None, enabled=True, dry_run=False
+    )
+
+    assert sorted(f.name for f in files) == sorted(
+        ["cafe-rules.txt", "expense-policy.docx", "handbook.md", "it-security.html"]
+        + ["travel-policy.pdf"]
+    )
+    assert [s.name for s in skipped] == ["budget.xlsx"]
+    assert [o.action for o in outcomes] == ["failed"]
+    assert "Unsupported file type '.xlsx'" in outcomes[0].error
+    assert ".pdf, .md/.markdown, .html/.htm, .txt, .docx" in outcomes[0].error
+    assert not Document.objects.exists()
+
+
+def test_disabled_flag_is_stored_and_kept(documents_dir):
+    path = documents_dir / "handbook.md"
+    document = document_ingest(path=path, enabled=False).document
+    assert not document.enabled
+
+    path.write_text(documents.MARKDOWN + "\nOne more line.\n", encoding="utf-8")
+    document_ingest(path=path)  # enabled=True by default does not re-enable
+
+    document.refresh_from_db()
+    assert not document.enabled
+    assert document.status == Document.Status.READY
+
+
+def test_document_process_indexes_an_uploaded_file(settings, tmp_path, staff_user):
+    settings.MEDIA_ROOT = tmp_path
+    document = Document(title="Uploaded handbook", source="handbook.md", uploaded_by=staff_user)
+    document.file.save("handbook.md", ContentFile(documents.MARKDOWN.encode()), save=False)
+    document.media_type = "text/markdown"
+    document.save()
+
+    outcome = document_process(document=document)
+
+    assert outcome.action == "new"
+    document.refresh_from_db()
+    assert document.status == Document.Status.READY
+    assert document.title == "Uploaded handbook"
+    assert document.chunks.count() == outcome.chunks > 0
+    assert document.chunks.filter(section="Handbook > Leave > Annual leave").exists()
+
+    again = document_process(document=document)  # the admin's "re-process" action
+    assert again.action == "updated"
+    assert document.chunks.count() == again.chunks
+
+
+def test_document_process_marks_an_unreadable_upload_failed(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path
+    document = Document(title="Scan", source="scan.pdf")
+    document.file.save("scan.pdf", ContentFile(b"%PDF-1.7 garbage"), save=False)
+    document.save()
+
+    outcome = document_process(document=document)
+
+    assert outcome.action == "failed"
+    document.refresh_from_db()
+    assert document.status == Document.Status.FAILED
+    assert "Could not read the PDF" in document.error
+    assert not document.chunks.exists()
+
+
+def test_document_process_reports_a_missing_original(tmp_path):
+    document = Document.objects.create(title="Gone", source=str(tmp_path / "gone.md"))
+
+    outcome = document_process(document=document)
+
+    document.refresh_from_db()
+    assert outcome.action == "failed"
+    assert document.status == Document.Status.FAILED
+    assert "no longer available" in document.error
+
+
+def test_stale_embeddings_are_rebuilt_with_the_configured_model(documents_dir, embedded_texts):
+    document = document_ingest(path=documents_dir / "handbook.md").document
+    originals = vectors_by_text(document)
+    Embedding.objects.update(model="all-MiniLM-L6-v2@old", vector=[0.5] * embedding.DIMENSIONS)
+    missing = document.chunks.first()
+    Embedding.objects.filter(chunk=missing).delete()
+    embedded_texts.clear()
+
+    rebuilt = embeddings_rebuild_stale()
+
+    assert rebuilt == document.chunks.count()
+    assert set(Embedding.objects.values_list("model", flat=True)) == {embedding.model_version()}
+    assert Embedding.objects.count() == document.chunks.count()
+    assert sorted(embedded_texts) == sorted(originals)
+    for text, vector in vectors_by_text(document).items():
+        assert np.allclose(vector, originals[text], atol=1e-5)
+    assert embeddings_rebuild_stale() == 0
+
+
+def test_reindex_rechunks_documents_from_their_files(documents_dir):
+    document = document_ingest(path=documents_dir / "handbook.md").document
+    count = document.chunks.count()
+    document.chunks.exclude(index=0).delete()  # e.g. chunks from an older chunker
+
+    outcomes = documents_reindex(documents=[document])
+
+    assert [o.action for o in outcomes] == ["updated"]
+    assert document.chunks.count() == count
+    assert Embedding.objects.filter(chunk__document=document).count() == count
+
+
+def test_reindex_of_a_document_whose_file_is_gone_leaves_it_searchable(documents_dir):
+    path = documents_dir / "handbook.md"
+    document = document_ingest(path=path).document
+    chunk_ids = set(document.chunks.values_list("pk", flat=True))
+    path.unlink()
+
+    outcomes = documents_reindex(documents=[document])
+
+    assert outcomes[0].action == "failed"
+    assert "no longer available" in outcomes[0].error
+    document.refresh_from_db()
+    assert document.status == Document.Status.READY
+    assert set(document.chunks.values_list("pk", flat=True)) == chunk_ids
