@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from knowledge import embedding, services
-from knowledge.parsing import SUPPORTED_TYPES_LABEL
+from knowledge.parsing import SUPPORTED_TYPES_LABEL, is_supported
 
 
 class Command(BaseCommand):
@@ -55,7 +55,8 @@ class Command(BaseCommand):
                 f"Supported types: {SUPPORTED_TYPES_LABEL}."
             )
 
-        if not dry_run:
+        if not dry_run and any(is_supported(file.name) for file in files):
+            # Loaded up front so the timing below measures ingestion, not the model's start-up.
             started = time.monotonic()
             embedding.get_model()
             self.stdout.write(f"Embedding model ready ({time.monotonic() - started:.1f} s).")

@@ -1,0 +1,230 @@
+"""`manage.py ingest` and `manage.py reindex`: summaries, exit status, clear errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from io import StringIO
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from knowledge import embedding
+from knowledge.models import Chunk, Document, Embedding
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def run_failing(*args: str) -> tuple[CommandError, str]:
+    out = StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command(*args, stdout=out, stderr=StringIO())
+    return caught.value, out.getvalue()
+
+
+def manage(*args: str) -> subprocess.CompletedProcess:
+    """`python manage.py ...` in a real process, pointed at the test database."""
+    db = connection.settings_dict
+    credentials = quote(db["USER"]) + (f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else "")
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    if db["HOST"].startswith("/"):
+        url = f"postgresql://{credentials}@{port}/{db['NAME']}?host={quote(db['HOST'])}"
+    else:
+        url = f"postgresql://{credentials}@{db['HOST']}{port}/{db['NAME']}"
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_ingest_prints_a_summary_and_succeeds(documents_dir):
+    output = run("ingest", str(documents_dir))
+
+    assert "Ingested 5 file(s)" in output
+    assert "5 new, 0 updated, 0 unchanged, 0 failed" in output
+    assert "chunks/s" in output
+    assert Document.objects.filter(status=Document.Status.READY).count() == 5
+
+    again = run("ingest", str(documents_dir))
+    assert "0 new, 0 updated, 5 unchanged, 0 failed; 0 chunks" in again
+
+
+def test_ingest_exits_1_and_lists_failed_files_while_the_others_are_ingested(documents_dir):
+    broken = documents_dir / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 broken")
+
+    error, output = run_failing("ingest", str(documents_dir))
+
+    assert error.returncode == 1
+    assert "1 file(s) failed" in str(error)
+    assert "5 new, 0 updated, 0 unchanged, 1 failed" in output
+    assert f"{broken.resolve()}: Could not read the PDF" in output
+    assert Document.objects.filter(status=Document.Status.READY).count() == 5
+    assert Document.objects.get(status=Document.Status.FAILED).source == str(broken.resolve())
+
+
+def test_ingest_of_a_missing_path_is_a_command_error(tmp_path):
+    missing = tmp_path / "nope.md"
+
+    error, _ = run_failing("ingest", str(missing))
+
+    assert str(error) == f"No such file or directory: {missing}"
+    assert not Document.objects.exists()
+
+
+def test_ingest_of_an_unsupported_type_fails_naming_the_supported_types(tmp_path):
+    sheet = tmp_path / "budget.xlsx"
+    sheet.write_bytes(b"PK\x03\x04")
+
+    error, output = run_failing("ingest", str(sheet))
+
+    assert error.returncode == 1
+    assert "Unsupported file type '.xlsx' (budget.xlsx)" in output
+    assert "Supported types: .pdf, .md/.markdown, .html/.htm, .txt, .docx." in output
+    assert not Document.objects.exists()
+
+
+def test_ingest_from_the_shell_exits_1_with_a_message_not_a_traceback(tmp_path):
+    sheet = tmp_path / "budget.xlsx"
+    sheet.write_bytes(b"PK\x03\x04")
+
+    missing = manage("ingest", str(tmp_path / "nope.md"))
+    unsupported = manage("ingest", str(sheet))
+
+    assert missing.returncode == 1
+    assert f"No such file or directory: {tmp_path / 'nope.md'}" in missing.stderr
+    assert unsupported.returncode == 1
+    assert "Unsupported file type '.xlsx'" in unsupported.stdout
+    assert "1 file(s) failed" in unsupported.stderr
+    for result in (missing, unsupported):
+        assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_directory_without_supported_files_is_a_command_error(tmp_path):
+    (tmp_path / "budget.xlsx").write_bytes(b"x")
+    (tmp_path / "slides.pptx").write_bytes(b"x")
+
+    error, _ = run_failing("ingest", str(tmp_path))
+
+    assert "No supported documents found (2 file(s) of other types skipped)" in str(error)
+
+
+def test_skipped_files_are_counted_in_the_summary(documents_dir):
+    (documents_dir / "budget.xlsx").write_bytes(b"x")
+
+    output = run("ingest", str(documents_dir))
+
+    assert "Skipped 1 file(s) of unsupported types." in output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can read any file")
+def test_an_unreadable_file_is_a_command_error(documents_dir):
+    locked = documents_dir / "handbook.md"
+    locked.chmod(0)
+    try:
+        error, _ = run_failing("ingest", str(documents_dir))
+    finally:
+        locked.chmod(0o644)
+
+    assert f"Cannot read: {locked}" in str(error)
+    assert not Document.objects.exists()
+
+
+def test_title_is_only_allowed_with_a_single_file(documents_dir):
+    error, _ = run_failing("ingest", str(documents_dir), "--title", "Everything")
+    assert "--title can only be used with a single file" in str(error)
+
+    run("ingest", str(documents_dir / "handbook.md"), "--title", "Staff Handbook 2026")
+    assert Document.objects.get().title == "Staff Handbook 2026"
+
+
+def test_disabled_documents_are_ingested_disabled(documents_dir):
+    run("ingest", str(documents_dir / "handbook.md"), "--disabled")
+
+    document = Document.objects.get()
+    assert not document.enabled
+    assert document.status == Document.Status.READY
+
+
+def test_ingest_dry_run_writes_nothing(documents_dir):
+    output = run("ingest", str(documents_dir), "--dry-run")
+
+    assert "Would ingest 5 file(s)" in output
+    assert "Dry run: nothing was written." in output
+    assert not Document.objects.exists()
+    assert not Chunk.objects.exists()
+
+
+def test_reindex_stale_rebuilds_embeddings_of_another_model(documents_dir):
+    run("ingest", str(documents_dir / "handbook.md"))
+    count = Chunk.objects.count()
+    Embedding.objects.update(model="all-MiniLM-L6-v2@previous")
+
+    dry = run("reindex", "--stale", "--dry-run")
+    assert f"Would re-embed {count} chunk(s)" in dry
+    assert set(Embedding.objects.values_list("model", flat=True)) == {"all-MiniLM-L6-v2@previous"}
+
+    output = run("reindex")  # --stale is the default
+
+    assert f"Re-embedded {count} chunk(s) with {embedding.model_version()}" in output
+    assert set(Embedding.objects.values_list("model", flat=True)) == {embedding.model_version()}
+    assert Embedding.objects.count() == count
+    assert "Every chunk has an embedding" in run("reindex", "--stale")
+
+
+def test_reindex_documents_rechunks_them(documents_dir):
+    run("ingest", str(documents_dir / "handbook.md"), str(documents_dir / "it-security.html"))
+    handbook = Document.objects.get(source__endswith="handbook.md")
+    count = handbook.chunks.count()
+    handbook.chunks.all().delete()
+
+    output = run("reindex", "--document", str(handbook.pk))
+
+    assert "Re-indexed 1 document(s)" in output
+    assert handbook.chunks.count() == count
+    assert "Re-indexed 2 document(s)" in run("reindex", "--all")
+
+
+def test_reindex_reports_documents_whose_file_is_gone(documents_dir):
+    path = documents_dir / "handbook.md"
+    run("ingest", str(path))
+    path.unlink()
+
+    error, output = run_failing("reindex", "--all")
+
+    assert error.returncode == 1
+    assert "no longer available" in output
+    assert Document.objects.get().status == Document.Status.READY
+
+
+def test_reindex_of_an_unknown_document_is_a_command_error(documents_dir):
+    run("ingest", str(documents_dir / "handbook.md"))
+    known = Document.objects.get().pk
+
+    error, _ = run_failing("reindex", "--document", str(known), str(known + 1000))
+
+    assert str(error) == f"No document with id {known + 1000}."
+
+
+def test_reindex_dry_run_lists_documents_and_changes_nothing(documents_dir):
+    run("ingest", str(documents_dir / "handbook.md"))
+    chunk_ids = set(Chunk.objects.values_list("pk", flat=True))
+
+    output = run("reindex", "--all", "--dry-run")
+
+    assert "Would re-chunk and re-embed 1 document(s)" in output
+    assert set(Chunk.objects.values_list("pk", flat=True)) == chunk_ids
