@@ -1,3 +1,9 @@
-"""WebSocket routes of the chat (the consumer arrives with the browser UI)."""
+"""WebSocket routes of the chat."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from chat.consumers import ChatConsumer
+
+websocket_urlpatterns = [
+    path("ws/chat/<uuid:conversation_id>/", ChatConsumer.as_asgi()),
+]

@@ -1,4 +1,18 @@
 """Browser pages of the chat."""
 
+from django.urls import path
+
+from chat import views
+
 app_name = "chat"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("c/<uuid:conversation_id>/", views.conversation, name="conversation"),
+    path(
+        "c/<uuid:conversation_id>/delete/",
+        views.conversation_delete_view,
+        name="conversation_delete",
+    ),
+    path("history/", views.history, name="history"),
+    path("messages/<uuid:message_id>/feedback/", views.message_feedback, name="message_feedback"),
+]

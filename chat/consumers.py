@@ -1,0 +1,385 @@
+"""The conversation's WebSocket: questions in, the answering pipeline's events out as HTML.
+
+One socket per open conversation (`/ws/chat/<conversation id>/`). The page's composer sends
+JSON (`{"action": "send", "message", "message_id", "top_k", "document_ids", "is_private"}`,
+or `stop`, `regenerate`, `retry`); the consumer answers with HTML fragments the htmx
+WebSocket extension swaps in out of band: the question's bubble, the answer's bubble with a
+typing indicator, each piece of the answer (escaped) appended to it, the sources, then the
+answer rendered whole from the database (the very partial a reload uses).
+
+Generation runs in its own task, so Stop and a disconnect can cancel it; the pipeline then
+stores the part already streamed as `interrupted`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.core.cache import cache
+from django.urls import reverse
+
+from chat import rendering
+from chat.answering.errors import AnswerError
+from chat.answering.pipeline import AnswerOptions, answer_stream
+from chat.answering.questions import question_normalize
+from chat.models import Conversation, Message
+from chat.ratelimit import chat_rate_limited
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+# One question in flight per conversation, across tabs and processes (shared cache).
+IN_FLIGHT_SECONDS = 300
+
+
+@dataclass
+class _Exchange:
+    """What the running answer has shown so far."""
+
+    question_id: str
+    replace_target: str = ""  # selector of the answer this one replaces (regenerate, retry)
+    answer_id: str = ""  # set once the answer's bubble is on the page
+    warning: str = ""
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
+        self.task: asyncio.Task | None = None
+        self.exchange: _Exchange | None = None
+        # Accept first, then close with a code: the browser sees why and does not reconnect.
+        await self.accept()
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if not (self.user.is_active and self.user.is_staff):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.access = await database_sync_to_async(self._access)()
+        if self.access is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+
+    def _access(self) -> str | None:
+        """owner: may post; reader: someone else's shared conversation; new: not created yet
+        (the first question creates it for this user); None: someone else's private one."""
+        conversation = (
+            Conversation.objects.filter(pk=self.conversation_id)
+            .only("owner_id", "is_private")
+            .first()
+        )
+        if conversation is None:
+            return "new"
+        if conversation.owner_id == self.user.pk:
+            return "owner"
+        return None if conversation.is_private else "reader"
+
+    async def disconnect(self, code: int) -> None:
+        await self._cancel()
+
+    # --- Client messages ------------------------------------------------------------------
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            payload = json.loads(text_data or "")
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            await self.send(rendering.notice_html("That request could not be read."))
+            return
+        action = payload.get("action", "send")
+        if action == "stop":
+            await self._stop()
+            return
+        if action not in {"send", "regenerate", "retry"}:
+            await self.send(rendering.notice_html(f"Unknown action: {str(action)[:40]}."))
+            return
+        if self.task is not None and not self.task.done():
+            await self.send(
+                rendering.notice_html(
+                    "Please wait for the current answer to finish (or stop it) first.",
+                    level="info",
+                )
+            )
+            return
+        if self.access == "reader":
+            await self._refuse("This conversation belongs to someone else: you can read it, "
+                               "but only its owner can ask questions in it.")  # fmt: skip
+            return
+        retry_after = await database_sync_to_async(chat_rate_limited)(self.user)
+        if retry_after is not None:
+            await self._refuse(
+                f"You are asking questions faster than the limit allows. Please wait "
+                f"{retry_after} second{'s' if retry_after != 1 else ''}, then try again "
+                "(↑ in the empty composer brings your question back)."
+            )
+            return
+        try:
+            request = self._request_from(payload, action)
+        except AnswerError as error:
+            await self._refuse(error.message)
+            return
+        self.task = asyncio.create_task(self._answer(**request))
+
+    def _request_from(self, payload: dict[str, Any], action: str) -> dict[str, Any]:
+        try:
+            message_id = str(uuid.UUID(str(payload.get("message_id"))))
+        except ValueError:
+            raise AnswerError.bad_request("The message id is missing or malformed.") from None
+        top_k = payload.get("top_k")
+        if top_k in ("", None):
+            top_k = None
+        elif isinstance(top_k, str) and top_k.strip().isdigit():
+            top_k = int(top_k)
+        document_ids = payload.get("document_ids") or None
+        if isinstance(document_ids, (str, int)):
+            document_ids = [document_ids]
+        if document_ids is not None:
+            try:
+                document_ids = [int(pk) for pk in document_ids]
+            except (TypeError, ValueError):
+                raise AnswerError.validation(
+                    "document_ids", "The document filter is malformed."
+                ) from None
+        question = None
+        if action != "regenerate":
+            question = question_normalize(payload.get("message"))
+        return {
+            "action": action,
+            "question": question,
+            "message_id": message_id,
+            "options": AnswerOptions(top_k=top_k, document_ids=document_ids),
+            "is_private": payload.get("is_private") in (True, "true", "on", "1"),
+        }
+
+    async def _refuse(self, text: str) -> None:
+        await self.send(rendering.notice_html(text) + await self._state_html(busy=False))
+
+    # --- One answer -----------------------------------------------------------------------
+    async def _answer(
+        self,
+        *,
+        action: str,
+        question: str | None,
+        message_id: str,
+        options: AnswerOptions,
+        is_private: bool,
+    ) -> None:
+        lock = f"sourced:chat:in-flight:{self.conversation_id}"
+        if not await cache.aadd(lock, self.channel_name, IN_FLIGHT_SECONDS):
+            await self._refuse(
+                "Another question in this conversation is still being answered "
+                "(in another tab?). Please wait for it to finish."
+            )
+            return
+        try:
+            await self._answer_locked(
+                action=action,
+                question=question,
+                message_id=message_id,
+                options=options,
+                is_private=is_private,
+            )
+        finally:
+            await cache.adelete(lock)
+
+    async def _answer_locked(
+        self,
+        *,
+        action: str,
+        question: str | None,
+        message_id: str,
+        options: AnswerOptions,
+        is_private: bool,
+    ) -> None:
+        stored_question, previous = await database_sync_to_async(self._stored_exchange)(message_id)
+        # A retry: the question may never have reached us (send it), or its answer was cut
+        # off (answer it again); a complete answer is simply shown again.
+        if (
+            action == "retry"
+            and previous is not None
+            and previous.status == Message.Status.INTERRUPTED
+        ):
+            action = "regenerate"
+        if action == "regenerate":
+            options = AnswerOptions(
+                top_k=options.top_k, document_ids=options.document_ids, regenerate=True
+            )
+        self.exchange = _Exchange(
+            question_id=message_id,
+            replace_target=f"#msg-{previous.pk}" if previous is not None else "",
+        )
+        opening = await self._state_html(busy=True)
+        if stored_question is None and question is not None:
+            bubble = rendering.MessageView(id=message_id, role=Message.Role.USER, content=question)
+            opening = rendering.append_to_messages(rendering.message_html(bubble)) + opening
+        await self.send(opening)
+
+        try:
+            async for event in answer_stream(
+                user=self.user,
+                question=question,
+                message_id=message_id,
+                conversation_id=self.conversation_id,
+                is_private=is_private,
+                options=options,
+            ):
+                await self._render_event(event.type, event.data)
+        except AnswerError as error:
+            html = rendering.notice_html(error.message)
+            if stored_question is None and not self.exchange.answer_id:
+                html = f'<div id="msg-{message_id}" hx-swap-oob="delete"></div>' + html
+            await self.send(html + await self._state_html(busy=False))
+            self.exchange = None
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("Answering over the WebSocket failed")
+            await self.send(
+                rendering.notice_html(
+                    "Something went wrong while answering. Please try again.",
+                    level="error",
+                    retry=True,
+                )
+                + await self._state_html(busy=False)
+            )
+            self.exchange = None
+            return
+        await self._send_final()
+
+    def _stored_exchange(self, message_id: str) -> tuple[Message | None, Message | None]:
+        """The stored question with this id (when it was sent before) and its answer."""
+        question = Message.objects.filter(
+            pk=message_id, role=Message.Role.USER, conversation_id=self.conversation_id
+        ).first()
+        if question is None:
+            return None, None
+        answer = Message.objects.filter(reply_to=question, role=Message.Role.ASSISTANT).first()
+        return question, answer
+
+    async def _render_event(self, kind: str, data: dict[str, Any]) -> None:
+        exchange = self.exchange
+        if kind == "warning":
+            exchange.warning = str(data.get("message", ""))
+            if exchange.answer_id:
+                await self.send(rendering.warning_html(exchange.answer_id, exchange.warning))
+        elif kind == "answer_start":
+            exchange.answer_id = str(data["message_id"])
+            view = rendering.MessageView(
+                id=exchange.answer_id,
+                role=Message.Role.ASSISTANT,
+                status=Message.Status.STREAMING,
+                warning=exchange.warning,
+                reply_to_id=str(data.get("reply_to", exchange.question_id)),
+            )
+            if exchange.replace_target:
+                html = rendering.message_html(view, oob=f"outerHTML:{exchange.replace_target}")
+            else:
+                html = rendering.append_to_messages(rendering.message_html(view))
+            await self.send(html + await self._created_html(data))
+        elif kind == "answer_delta" and exchange.answer_id:
+            await self.send(rendering.delta_html(exchange.answer_id, str(data.get("text", ""))))
+        elif kind == "sources" and exchange.answer_id:
+            html = await database_sync_to_async(self._sources_html)(data.get("citations") or [])
+            await self.send(html)
+        elif kind == "refusal":
+            await self.send(await self._created_html(data))
+        # answer_end, refusal and error end the stream: the final render follows.
+
+    def _sources_html(self, citations: list[dict[str, Any]]) -> str:
+        view = rendering.MessageView(
+            id=self.exchange.answer_id,
+            role=Message.Role.ASSISTANT,
+            sources=rendering.sources_from_event(citations),
+        )
+        return rendering.sources_html(view)
+
+    async def _created_html(self, data: dict[str, Any] | None = None) -> str:
+        """When the first question created the conversation: its header and the sidebar with
+        it highlighted (the state that follows gives the page its new URL)."""
+        if self.access != "new":
+            return ""
+        html = await database_sync_to_async(self._conversation_fragments)()
+        if html:
+            self.access = "owner"
+        return html
+
+    def _conversation_fragments(self) -> str:
+        from django.template.loader import render_to_string
+
+        from chat.views import sidebar_context
+
+        conversation = (
+            Conversation.objects.select_related("owner").filter(pk=self.conversation_id).first()
+        )
+        if conversation is None:
+            return ""
+        context = {"conversation": conversation, "user": self.user, "oob": True}
+        header = render_to_string("chat/partials/conversation_header.html", context)
+        sidebar = render_to_string(
+            "chat/partials/conversation_list.html",
+            {**sidebar_context(self.user, active_id=self.conversation_id), **context},
+        )
+        return header + sidebar
+
+    async def _send_final(self) -> None:
+        """The answer rendered whole from the database, in place of what streamed."""
+        exchange = self.exchange
+        if exchange is None:
+            return
+        html = await database_sync_to_async(self._final_html)(exchange)
+        self.exchange = None
+        html += await self._created_html()  # stopped or refused before any answer started
+        await self.send(html + await self._state_html(busy=False))
+
+    def _final_html(self, exchange: _Exchange) -> str:
+        from chat.selectors import message_answer_with_citations
+
+        answer_id = (
+            Message.objects.filter(reply_to_id=exchange.question_id, role=Message.Role.ASSISTANT)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        answer = message_answer_with_citations(answer_id) if answer_id else None
+        if answer is None:
+            return ""
+        view = rendering.message_views([answer], user=self.user, can_post=True)[0]
+        if exchange.answer_id == str(answer.pk):
+            return rendering.message_html(view, oob="true")
+        if exchange.replace_target:
+            return rendering.message_html(view, oob=f"outerHTML:{exchange.replace_target}")
+        return rendering.append_to_messages(rendering.message_html(view))
+
+    async def _state_html(self, *, busy: bool) -> str:
+        url = ""
+        if self.access in {"owner", "reader"}:
+            url = reverse("chat:conversation", kwargs={"conversation_id": self.conversation_id})
+        return rendering.state_html(
+            busy=busy, conversation_id=self.conversation_id, conversation_url=url
+        )
+
+    # --- Stop / disconnect ----------------------------------------------------------------
+    async def _cancel(self) -> bool:
+        """Cancel the running answer and wait until the pipeline has stored its part."""
+        task = self.task
+        if task is None or task.done():
+            return False
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return True
+
+    async def _stop(self) -> None:
+        exchange = self.exchange
+        if await self._cancel() and exchange is not None:
+            self.exchange = exchange
+            await self._send_final()
+        else:
+            await self.send(await self._state_html(busy=False))

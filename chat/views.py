@@ -1,0 +1,225 @@
+"""Browser pages of the chat: thin adapters that read through selectors and render templates.
+
+The answer itself streams over the WebSocket (chat.consumers); these views render the pages
+around it and take the small form posts (delete, feedback).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from chat.answering.errors import AnswerError
+from chat.decorators import no_access, staff_required
+from chat.history import conversations_search, history_items, query_clean
+from chat.models import ChatSettings, Feedback, Message
+from chat.rendering import message_views
+from chat.selectors import (
+    conversation_get_for,
+    conversation_groups_for,
+    conversation_messages,
+    message_get_for,
+)
+from chat.services import conversation_delete, feedback_give
+from knowledge.models import Document
+from knowledge.retrieval import knowledge_base_is_empty
+
+SIDEBAR_LIMIT = 30
+HISTORY_PAGE_SIZE = 25
+
+SUGGESTIONS = [
+    {
+        "title": "Time off",
+        "question": "How many days of annual leave do I get?",
+        "icon": "icon-[lucide--tree-palm]",
+        "tone": "bg-primary/10 text-primary",
+    },
+    {
+        "title": "Expenses",
+        "question": "How do I claim travel expenses?",
+        "icon": "icon-[lucide--receipt]",
+        "tone": "bg-secondary/10 text-secondary",
+    },
+    {
+        "title": "Security",
+        "question": "What should I do if I receive a phishing email?",
+        "icon": "icon-[lucide--shield-check]",
+        "tone": "bg-accent/10 text-accent",
+    },
+    {
+        "title": "Customers",
+        "question": "What is our refund policy?",
+        "icon": "icon-[lucide--badge-dollar-sign]",
+        "tone": "bg-info/10 text-info",
+    },
+]
+
+
+def sidebar_context(user, *, active_id: str = "") -> dict:
+    """The sidebar's conversation groups: shared with all staff, and the user's private ones."""
+    shared, private = conversation_groups_for(user, limit=SIDEBAR_LIMIT + 1)
+    return {
+        "sidebar": {
+            "groups": [
+                {
+                    "key": "shared",
+                    "label": "Shared",
+                    "icon": "icon-[lucide--users]",
+                    "conversations": shared[:SIDEBAR_LIMIT],
+                    "empty": "No shared conversations yet.",
+                },
+                {
+                    "key": "private",
+                    "label": "Private",
+                    "icon": "icon-[lucide--lock]",
+                    "conversations": private[:SIDEBAR_LIMIT],
+                    "empty": "Tick “Private” before a first question to keep a chat to yourself.",
+                },
+            ],
+            "more": len(shared) > SIDEBAR_LIMIT or len(private) > SIDEBAR_LIMIT,
+        },
+        "active_id": active_id,
+    }
+
+
+def greeting_for(now=None) -> str:
+    hour = timezone.localtime(now).hour
+    if hour < 12:
+        return "Good morning"
+    if hour < 18:
+        return "Good afternoon"
+    return "Good evening"
+
+
+def default_top_k() -> int:
+    chat_settings = ChatSettings.objects.filter(pk=1).first()
+    return chat_settings.default_top_k if chat_settings else 5
+
+
+def composer_context(user, *, is_new: bool, last_question: str) -> dict:
+    return {
+        "top_k": default_top_k(),
+        "documents": Document.objects.filter(enabled=True, status=Document.Status.READY).only(
+            "pk", "title"
+        ),
+        "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
+        "last_question": last_question,
+        "is_new": is_new,
+    }
+
+
+def conversation_not_found(request: HttpRequest) -> HttpResponse:
+    return no_access(
+        request,
+        reason="This conversation does not exist, was deleted, or is private to someone else.",
+        status=404,
+    )
+
+
+@staff_required
+def home(request: HttpRequest) -> HttpResponse:
+    """A new chat: greeting, suggestion cards, the composer. The conversation is created by the
+    first question, under the id chosen here."""
+    conversation_id = str(uuid.uuid4())
+    last_question = (
+        Message.objects.filter(conversation__owner=request.user, role=Message.Role.USER)
+        .order_by("-created_at")
+        .values_list("content", flat=True)
+        .first()
+        or ""
+    )
+    context = {
+        "conversation": None,
+        "conversation_id": conversation_id,
+        "ws_url": f"/ws/chat/{conversation_id}/",
+        "messages": [],
+        "can_post": True,
+        "greeting": greeting_for(),
+        "suggestions": SUGGESTIONS,
+        "knowledge_ready": not knowledge_base_is_empty(),
+        "autofocus": True,
+        **composer_context(request.user, is_new=True, last_question=last_question),
+        **sidebar_context(request.user),
+    }
+    return render(request, "chat/conversation.html", context)
+
+
+@staff_required
+def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    try:
+        found = conversation_get_for(request.user, conversation_id)
+    except AnswerError:
+        return conversation_not_found(request)
+    can_post = found.owner_id == request.user.pk
+    messages = conversation_messages(found)
+    last_question = next((m.content for m in reversed(messages) if m.role == Message.Role.USER), "")
+    context = {
+        "conversation": found,
+        "conversation_id": str(found.pk),
+        "ws_url": f"/ws/chat/{found.pk}/",
+        "messages": message_views(messages, user=request.user, can_post=can_post),
+        "can_post": can_post,
+        "autofocus": True,
+        **composer_context(request.user, is_new=not messages, last_question=last_question),
+        **sidebar_context(request.user, active_id=str(found.pk)),
+    }
+    return render(request, "chat/conversation.html", context)
+
+
+@staff_required
+@require_POST
+def conversation_delete_view(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    try:
+        found = conversation_get_for(request.user, conversation_id)
+    except AnswerError:
+        return conversation_not_found(request)
+    try:
+        conversation_delete(conversation=found, user=request.user)
+    except AnswerError as error:
+        return no_access(request, reason=error.message, status=error.status)
+    next_url = request.POST.get("next", "")
+    deleted_path = reverse("chat:conversation", kwargs={"conversation_id": conversation_id})
+    if (
+        next_url
+        and not next_url.startswith(deleted_path)
+        and url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()})
+    ):
+        return redirect(next_url)
+    return redirect("chat:home")
+
+
+@staff_required
+def history(request: HttpRequest) -> HttpResponse:
+    query = query_clean(request.GET.get("q", ""))
+    paginator = Paginator(conversations_search(user=request.user, query=query), HISTORY_PAGE_SIZE)
+    page_obj = paginator.get_page(request.GET.get("page"))
+    page_obj.object_list = history_items(list(page_obj.object_list), query=query)
+    context = {"page_obj": page_obj, "query": query, "nav": "history"}
+    context.update(sidebar_context(request.user))
+    return render(request, "chat/history.html", context)
+
+
+@staff_required
+@require_POST
+def message_feedback(request: HttpRequest, message_id: uuid.UUID) -> HttpResponse:
+    """Thumbs up / down on an answer; returns the rating buttons, pressed as chosen."""
+    try:
+        message = message_get_for(request.user, message_id)
+        rating = int(request.POST.get("rating", ""))
+        if rating not in (Feedback.Rating.UP, Feedback.Rating.DOWN):
+            raise ValueError(rating)
+        feedback_give(user=request.user, message=message, rating=rating)
+    except AnswerError as error:
+        return HttpResponse(error.message, status=error.status, content_type="text/plain")
+    except ValueError:
+        return HttpResponse("The rating must be 1 or -1.", status=400, content_type="text/plain")
+    view = message_views([message], user=request.user)[0]
+    return render(request, "chat/partials/feedback.html", {"m": view, "feedback_saved": True})

@@ -1,0 +1,85 @@
+"""Document pages: a document's passages in order (the cited one highlighted) and its original
+file. Staff only, like the chat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.http import FileResponse, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from chat.decorators import no_access, staff_required
+from chat.rendering import safe_external_url
+from chat.views import sidebar_context
+from knowledge.models import Document
+
+# Shown in the browser (a PDF opens at the cited page); everything else is downloaded, so a
+# document's own HTML or script can never run on this site.
+INLINE_MEDIA_TYPES = {"application/pdf"}
+
+
+def original_path(document: Document) -> Path | None:
+    """Where the original bytes are: the uploaded file, else the ingested path, when it
+    still exists."""
+    if document.file:
+        try:
+            path = Path(document.file.path)
+        except (NotImplementedError, ValueError):
+            return None
+        return path if path.is_file() else None
+    if document.source:
+        path = Path(document.source)
+        if path.is_absolute() and path.is_file():
+            return path
+    return None
+
+
+def document_not_found(request: HttpRequest) -> HttpResponse:
+    return no_access(
+        request, reason="This document is no longer in the knowledge base.", status=404
+    )
+
+
+@staff_required
+def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    document = Document.objects.filter(pk=pk).first()
+    if document is None:
+        return document_not_found(request)
+    chunks = list(document.chunks.order_by("index").only("pk", "index", "text", "page", "section"))
+    highlighted: int | None = None
+    requested = request.GET.get("chunk", "")
+    if requested.isdigit():
+        highlighted = int(requested)
+    highlighted_missing = highlighted is not None and all(c.pk != highlighted for c in chunks)
+    file_url = ""
+    if original_path(document) is not None:
+        file_url = reverse("knowledge:document_file", kwargs={"pk": document.pk})
+    context = {
+        "document": document,
+        "chunks": chunks,
+        "highlighted": highlighted,
+        "highlighted_missing": highlighted_missing,
+        "file_url": file_url,
+        "external_url": safe_external_url(document.url),
+        **sidebar_context(request.user),
+    }
+    return render(request, "knowledge/document.html", context)
+
+
+@staff_required
+def document_file(request: HttpRequest, pk: int) -> HttpResponse:
+    document = Document.objects.filter(pk=pk).first()
+    path = original_path(document) if document is not None else None
+    if path is None:
+        return document_not_found(request)
+    inline = document.media_type in INLINE_MEDIA_TYPES
+    response = FileResponse(
+        path.open("rb"),
+        as_attachment=not inline,
+        filename=path.name,
+        content_type=document.media_type if inline else "application/octet-stream",
+    )
+    if not inline:
+        response["Content-Security-Policy"] = "sandbox"
+    return response
