@@ -1,0 +1,97 @@
+"""`manage.py demo_setup`: a demo login and the demo knowledge base, once (run by `make run`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from argparse import ArgumentParser
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from knowledge import services
+from knowledge.models import Document
+
+DEMO_USERNAME = "demo"
+DEMO_PASSWORD = "demo-pass-2026"
+DEMO_DIR = settings.BASE_DIR / "demo"
+
+
+class Command(BaseCommand):
+    help = (
+        f"Create the demo staff user '{DEMO_USERNAME}' if no user of that name exists, and "
+        "ingest the demo knowledge base (demo/) if the knowledge base has no documents. "
+        "Safe to run again: it only does what is missing."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--demo-dir",
+            type=Path,
+            default=DEMO_DIR,
+            help="Folder of demo documents (default: the repository's demo/).",
+        )
+
+    def handle(self, *args, demo_dir: Path, **options) -> None:
+        self._user_ensure()
+        self._documents_ensure(demo_dir)
+
+    def _user_ensure(self) -> None:
+        user_model = get_user_model()
+        if user_model.objects.filter(username=DEMO_USERNAME).exists():
+            self.stdout.write(f"Demo user '{DEMO_USERNAME}' already exists (left unchanged).")
+            return
+        user_model.objects.create_superuser(
+            username=DEMO_USERNAME,
+            email="demo@northwind-analytics.example",
+            password=DEMO_PASSWORD,
+        )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Created the demo staff user. Log in as {DEMO_USERNAME} / {DEMO_PASSWORD}"
+            )
+        )
+
+    def _documents_ensure(self, demo_dir: Path) -> None:
+        existing = Document.objects.count()
+        if existing:
+            self.stdout.write(
+                f"The knowledge base already has {existing} document(s): demo not ingested."
+            )
+            return
+        if not demo_dir.is_dir():
+            raise CommandError(f"Demo folder not found: {demo_dir}")
+        files, _skipped = services.paths_expand([demo_dir])
+        if not files:
+            raise CommandError(f"No supported documents in {demo_dir}")
+
+        self.stdout.write(f"Ingesting {len(files)} demo document(s) from {demo_dir} ...")
+        started = time.monotonic()
+        with tqdm(total=len(files), unit="file", file=sys.stderr, leave=False) as bar:
+            outcomes = services.documents_ingest(
+                paths=files, title=None, enabled=True, dry_run=False, progress=bar.update
+            )
+        seconds = time.monotonic() - started
+        for outcome in outcomes:
+            name = Path(outcome.source).name
+            if outcome.action == "failed":
+                self.stderr.write(self.style.ERROR(f"  failed  {name}: {outcome.error}"))
+            else:
+                title = outcome.document.title if outcome.document else name
+                self.stdout.write(
+                    f"  {outcome.action:<9} {name} ({title}): {outcome.chunks} chunks"
+                )
+        failed = sum(outcome.action == "failed" for outcome in outcomes)
+        chunks = sum(outcome.chunks for outcome in outcomes)
+        summary = (
+            f"Demo knowledge base: {len(outcomes) - failed} document(s), {chunks} chunks "
+            f"in {seconds:.1f} s."
+        )
+        if failed:
+            # The app still runs with the documents that worked; the admin shows the error.
+            self.stderr.write(self.style.WARNING(f"{summary} {failed} document(s) failed."))
+        else:
+            self.stdout.write(self.style.SUCCESS(summary))

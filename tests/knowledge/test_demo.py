@@ -1,0 +1,131 @@
+"""The demo knowledge base and `manage.py demo_setup`, as `make run` uses them."""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import authenticate, get_user_model
+from django.core.management import CommandError, call_command
+
+from knowledge.management.commands.demo_setup import DEMO_PASSWORD, DEMO_USERNAME
+from knowledge.models import Chunk, Document
+from tests.retrieval_helpers import document_with_chunks
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+DEMO_DIR = Path(settings.BASE_DIR) / "demo"
+DEMO_FILES = {
+    "staff-handbook.md": "text/markdown",
+    "expenses-and-travel-policy.pdf": "application/pdf",
+    "it-security-policy.html": "text/html",
+    "customer-refund-policy.docx": (
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    ),
+    "IT-Helpdesk-FAQ.txt": "text/plain",
+}
+
+
+def run(command: str, *args: str) -> str:
+    out = StringIO()
+    call_command(command, *args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_demo_folder_holds_one_document_of_every_supported_type():
+    names = {path.name for path in DEMO_DIR.iterdir() if path.name in DEMO_FILES}
+    assert names == set(DEMO_FILES)
+    for name in DEMO_FILES:
+        text = (DEMO_DIR / name).read_bytes()
+        assert b"<script" not in text.lower()
+
+
+@pytest.fixture(scope="module")
+def demo_setup_output(django_db_setup, django_db_blocker) -> str:
+    """`demo_setup` run once for the module on an empty database (ingesting the demo takes a
+    while); its rows are committed, so they are removed again afterwards."""
+    with django_db_blocker.unblock():
+        assert not Document.objects.exists()
+        assert not get_user_model().objects.filter(username=DEMO_USERNAME).exists()
+        output = run("demo_setup")
+        yield output
+        Document.objects.all().delete()
+        get_user_model().objects.filter(username=DEMO_USERNAME).delete()
+
+
+def start_from_an_empty_database() -> None:
+    """Inside the test's transaction: undo what the module fixture may have committed."""
+    Document.objects.all().delete()
+    get_user_model().objects.filter(username=DEMO_USERNAME).delete()
+
+
+def test_demo_setup_creates_the_staff_user_and_ingests_every_demo_file(demo_setup_output):
+    user = get_user_model().objects.get(username=DEMO_USERNAME)
+    assert user.is_staff and user.is_superuser
+    assert authenticate(username=DEMO_USERNAME, password=DEMO_PASSWORD) == user
+    assert f"{DEMO_USERNAME} / {DEMO_PASSWORD}" in demo_setup_output
+
+    documents = {Path(doc.source).name: doc for doc in Document.objects.all()}
+    assert set(documents) == set(DEMO_FILES)
+    for name, media_type in DEMO_FILES.items():
+        document = documents[name]
+        assert document.status == Document.Status.READY, (name, document.error)
+        assert document.enabled
+        assert document.media_type.startswith(media_type), name
+        assert document.chunks.count() >= 3, name
+        assert document.title and document.title != name
+    assert "Northwind Analytics Staff Handbook" in demo_setup_output
+
+
+def test_demo_pdf_chunks_carry_their_page_numbers(demo_setup_output):
+    pdf = Document.objects.get(source__endswith="expenses-and-travel-policy.pdf")
+    pages = set(pdf.chunks.values_list("page", flat=True))
+    assert pages == {1, 2, 3, 4}
+    hotel = Chunk.objects.filter(document=pdf, text__contains="GBP 150 per night").get()
+    assert hotel.page == 2
+
+
+def test_demo_setup_run_again_changes_nothing(demo_setup_output):
+    user_ids = list(get_user_model().objects.values_list("pk", "password"))
+    chunk_ids = sorted(Chunk.objects.values_list("pk", flat=True))
+
+    output = run("demo_setup")
+
+    assert "already exists" in output
+    assert "already has 5 document(s)" in output
+    assert list(get_user_model().objects.values_list("pk", "password")) == user_ids
+    assert sorted(Chunk.objects.values_list("pk", flat=True)) == chunk_ids
+
+
+def test_demo_setup_leaves_an_existing_user_and_knowledge_base_alone(django_user_model):
+    start_from_an_empty_database()
+    django_user_model.objects.create_user(username=DEMO_USERNAME, password="chosen-by-admin")
+    own = document_with_chunks(title="Our own handbook", texts=["Leave is 30 days a year."])
+
+    output = run("demo_setup")
+
+    assert "already exists" in output and DEMO_PASSWORD not in output
+    assert authenticate(username=DEMO_USERNAME, password="chosen-by-admin") is not None
+    assert list(Document.objects.all()) == [own]
+
+
+def test_demo_setup_with_a_missing_demo_folder_is_a_clear_error():
+    start_from_an_empty_database()
+    with pytest.raises(CommandError, match="Demo folder not found"):
+        run("demo_setup", "--demo-dir", str(DEMO_DIR / "missing"))
+
+
+def test_search_ranks_the_handbook_annual_leave_chunk_first(demo_setup_output):
+    output = run("search", "how many days of annual leave")
+
+    first = output.splitlines()[0]
+    assert first.startswith(" 1. ")
+    assert "Northwind Analytics Staff Handbook" in first
+    assert "Annual leave" in first
+    best = Chunk.objects.get(
+        document__source__endswith="staff-handbook.md", text__contains="25 days of annual leave"
+    )
+    assert f"chunk {best.index})" in first
+    assert "25 days of annual leave" in output.splitlines()[1]
