@@ -1,0 +1,283 @@
+"""The chat side of the admin (SPEC §9): answering settings, conversations and messages (read
+only), feedback review and the unanswered questions report."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin
+from django.db.models import Count, Prefetch, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+
+from chat.models import ChatSettings, Citation, Conversation, Feedback, Message
+from chat.unanswered import unanswered_groups
+
+
+def _excerpt(text: str, words: int = 24) -> str:
+    return Truncator(" ".join((text or "").split())).words(words)
+
+
+def _sources_html(message: Message) -> str:
+    citations = list(message.citations.all())
+    if not citations:
+        return "—"
+    return format_html(
+        "<ol style='margin:0;padding-left:1.2em'>{}</ol>",
+        format_html_join(
+            "",
+            "<li>[{}] {}{}</li>",
+            ((c.n, c.document_title, f" — page {c.page}" if c.page else "") for c in citations),
+        ),
+    )
+
+
+class ReadOnlyAdminMixin:
+    """Conversations and messages are what users said: the admin reads them, never edits."""
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+# --- Settings -------------------------------------------------------------------------------
+@admin.register(ChatSettings)
+class ChatSettingsAdmin(admin.ModelAdmin):
+    """A single row: the list page opens it directly."""
+
+    radio_fields = {"generation_mode": admin.HORIZONTAL}
+    fields = (
+        "generation_mode",
+        "evidence_threshold",
+        "default_top_k",
+        "max_history_turns",
+        "updated_at",
+    )
+    readonly_fields = ("updated_at",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponse:
+        chat_settings, _ = ChatSettings.objects.get_or_create(pk=1)
+        return HttpResponseRedirect(
+            reverse("admin:chat_chatsettings_change", args=[chat_settings.pk])
+        )
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = extra_context or {}
+        override = settings.CHAT_EVIDENCE_THRESHOLD
+        if override not in (None, ""):
+            extra_context["subtitle"] = (
+                f"The CHAT_EVIDENCE_THRESHOLD environment variable ({override}) overrides the "
+                "evidence threshold set here."
+            )
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def response_change(self, request: HttpRequest, obj: ChatSettings) -> HttpResponse:
+        # Saving returns to the same form (there is no list to go back to).
+        self.message_user(request, "Chat settings saved.")
+        return HttpResponseRedirect(request.path)
+
+
+# --- Conversations and messages -------------------------------------------------------------
+class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Message
+    fk_name = "conversation"
+    fields = ("created_at", "role", "status", "text")
+    readonly_fields = fields
+    extra = 0
+    show_change_link = True
+    ordering = ("created_at",)
+
+    @admin.display(description="Text")
+    def text(self, obj: Message) -> str:
+        return _excerpt(obj.content, 60)
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("title", "owner", "is_private", "message_count", "updated_at")
+    list_filter = ("is_private", "created_at")
+    search_fields = ("title", "owner__username", "messages__content")
+    date_hierarchy = "updated_at"
+    readonly_fields = ("id", "title", "owner", "is_private", "created_at", "updated_at")
+    inlines = [MessageInline]
+    list_select_related = ("owner",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        return super().get_queryset(request).annotate(message_count=Count("messages"))
+
+    @admin.display(description="Messages", ordering="message_count")
+    def message_count(self, obj: Conversation) -> int:
+        return obj.message_count
+
+
+class CitationInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Citation
+    fields = ("n", "document_title", "page", "section", "similarity", "excerpt")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    @admin.display(description="Passage")
+    def excerpt(self, obj: Citation) -> str:
+        return _excerpt(obj.text, 30)
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("short_content", "role", "status", "conversation", "created_at")
+    list_filter = ("role", "status", "mode", "created_at")
+    search_fields = ("content", "conversation__title")
+    date_hierarchy = "created_at"
+    list_select_related = ("conversation",)
+    readonly_fields = (
+        "id",
+        "conversation",
+        "role",
+        "status",
+        "content",
+        "reply_to",
+        "mode",
+        "suggestions",
+        "warning",
+        "error_code",
+        "top_k",
+        "best_similarity",
+        "retrieval_ms",
+        "first_event_ms",
+        "total_ms",
+        "created_at",
+    )
+    exclude = ("source_chunks",)
+    inlines = [CitationInline]
+
+    @admin.display(description="Message")
+    def short_content(self, obj: Message) -> str:
+        return _excerpt(obj.content, 16) or "(empty)"
+
+    def get_urls(self):
+        urls = [
+            path(
+                "unanswered/",
+                self.admin_site.admin_view(self.unanswered_view),
+                name="chat_message_unanswered",
+            )
+        ]
+        return urls + super().get_urls()
+
+    def unanswered_view(self, request: HttpRequest) -> HttpResponse:
+        """Refused questions, near-duplicates grouped with a count, newest first."""
+        if not self.has_view_permission(request):
+            from django.core.exceptions import PermissionDenied
+
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Unanswered questions",
+            "subtitle": None,
+            "groups": unanswered_groups(),
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/chat/unanswered.html", context)
+
+
+# --- Feedback -------------------------------------------------------------------------------
+class RatingFilter(admin.SimpleListFilter):
+    """Thumbs-down answers first: they are what needs reviewing."""
+
+    title = "rating"
+    parameter_name = "rating"
+
+    def lookups(self, request, model_admin):
+        return [("down", "Thumbs down"), ("up", "Thumbs up"), ("all", "All")]
+
+    def value(self):
+        return super().value() or "down"
+
+    def choices(self, changelist):
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": self.value() == lookup,
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value == "down":
+            return queryset.filter(rating=Feedback.Rating.DOWN)
+        if value == "up":
+            return queryset.filter(rating=Feedback.Rating.UP)
+        return queryset
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(admin.ModelAdmin):
+    list_display = ("rating_display", "question", "answer", "sources", "user", "created_at")
+    list_filter = (RatingFilter, "created_at")
+    search_fields = ("message__content", "message__reply_to__content", "comment")
+    date_hierarchy = "created_at"
+    readonly_fields = (
+        "user",
+        "rating_display",
+        "question",
+        "answer_full",
+        "sources",
+        "comment",
+        "conversation_link",
+        "created_at",
+    )
+    fields = readonly_fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Feedback]:
+        citations = Citation.objects.order_by("n")
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("user", "message__reply_to", "message__conversation")
+            .prefetch_related(Prefetch("message__citations", queryset=citations))
+        )
+
+    @admin.display(description="Rating", ordering="rating")
+    def rating_display(self, obj: Feedback) -> str:
+        return "👍 Helpful" if obj.rating == Feedback.Rating.UP else "👎 Unhelpful"
+
+    @admin.display(description="Question")
+    def question(self, obj: Feedback) -> str:
+        reply_to = obj.message.reply_to
+        return _excerpt(reply_to.content, 30) if reply_to else "—"
+
+    @admin.display(description="Answer")
+    def answer(self, obj: Feedback) -> str:
+        return _excerpt(obj.message.content, 30)
+
+    @admin.display(description="Answer")
+    def answer_full(self, obj: Feedback) -> str:
+        return format_html(
+            "<div style='white-space:pre-wrap;max-width:60em'>{}</div>", obj.message.content
+        )
+
+    @admin.display(description="Sources")
+    def sources(self, obj: Feedback) -> str:
+        return _sources_html(obj.message)
+
+    @admin.display(description="Conversation")
+    def conversation_link(self, obj: Feedback) -> str:
+        conversation = obj.message.conversation
+        url = reverse("admin:chat_conversation_change", args=[conversation.pk])
+        return format_html('<a href="{}">{}</a>', url, conversation.title)

@@ -1,0 +1,335 @@
+"""The conversation WebSocket: access rules, the fragments of a streamed answer, Stop,
+regenerate, the rate limit and escaping — over a real socket, real database, real model."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+from django.test import Client
+
+from chat.models import Conversation, Message
+from chat.routing import websocket_urlpatterns
+from tests.chat.kb import LEAVE_TEXTS, document_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEAVE_QUESTION = "How many days of paid annual leave do full-time employees receive?"
+UNRELATED_QUESTION = "What is the boiling point of liquid nitrogen on Neptune's moons?"
+
+
+@pytest.fixture
+def leave_kb(db):
+    return document_create(
+        title="Staff handbook",
+        texts=LEAVE_TEXTS,
+        pages=[3, 4],
+        sections=["Leave > Annual leave", "Leave > Carry-over"],
+    )
+
+
+async def socket_for(user, conversation_id) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
+    )
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+def send_payload(question: str, **extra) -> str:
+    payload = {"action": "send", "message": question, "message_id": str(uuid.uuid4())}
+    return json.dumps({**payload, **extra})
+
+
+async def fragments_until_idle(communicator, *, timeout: float = 30) -> list[str]:
+    """Every fragment up to the one that says the conversation is idle again."""
+    fragments = []
+    while True:
+        fragment = await communicator.receive_from(timeout=timeout)
+        fragments.append(fragment)
+        if 'id="chat-state"' in fragment and 'data-busy="false"' in fragment:
+            return fragments
+
+
+def index_of(fragments: list[str], needle: str) -> int:
+    return next(i for i, fragment in enumerate(fragments) if needle in fragment)
+
+
+async def closed_with(communicator) -> int:
+    output = await communicator.receive_output(timeout=5)
+    assert output["type"] == "websocket.close"
+    return output["code"]
+
+
+# --- Access -----------------------------------------------------------------------------------
+async def test_anonymous_socket_is_closed_as_unauthenticated():
+    communicator = await socket_for(AnonymousUser(), uuid.uuid4())
+    assert await closed_with(communicator) == 4401
+    await communicator.disconnect()
+
+
+async def test_non_staff_socket_is_closed_as_forbidden(django_user_model):
+    user = await django_user_model.objects.acreate(username="visitor", is_staff=False)
+    communicator = await socket_for(user, uuid.uuid4())
+    assert await closed_with(communicator) == 4403
+    await communicator.disconnect()
+
+
+async def test_private_conversation_of_another_user_is_refused(staff_user, other_staff_user):
+    private = await Conversation.objects.acreate(
+        owner=other_staff_user, is_private=True, title="Salary questions"
+    )
+    communicator = await socket_for(staff_user, private.pk)
+    assert await closed_with(communicator) == 4403
+    await communicator.disconnect()
+
+
+async def test_shared_conversation_of_another_user_is_read_only(staff_user, other_staff_user):
+    shared = await Conversation.objects.acreate(owner=other_staff_user, title="Leave")
+    communicator = await socket_for(staff_user, shared.pk)
+    await communicator.send_to(text_data=send_payload("Can I post here?"))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    assert "only its owner can ask questions" in "".join(fragments)
+    assert not await Message.objects.filter(conversation=shared).aexists()
+
+
+async def test_browser_socket_needs_an_allowed_origin_and_a_session(staff_user):
+    from config.asgi import application
+
+    client = Client()
+    await sync_to_async(client.force_login)(staff_user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    path = f"/ws/chat/{uuid.uuid4()}/"
+
+    foreign = WebsocketCommunicator(
+        application, path, headers=[(b"origin", b"https://evil.example"), (b"cookie", cookie)]
+    )
+    connected, _ = await foreign.connect()
+    assert not connected
+    await foreign.disconnect()
+
+    anonymous = WebsocketCommunicator(
+        application, path, headers=[(b"origin", b"http://testserver")]
+    )
+    connected, _ = await anonymous.connect()
+    assert connected
+    assert await closed_with(anonymous) == 4401
+    await anonymous.disconnect()
+
+    signed_in = WebsocketCommunicator(
+        application, path, headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)]
+    )
+    connected, _ = await signed_in.connect()
+    assert connected
+    assert await signed_in.receive_nothing(timeout=0.3)
+    await signed_in.disconnect()
+
+
+# --- Streaming --------------------------------------------------------------------------------
+async def test_answer_streams_as_the_fragment_sequence(staff_user, leave_kb):
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+
+    answer = await Message.objects.aget(conversation_id=conversation_id, role="assistant")
+    answer_id = str(answer.pk)
+    # 1. the question's bubble, appended, and the conversation marked busy
+    assert 'hx-swap-oob="beforeend:#messages"' in fragments[0]
+    assert 'data-role="user"' in fragments[0] and LEAVE_QUESTION in fragments[0]
+    assert 'data-busy="true"' in fragments[0]
+    # 2. the answer's bubble with its typing indicator
+    start = index_of(fragments, f'id="msg-{answer_id}"')
+    assert 'data-status="streaming"' in fragments[start]
+    assert "loading-dots" in fragments[start]
+    # 3. the answer in several escaped pieces appended to its body
+    deltas = [f for f in fragments if f'hx-swap-oob="beforeend:#msg-{answer_id}-body"' in f]
+    assert len(deltas) >= 2
+    assert start < index_of(fragments, deltas[0])
+    streamed = "".join(re.sub(r"^<div[^>]*>|</div>$", "", delta) for delta in deltas)
+    assert streamed == answer.content
+    # 4. the sources, then the whole answer from the database, replacing the bubble
+    sources = index_of(fragments, f'id="msg-{answer_id}-sources" hx-swap-oob="true"')
+    assert "Staff handbook" in fragments[sources]
+    final = index_of(
+        fragments,
+        f'id="msg-{answer_id}" class="chat chat-start" data-role="assistant" '
+        'data-status="complete"',
+    )
+    assert index_of(fragments, deltas[-1]) < sources < final
+    assert fragments[final].strip().startswith(f'<div id="msg-{answer_id}"')
+    assert 'hx-swap-oob="true"' in fragments[final].split(">", 1)[0]
+    assert "cite-badge" in fragments[final] and "Grounded in" in fragments[final]
+    # 5. the new conversation appears in the sidebar and the page gets its URL
+    everything = "".join(fragments)
+    assert 'id="conversation-list" hx-swap-oob="true"' in everything
+    assert f'data-conversation-url="/c/{conversation_id}/"' in fragments[-1]
+
+
+async def test_refusal_is_rendered_with_its_suggestions(staff_user, leave_kb):
+    communicator = await socket_for(staff_user, uuid.uuid4())
+    await communicator.send_to(text_data=send_payload(UNRELATED_QUESTION))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    refusal = "".join(fragments)
+    assert 'data-status="refused"' in refusal
+    assert "I don&#x27;t have enough information" in refusal
+    assert f'data-rephrase="{UNRELATED_QUESTION.replace(chr(39), "&#x27;")}"' in refusal
+
+
+async def test_document_text_and_question_are_escaped_in_every_fragment(staff_user):
+    await sync_to_async(document_create)(
+        title="Badge <b>policy</b>",
+        texts=[
+            "Visitor badges are printed at reception <img src=x onerror=alert(1)> every "
+            "morning. Lost visitor badges must be reported <script>alert(2)</script> to "
+            "security at once."
+        ],
+    )
+    communicator = await socket_for(staff_user, uuid.uuid4())
+    question = "Where are visitor badges printed? <script>alert(3)</script>"
+    await communicator.send_to(text_data=send_payload(question))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    everything = "".join(fragments)
+    assert 'data-status="complete"' in everything
+    assert "<script" not in everything
+    assert "<img src=x" not in everything and "<b>policy" not in everything
+    assert "&lt;script&gt;alert(3)&lt;/script&gt;" in everything  # the question
+    assert "&lt;img src=x onerror=alert(1)&gt;" in everything  # the answer / sources
+    assert "Badge &lt;b&gt;policy&lt;/b&gt;" in everything
+
+
+async def test_stop_cancels_generation_and_keeps_the_partial_answer(staff_user, leave_kb, settings):
+    settings.CHAT_STREAM_DELAY_MS = 400
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    while '-body">' not in await communicator.receive_from(timeout=30):
+        pass  # until the first piece of the answer
+    await communicator.send_to(text_data=json.dumps({"action": "stop"}))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+
+    answer = await Message.objects.aget(conversation_id=conversation_id, role="assistant")
+    assert answer.status == Message.Status.INTERRUPTED
+    assert answer.content  # the part already streamed is kept
+    final = next(f for f in fragments if f'id="msg-{answer.pk}"' in f and "Stopped" in f)
+    assert 'data-status="interrupted"' in final and "Stopped" in final
+    # no piece arrives after the stop was acknowledged
+    after_stop = fragments[fragments.index(final) :]
+    assert not any(f'beforeend:#msg-{answer.pk}-body"' in f for f in after_stop)
+
+
+async def test_disconnect_cancels_generation_and_stores_the_interruption(
+    staff_user, leave_kb, settings
+):
+    settings.CHAT_STREAM_DELAY_MS = 400
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    while '-body">' not in await communicator.receive_from(timeout=30):
+        pass
+    await communicator.disconnect()
+    answer = await Message.objects.aget(conversation_id=conversation_id, role="assistant")
+    assert answer.status == Message.Status.INTERRUPTED
+
+
+async def test_one_question_at_a_time_per_conversation(staff_user, leave_kb, settings):
+    settings.CHAT_STREAM_DELAY_MS = 200
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    await communicator.receive_from(timeout=30)  # the question's bubble
+    await communicator.send_to(text_data=send_payload("And part-time employees?"))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    assert "wait for the current answer" in "".join(fragments)
+    assert await Message.objects.filter(conversation_id=conversation_id).acount() == 2
+
+
+async def test_regenerate_replaces_the_answer_in_place(staff_user, leave_kb):
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    payload = send_payload(LEAVE_QUESTION)
+    question_id = json.loads(payload)["message_id"]
+    await communicator.send_to(text_data=payload)
+    await fragments_until_idle(communicator)
+    first = await Message.objects.aget(reply_to_id=question_id)
+
+    await communicator.send_to(
+        text_data=json.dumps({"action": "regenerate", "message_id": question_id})
+    )
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    second = await Message.objects.aget(reply_to_id=question_id)
+    assert second.pk != first.pk
+    assert not await Message.objects.filter(pk=first.pk).aexists()
+    replaced = index_of(fragments, f'hx-swap-oob="outerHTML:#msg-{first.pk}"')
+    assert f'id="msg-{second.pk}"' in fragments[replaced]
+    assert not any('beforeend:#messages"' in f and 'data-role="user"' in f for f in fragments)
+
+
+async def test_rate_limit_answers_with_a_friendly_message(staff_user, leave_kb, settings):
+    settings.CHAT_RATE_LIMIT = "1/m"
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    await fragments_until_idle(communicator)
+    await communicator.send_to(text_data=send_payload("And how many can I carry over?"))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    notice = "".join(fragments)
+    assert "faster than the limit allows" in notice and 'role="alert"' in notice
+    assert await Message.objects.filter(conversation_id=conversation_id).acount() == 2
+
+
+async def test_bad_requests_get_a_clear_message_and_no_answer(staff_user, leave_kb):
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data="not json")
+    assert "could not be read" in await communicator.receive_from(timeout=5)
+    await communicator.send_to(text_data=send_payload("   "))
+    assert "The message is empty" in "".join(await fragments_until_idle(communicator))
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION, top_k=99))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    assert "top_k must be" in "".join(fragments)
+    # the optimistic question bubble is taken back
+    assert any('hx-swap-oob="delete"' in f for f in fragments)
+    assert not await Message.objects.filter(conversation_id=conversation_id).aexists()
+
+
+async def test_retry_after_a_lost_connection_answers_the_same_question_again(
+    staff_user, leave_kb, settings
+):
+    settings.CHAT_STREAM_DELAY_MS = 400
+    conversation_id = uuid.uuid4()
+    payload = json.loads(send_payload(LEAVE_QUESTION))
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=json.dumps(payload))
+    while '-body">' not in await communicator.receive_from(timeout=30):
+        pass
+    await communicator.disconnect()  # the connection drops mid-answer
+    interrupted = await Message.objects.aget(reply_to_id=payload["message_id"])
+    assert interrupted.status == Message.Status.INTERRUPTED
+
+    settings.CHAT_STREAM_DELAY_MS = 0
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=json.dumps({**payload, "action": "retry"}))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    answer = await Message.objects.aget(reply_to_id=payload["message_id"])
+    assert answer.status == Message.Status.COMPLETE
+    assert any(f"outerHTML:#msg-{interrupted.pk}" in f for f in fragments)
+    assert await Message.objects.filter(conversation_id=conversation_id).acount() == 2
