@@ -1,0 +1,391 @@
+"""The knowledge side of the admin (SPEC §9): upload documents (processed in the background),
+enable/disable them, follow their status, re-process them, and read their chunks.
+
+Document text only ever reaches the page through Django's autoescaping (plain strings,
+`format_html`); nothing from a document is marked safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from functools import partial
+from pathlib import Path
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponseRedirect
+from django.template.defaultfilters import filesizeformat
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from knowledge.models import Chunk, Document
+from knowledge.parsing import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
+from knowledge.tasks import document_process_task
+
+logger = logging.getLogger(__name__)
+
+STATUS_COLOURS = {
+    Document.Status.PENDING: ("#6b7280", "#f3f4f6"),
+    Document.Status.PROCESSING: ("#1d4ed8", "#dbeafe"),
+    Document.Status.READY: ("#15803d", "#dcfce7"),
+    Document.Status.FAILED: ("#b91c1c", "#fee2e2"),
+}
+IN_PROGRESS = (Document.Status.PENDING, Document.Status.PROCESSING)
+REFRESH_SECONDS = 5
+
+
+def document_processing_enqueue(document: Document) -> None:
+    """Queue background processing of `document` once the current transaction commits, so
+    the worker never looks for a row that is not there yet and the request returns at once.
+    A queue that cannot be reached marks the document failed instead of losing it."""
+
+    def enqueue(document_id: int) -> None:
+        try:
+            document_process_task.enqueue(document_id)
+        except Exception as exc:  # the request must not fail after the upload was saved
+            logger.exception("Could not queue processing of document %s", document_id)
+            Document.objects.filter(pk=document_id).update(
+                status=Document.Status.FAILED,
+                error=f"Could not queue the document for processing ({exc}). Re-process it.",
+                updated_at=timezone.now(),
+            )
+
+    transaction.on_commit(partial(enqueue, document.pk))
+
+
+class DocumentUploadForm(forms.ModelForm):
+    """The add page: a file, an optional title (else the document's own title) and whether
+    it may be cited."""
+
+    file = forms.FileField(
+        label="File",
+        help_text=f"Supported types: {SUPPORTED_TYPES_LABEL}.",
+    )
+    title = forms.CharField(
+        max_length=300,
+        required=False,
+        help_text="Leave empty to use the document's own title (or its file name).",
+    )
+
+    class Meta:
+        model = Document
+        fields = ("file", "title", "enabled")
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        name = Path(upload.name).name
+        try:
+            file_type_check(name)
+        except UnsupportedFileType as exc:
+            raise forms.ValidationError(str(exc), code="unsupported_type") from exc
+        limit = settings.DOCUMENT_MAX_UPLOAD_BYTES
+        if upload.size > limit:
+            raise forms.ValidationError(
+                f"The file is too large ({filesizeformat(upload.size)}); the limit is "
+                f"{filesizeformat(limit)}.",
+                code="too_large",
+            )
+        if upload.size == 0:
+            raise forms.ValidationError("The file is empty.", code="empty")
+        return upload
+
+    def clean_title(self) -> str:
+        return " ".join(self.cleaned_data.get("title", "").split())
+
+
+class DocumentChangeForm(forms.ModelForm):
+    class Meta:
+        model = Document
+        fields = ("title", "enabled")
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    add_form = DocumentUploadForm
+    form = DocumentChangeForm
+    change_list_template = "admin/knowledge/document/change_list.html"
+    list_display = (
+        "display_title",
+        "status_badge",
+        "enabled",
+        "chunk_count",
+        "media_type",
+        "updated_at",
+        "error_summary",
+    )
+    list_display_links = ("display_title",)
+    list_filter = ("status", "enabled", "media_type")
+    search_fields = ("title", "source")
+    ordering = ("-updated_at", "-id")
+    list_per_page = 50
+    actions = ("enable_documents", "disable_documents", "reprocess_documents")
+    readonly_fields = (
+        "status_badge",
+        "error",
+        "chunks_link",
+        "source",
+        "media_type",
+        "stored_file",
+        "content_hash",
+        "metadata",
+        "uploaded_by",
+        "created_at",
+        "updated_at",
+    )
+    add_fieldsets = ((None, {"fields": ("file", "title", "enabled")}),)
+    fieldsets = (
+        (None, {"fields": ("title", "enabled")}),
+        ("Processing", {"fields": ("status_badge", "error", "chunks_link")}),
+        (
+            "Origin",
+            {
+                "fields": (
+                    "source",
+                    "media_type",
+                    "stored_file",
+                    "content_hash",
+                    "metadata",
+                    "uploaded_by",
+                    "created_at",
+                    "updated_at",
+                )
+            },
+        ),
+    )
+
+    # --- Pages -------------------------------------------------------------------------
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("uploaded_by")
+            .annotate(chunk_total=Count("chunks"))
+        )
+
+    def get_form(self, request: HttpRequest, obj: Document | None = None, **kwargs):
+        if obj is None:
+            kwargs["form"] = self.add_form
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Document | None = None):
+        return self.add_fieldsets if obj is None else self.fieldsets
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Document | None = None):
+        return () if obj is None else self.readonly_fields
+
+    def view_on_site(self, obj: Document) -> str:
+        return reverse("knowledge:document", args=[obj.pk])
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
+        in_progress = Document.objects.filter(status__in=IN_PROGRESS).count()
+        context = {
+            "documents_in_progress": in_progress,
+            "refresh_seconds": REFRESH_SECONDS if in_progress else None,
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context=context)
+
+    def save_model(self, request: HttpRequest, obj: Document, form, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        upload = form.cleaned_data["file"]
+        name = Path(upload.name).name
+        key = uuid.uuid4().hex
+        obj.source = f"upload:{key}/{name}"
+        obj.media_type = file_type_check(name)
+        obj.status = Document.Status.PENDING
+        obj.error = ""
+        obj.uploaded_by = request.user
+        obj.metadata = {"original_name": name, "size": upload.size}
+        # A folder of its own keeps the stored file's name as uploaded (no renaming on a
+        # clash), so a document without a title is named after the file the admin chose.
+        obj.file.save(f"{key}/{name}", upload, save=False)
+        obj.save()
+        document_processing_enqueue(obj)
+
+    def response_add(self, request: HttpRequest, obj: Document, post_url_continue=None):
+        if "_popup" in request.POST or "_continue" in request.POST:
+            return super().response_add(request, obj, post_url_continue)
+        self.message_user(
+            request,
+            format_html(
+                "“{}” was uploaded and is being processed in the background; its status "
+                "below updates by itself.",
+                self.display_title(obj),
+            ),
+            messages.SUCCESS,
+        )
+        if "_addanother" in request.POST:
+            return HttpResponseRedirect(request.path)
+        return HttpResponseRedirect(reverse("admin:knowledge_document_changelist"))
+
+    def delete_model(self, request: HttpRequest, obj: Document) -> None:
+        file_name = obj.file.name if obj.file else ""
+        super().delete_model(request, obj)
+        self._files_delete_on_commit([file_name])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        file_names = [name for name in queryset.values_list("file", flat=True) if name]
+        super().delete_queryset(request, queryset)
+        self._files_delete_on_commit(file_names)
+
+    def _files_delete_on_commit(self, file_names: list[str]) -> None:
+        storage = Document._meta.get_field("file").storage
+
+        def delete() -> None:
+            for name in file_names:
+                if name and storage.exists(name):
+                    storage.delete(name)
+
+        transaction.on_commit(delete)
+
+    # --- Columns -----------------------------------------------------------------------
+    @admin.display(description="Title", ordering="title")
+    def display_title(self, obj: Document) -> str:
+        if obj.title:
+            return obj.title
+        if isinstance(obj.metadata, dict) and obj.metadata.get("original_name"):
+            return obj.metadata["original_name"]
+        return obj.source.rsplit("/", 1)[-1] or obj.source
+
+    @admin.display(description="Status", ordering="status")
+    def status_badge(self, obj: Document) -> str:
+        colour, background = STATUS_COLOURS.get(obj.status, ("#374151", "#f3f4f6"))
+        return format_html(
+            '<span class="document-status document-status-{}" style="color:{};'
+            "background:{};border-radius:999px;padding:2px 10px;font-weight:600;"
+            'white-space:nowrap">{}</span>',
+            obj.status,
+            colour,
+            background,
+            obj.get_status_display(),
+        )
+
+    @admin.display(description="Chunks", ordering="chunk_total")
+    def chunk_count(self, obj: Document) -> int:
+        total = getattr(obj, "chunk_total", None)
+        return obj.chunks.count() if total is None else total
+
+    @admin.display(description="Error")
+    def error_summary(self, obj: Document) -> str:
+        if obj.status != Document.Status.FAILED or not obj.error:
+            return ""
+        return Truncator(obj.error).chars(120)
+
+    @admin.display(description="Stored file")
+    def stored_file(self, obj: Document) -> str:
+        return obj.file.name if obj.file else "—"
+
+    @admin.display(description="Chunks")
+    def chunks_link(self, obj: Document) -> str:
+        total = self.chunk_count(obj)
+        if not total:
+            return "No chunks."
+        url = reverse("admin:knowledge_chunk_changelist") + f"?document__id__exact={obj.pk}"
+        return format_html('<a href="{}">View the {} chunks</a>', url, total)
+
+    # --- Actions -----------------------------------------------------------------------
+    @admin.action(description="Enable selected documents (may be cited)")
+    def enable_documents(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        changed = documents_set_enabled(ids=_ids(queryset), enabled=True)
+        self.message_user(request, f"{changed} document(s) enabled.", messages.SUCCESS)
+
+    @admin.action(description="Disable selected documents (never cited)")
+    def disable_documents(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        changed = documents_set_enabled(ids=_ids(queryset), enabled=False)
+        self.message_user(request, f"{changed} document(s) disabled.", messages.SUCCESS)
+
+    @admin.action(description="Re-process selected documents (parse, chunk and embed again)")
+    def reprocess_documents(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        queued, busy = documents_reprocess(ids=_ids(queryset))
+        if queued:
+            self.message_user(
+                request, f"{queued} document(s) queued for processing.", messages.SUCCESS
+            )
+        if busy:
+            self.message_user(
+                request,
+                f"{busy} document(s) skipped: already waiting or being processed.",
+                messages.WARNING,
+            )
+
+
+def _ids(queryset: QuerySet[Document]) -> list[int]:
+    # The admin's queryset is annotated (GROUP BY): act on plain rows by primary key.
+    return list(queryset.values_list("pk", flat=True))
+
+
+def documents_set_enabled(*, ids: list[int], enabled: bool) -> int:
+    """Enable or disable documents; returns how many changed."""
+    return (
+        Document.objects.filter(pk__in=ids)
+        .exclude(enabled=enabled)
+        .update(enabled=enabled, updated_at=timezone.now())
+    )
+
+
+def documents_reprocess(*, ids: list[int]) -> tuple[int, int]:
+    """Queue documents for background processing again; those already waiting or being
+    processed are left alone. Returns (queued, skipped)."""
+    queued = 0
+    with transaction.atomic():
+        documents = Document.objects.filter(pk__in=ids).select_for_update()
+        busy = documents.filter(status__in=IN_PROGRESS).count()
+        for document in documents.exclude(status__in=IN_PROGRESS):
+            document.status = Document.Status.PENDING
+            document.error = ""
+            document.save(update_fields=["status", "error", "updated_at"])
+            document_processing_enqueue(document)
+            queued += 1
+    return queued, busy
+
+
+@admin.register(Chunk)
+class ChunkAdmin(admin.ModelAdmin):
+    """Chunks are what ingestion made of a document: readable, never edited by hand."""
+
+    list_display = ("document", "index", "page", "section", "token_count", "excerpt")
+    list_display_links = ("index",)
+    list_filter = (("document", admin.RelatedOnlyFieldListFilter),)
+    search_fields = ("text", "section", "document__title")
+    ordering = ("document__title", "document_id", "index")
+    list_select_related = ("document",)
+    list_per_page = 50
+    fields = (
+        "document",
+        "index",
+        "page",
+        "section",
+        "char_start",
+        "char_end",
+        "token_count",
+        "text_hash",
+        "text",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="Text")
+    def excerpt(self, obj: Chunk) -> str:
+        return Truncator(" ".join(obj.text.split())).chars(120)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
+        # Whoever may see documents may read their chunks.
+        return super().has_view_permission(request, obj) or any(
+            request.user.has_perm(f"knowledge.{action}_document") for action in ("view", "change")
+        )
