@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
@@ -38,6 +39,23 @@ STATUS_COLOURS = {
 }
 IN_PROGRESS = (Document.Status.PENDING, Document.Status.PROCESSING)
 REFRESH_SECONDS = 5
+# A document waiting or processing for longer than this has stalled (no worker running, or
+# the worker was killed mid-document): the list stops refreshing for it and it may be
+# re-processed.
+STALLED_AFTER = timedelta(minutes=15)
+
+
+def in_progress(queryset: QuerySet[Document]) -> QuerySet[Document]:
+    """Documents queued or being processed right now (stalled ones excluded)."""
+    return queryset.filter(status__in=IN_PROGRESS, updated_at__gte=timezone.now() - STALLED_AFTER)
+
+
+def is_stalled(document: Document) -> bool:
+    return (
+        document.status in IN_PROGRESS
+        and document.updated_at is not None
+        and document.updated_at < timezone.now() - STALLED_AFTER
+    )
 
 
 def document_processing_enqueue(document: Document) -> None:
@@ -183,10 +201,10 @@ class DocumentAdmin(admin.ModelAdmin):
         return reverse("knowledge:document", args=[obj.pk])
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
-        in_progress = Document.objects.filter(status__in=IN_PROGRESS).count()
+        active = in_progress(Document.objects.all()).count()
         context = {
-            "documents_in_progress": in_progress,
-            "refresh_seconds": REFRESH_SECONDS if in_progress else None,
+            "documents_in_progress": active,
+            "refresh_seconds": REFRESH_SECONDS if active else None,
             **(extra_context or {}),
         }
         return super().changelist_view(request, extra_context=context)
@@ -275,6 +293,11 @@ class DocumentAdmin(admin.ModelAdmin):
 
     @admin.display(description="Error")
     def error_summary(self, obj: Document) -> str:
+        if is_stalled(obj):
+            return (
+                "No progress for a long time: is the ingestion worker running (bin/serve)? "
+                "Re-process the document to queue it again."
+            )
         if obj.status != Document.Status.FAILED or not obj.error:
             return ""
         return Truncator(obj.error).chars(120)
@@ -333,12 +356,13 @@ def documents_set_enabled(*, ids: list[int], enabled: bool) -> int:
 
 def documents_reprocess(*, ids: list[int]) -> tuple[int, int]:
     """Queue documents for background processing again; those already waiting or being
-    processed are left alone. Returns (queued, skipped)."""
+    processed are left alone (unless stalled). Returns (queued, skipped)."""
     queued = 0
     with transaction.atomic():
         documents = Document.objects.filter(pk__in=ids).select_for_update()
-        busy = documents.filter(status__in=IN_PROGRESS).count()
-        for document in documents.exclude(status__in=IN_PROGRESS):
+        busy_ids = set(in_progress(documents).values_list("pk", flat=True))
+        busy = len(busy_ids)
+        for document in documents.exclude(pk__in=busy_ids):
             document.status = Document.Status.PENDING
             document.error = ""
             document.save(update_fields=["status", "error", "updated_at"])

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import signal
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from knowledge.models import Chunk, Document
@@ -239,6 +241,30 @@ def test_reprocess_action_rebuilds_an_uploaded_document(
     document.refresh_from_db()
     assert document.status == Document.Status.READY
     assert document.chunks.count() == 2
+
+
+def test_a_stalled_document_stops_the_refresh_and_can_be_queued_again(
+    admin_client, settings, django_capture_on_commit_callbacks
+):
+    settings.TASKS = DATABASE
+    stalled = Document.objects.create(
+        title="Stalled",
+        source="/nowhere/stalled.md",
+        media_type="text/markdown",
+        status="processing",
+    )
+    Document.objects.filter(pk=stalled.pk).update(updated_at=timezone.now() - timedelta(hours=1))
+
+    listing = admin_client.get(LIST_URL).content.decode()
+
+    assert '<meta http-equiv="refresh"' not in listing
+    assert "is the ingestion worker running" in listing
+    with django_capture_on_commit_callbacks(execute=True):
+        run_action(admin_client, "reprocess_documents", [stalled])
+    stalled.refresh_from_db()
+    assert stalled.status == Document.Status.PENDING
+    assert [task.args_kwargs["args"] for task in DBTaskResult.objects.all()] == [[stalled.pk]]
+    assert '<meta http-equiv="refresh"' in admin_client.get(LIST_URL).content.decode()
 
 
 def test_document_list_counts_chunks_without_a_query_per_document(
