@@ -16,6 +16,7 @@ from pathlib import Path
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
@@ -406,7 +407,20 @@ class ChunkAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
-        return False
+        # Chunks go with their document: whoever may delete documents may delete their chunks
+        # (the admin checks this for the cascade), but chunks have no delete page or action
+        # of their own (see delete_view, get_actions and change_view).
+        return request.user.has_perm("knowledge.delete_document")
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context=None):
+        raise PermissionDenied("Chunks are deleted with their document, never on their own.")
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        return {}
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url="", extra_context=None):
+        extra_context = {**(extra_context or {}), "show_delete": False}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def has_view_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
         # Whoever may see documents may read their chunks.

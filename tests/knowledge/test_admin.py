@@ -320,10 +320,11 @@ def test_chunks_are_readable_but_never_editable(admin_client):
     content = page.content.decode()
     assert "Carry over up to &lt;5&gt; days." in content
     assert 'name="_save"' not in content
+    delete_url = reverse("admin:knowledge_chunk_delete", args=[chunk.pk])
+    assert delete_url not in content
     assert not re.search(r'<textarea[^>]*name="text"', content)
     assert admin_client.post(change_url, {"text": "edited"}).status_code == 403
     assert admin_client.get(reverse("admin:knowledge_chunk_add")).status_code == 403
-    delete_url = reverse("admin:knowledge_chunk_delete", args=[chunk.pk])
     assert admin_client.post(delete_url, {"post": "yes"}).status_code == 403
     chunk.refresh_from_db()
     assert chunk.text == "Carry over up to <5> days."
@@ -337,6 +338,31 @@ def test_document_page_links_to_its_chunks(admin_client):
     url = f"{CHUNKS_URL}?document__id__exact={document.pk}"
     assert f'href="{url}"' in page.content.decode().replace("&amp;", "&")
     assert "View the 3 chunks" in page.content.decode()
+
+
+def test_deleting_a_document_removes_its_chunks_and_stored_file(
+    admin_client, immediate_tasks, media_root, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        upload(admin_client, "bicycle-scheme.md", POLICY_MD)
+    uploaded = Document.objects.get()
+    other = document_with_chunks(title="Other", texts=["Hotels are booked centrally."])
+    assert len(stored_files(media_root)) == 1
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            LIST_URL,
+            {"action": "delete_selected", "_selected_action": [uploaded.pk], "post": "yes"},
+        )
+
+    assert response.status_code == 302
+    assert list(Document.objects.all()) == [other]
+    assert not Chunk.objects.filter(document_id=uploaded.pk).exists()
+    assert stored_files(media_root) == []
+
+    delete_url = reverse("admin:knowledge_document_delete", args=[other.pk])
+    assert admin_client.post(delete_url, {"post": "yes"}).status_code == 302
+    assert not Document.objects.exists() and not Chunk.objects.exists()
 
 
 def test_document_admin_is_for_staff_with_permission_only(client, staff_user):
