@@ -1,0 +1,245 @@
+"""Run a labelled dataset through the real ingestion and answering code and score it.
+
+The protocol is ../shared/eval/README.md: ingest every document into a fresh knowledge base
+(a throwaway database on the same server), ask every question through `answer_stream` in the
+default settings, each as a new conversation, and report per kind: citation accuracy, answer
+hit rate, false refusals, refusal rates, retrieval recall@1/@5, and latencies.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.contrib.auth import get_user_model
+
+from chat.answering.pipeline import AnswerOptions, answer_stream
+from chat.evaluation.dataset import Dataset, DatasetQuestion, contains_gold
+from knowledge.retrieval import chunks_search
+
+RECALL_DEPTH = 5
+
+
+class IngestionFailed(RuntimeError):
+    """A dataset document could not be ingested."""
+
+
+@dataclass
+class QuestionResult:
+    question: DatasetQuestion
+    refused: bool = False
+    error: str = ""
+    content: str = ""
+    cited_texts: list[str] = field(default_factory=list)
+    retrieved_texts: list[str] = field(default_factory=list)
+    best_similarity: float | None = None
+    first_event_ms: float = 0.0  # the first event of any type
+    first_content_ms: float = 0.0  # the first answer_delta or the refusal
+    total_ms: float = 0.0
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest-rank percentile (share in 0..1); 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered) + 0.5) - 1))]
+
+
+def dataset_ingest(dataset: Dataset) -> tuple[int, int, float]:
+    """Write the documents out as files and ingest them; (documents, chunks, seconds)."""
+    from knowledge.services import documents_ingest
+
+    with tempfile.TemporaryDirectory() as folder:
+        for document in dataset.documents:
+            (Path(folder) / document.file_name).write_text(document.text, encoding="utf-8")
+        started = time.perf_counter()
+        outcomes = documents_ingest(paths=[Path(folder)], title=None, enabled=True, dry_run=False)
+        seconds = time.perf_counter() - started
+    failed = [o for o in outcomes if o.action == "failed"]
+    if failed:
+        raise IngestionFailed(f"{failed[0].source}: {failed[0].error}")
+    return len(outcomes), sum(o.chunks for o in outcomes), seconds
+
+
+async def question_ask(user: Any, question: DatasetQuestion) -> QuestionResult:
+    """One question through the answering pipeline, as a new conversation."""
+    result = QuestionResult(question=question)
+    started = time.perf_counter()
+    async for event in answer_stream(
+        user=user, question=question.question, message_id=uuid.uuid4(), options=AnswerOptions()
+    ):
+        elapsed = (time.perf_counter() - started) * 1000
+        if not result.first_event_ms:
+            result.first_event_ms = elapsed
+        if event.type in ("answer_delta", "refusal") and not result.first_content_ms:
+            result.first_content_ms = elapsed
+        if event.type == "refusal":
+            result.refused = True
+        elif event.type == "answer_delta":
+            result.content += event.data["text"]
+        elif event.type == "sources":
+            result.cited_texts = [c.get("text") or c["excerpt"] for c in event.data["citations"]]
+        elif event.type == "error":
+            result.error = event.data.get("code", "error")
+    result.total_ms = (time.perf_counter() - started) * 1000
+    return result
+
+
+def retrieval_probe(result: QuestionResult) -> None:
+    """What retrieval returns for the question before the evidence check (for recall@k)."""
+    search = chunks_search(query=result.question.question, top_k=RECALL_DEPTH)
+    result.retrieved_texts = [chunk.text for chunk in search.chunks]
+    result.best_similarity = search.best_similarity
+
+
+def dataset_evaluate(
+    dataset: Dataset,
+    *,
+    questions: list[DatasetQuestion] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[QuestionResult]:
+    """Ask every question (in the current database, which must hold the dataset's KB)."""
+    user, _ = get_user_model().objects.get_or_create(
+        username="evaluation", defaults={"is_staff": True}
+    )
+
+    async def ask_all() -> list[QuestionResult]:
+        results = []
+        for question in questions if questions is not None else dataset.questions:
+            result = await question_ask(user, question)
+            await sync_to_async(retrieval_probe, thread_sensitive=True)(result)
+            results.append(result)
+            if progress:
+                progress(1)
+        return results
+
+    return async_to_sync(ask_all)()
+
+
+def _rate(flags: list[bool]) -> float:
+    return round(sum(flags) / len(flags), 4) if flags else 0.0
+
+
+def figures_compute(
+    name: str, results: list[QuestionResult], threshold: float | None = None
+) -> dict[str, Any]:
+    """The figures of ../shared/eval/README.md (fractions 0..1, times in ms)."""
+    by_kind: dict[str, list[QuestionResult]] = {}
+    for result in results:
+        by_kind.setdefault(result.question.kind, []).append(result)
+    figures: dict[str, Any] = {
+        "dataset": name,
+        "mode": "extractive",
+        "questions": len(results),
+    }
+    if threshold is not None:
+        figures["evidence_threshold"] = threshold
+    answerable = by_kind.get("answerable", [])
+    figures["answerable"] = {
+        "count": len(answerable),
+        "citation_accuracy": _rate(
+            [any(contains_gold(t, r.question.answers) for t in r.cited_texts) for r in answerable]
+        ),
+        "answer_hit_rate": _rate(
+            [contains_gold(r.content, r.question.answers) for r in answerable]
+        ),
+        "false_refusal_rate": _rate([r.refused for r in answerable]),
+        "recall_at_1": _rate(
+            [
+                any(contains_gold(t, r.question.answers) for t in r.retrieved_texts[:1])
+                for r in answerable
+            ]
+        ),
+        "recall_at_5": _rate(
+            [
+                any(contains_gold(t, r.question.answers) for t in r.retrieved_texts[:5])
+                for r in answerable
+            ]
+        ),
+    }
+    for kind in ("off_kb", "adversarial"):
+        group = by_kind.get(kind, [])
+        figures[kind] = {"count": len(group), "refusal_rate": _rate([r.refused for r in group])}
+    figures["latency_ms"] = latency_figures(results)
+    for kind, group in by_kind.items():
+        figures.setdefault(kind, {})["latency_ms"] = latency_figures(group)
+    figures["errors"] = sum(bool(r.error) for r in results)
+    return figures
+
+
+def latency_figures(results: list[QuestionResult]) -> dict[str, float]:
+    first = [r.first_content_ms for r in results]
+    any_first = [r.first_event_ms for r in results]
+    total = [r.total_ms for r in results]
+    return {
+        "first_event_p50": round(statistics.median(first), 1) if first else 0.0,
+        "first_event_p95": round(percentile(first, 0.95), 1),
+        "first_any_event_p50": round(statistics.median(any_first), 1) if any_first else 0.0,
+        "total_p50": round(statistics.median(total), 1) if total else 0.0,
+        "total_p95": round(percentile(total, 0.95), 1),
+    }
+
+
+def threshold_calibrate(results: list[QuestionResult]) -> dict[str, Any]:
+    """From the labels: the lowest cosine threshold that refuses every off-KB question by
+    similarity alone, and what it costs in false refusals; plus the threshold that keeps false
+    refusals at or below 3% and the off-KB share it refuses. Informs the admin's setting."""
+    off_kb = [r.best_similarity or 0.0 for r in results if r.question.kind == "off_kb"]
+    answerable = [r.best_similarity or 0.0 for r in results if r.question.kind == "answerable"]
+    if not off_kb or not answerable:
+        return {"note": "needs answerable and off_kb questions"}
+    refuse_all = round(max(off_kb) + 1e-4, 4)
+    ordered = sorted(answerable)
+    keep = ordered[int(len(ordered) * 0.03)] if len(ordered) > 33 else ordered[0]
+    return {
+        "refuse_all_off_kb": {
+            "threshold": refuse_all,
+            "false_refusal_rate": _rate([s < refuse_all for s in answerable]),
+        },
+        "false_refusals_at_most_3pct": {
+            "threshold": round(keep, 4),
+            "off_kb_refusal_rate": _rate([s < keep for s in off_kb]),
+        },
+    }
+
+
+def figures_table(figures: dict[str, Any]) -> str:
+    """A plain-text table of the figures, overall and per kind."""
+    a, off, adv, lat = (
+        figures["answerable"],
+        figures["off_kb"],
+        figures["adversarial"],
+        figures["latency_ms"],
+    )
+    rows = [
+        ("kind", "count", "figure", "value"),
+        ("answerable", a["count"], "citation accuracy", f"{a['citation_accuracy']:.1%}"),
+        ("", "", "answer hit rate", f"{a['answer_hit_rate']:.1%}"),
+        ("", "", "false refusals", f"{a['false_refusal_rate']:.1%}"),
+        ("", "", "retrieval recall@1", f"{a['recall_at_1']:.1%}"),
+        ("", "", "retrieval recall@5", f"{a['recall_at_5']:.1%}"),
+        ("off_kb", off["count"], "refusal rate", f"{off['refusal_rate']:.1%}"),
+        ("adversarial", adv["count"], "refusal rate", f"{adv['refusal_rate']:.1%}"),
+        ("all", figures["questions"], "first event p50 / p95", _pair(lat, "first_event")),
+        ("", "", "total p50 / p95", _pair(lat, "total")),
+    ]
+    for kind in ("answerable", "off_kb", "adversarial"):
+        kind_latency = figures.get(kind, {}).get("latency_ms")
+        if kind_latency and figures[kind]["count"]:
+            rows.append((kind, "", "first event p50 / p95", _pair(kind_latency, "first_event")))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(4)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _pair(latency: dict[str, float], key: str) -> str:
+    return f"{latency[key + '_p50']:.0f} / {latency[key + '_p95']:.0f} ms"
