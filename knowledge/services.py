@@ -2,10 +2,15 @@
 
 The work per document is: read the bytes, skip if unchanged (same sha256, status ready),
 parse, chunk, find which chunk texts already have an embedding under the current model
-(anywhere in the knowledge base), embed only the others in batches, then swap the document's
-chunks and embeddings in one transaction. Everything slow happens before that transaction,
-so readers see the old version until the new one is complete, and a failure leaves no
+(anywhere in the knowledge base), embed only the others, then swap the document's chunks
+and embeddings in one transaction. Everything slow happens before that transaction, so
+readers see the old version until the new one is complete, and a failure leaves no
 half-written chunks behind.
+
+When many files are ingested, the texts of several documents wait in a window and go to
+the model together: one call sorts them by length, so batches carry little padding and the
+model runs at its own speed however small the documents are. Each document is still
+written in its own transaction.
 """
 
 from __future__ import annotations
@@ -15,12 +20,11 @@ import logging
 import mimetypes
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
@@ -49,6 +53,11 @@ _WRITE_BATCH = 500  # rows per INSERT
 _STALE_BATCH = 256  # chunks per re-embedding round
 
 
+def _embed_window() -> int:
+    """Texts collected from several documents before the model is called."""
+    return max(256, 4 * settings.EMBEDDING_BATCH_SIZE)
+
+
 @dataclass
 class IngestOutcome:
     source: str
@@ -58,19 +67,24 @@ class IngestOutcome:
     error: str = ""
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    """A parsed, chunked and embedded document, ready to be written."""
-
-    title: str | None
-    media_type: str
-    drafts: list[ChunkDraft]
-    vectors: np.ndarray  # one row per draft
-    embedded: int  # how many texts the model had to embed (the rest came from the cache)
-
-
 class IngestError(Exception):
     """A step of ingestion failed; the message is meant for the user."""
+
+
+@dataclass
+class _Job:
+    """A parsed and chunked document waiting for its embeddings, then for its write."""
+
+    source: str
+    action: Action
+    existing: Document | None
+    content_hash: str
+    drafts: list[ChunkDraft]
+    fields: dict  # Document fields to set when written
+    failure_fields: dict  # fields for a document created only to record a failure
+    known: dict[str, Any] = field(default_factory=dict)  # text hash → vector
+    missing: dict[str, str] = field(default_factory=dict)  # text hash → text to embed
+    error: str = ""
 
 
 # --- Public services ---------------------------------------------------------------------
@@ -92,69 +106,18 @@ def document_ingest(
     its prettified file name, and an existing document keeps its title. An existing document
     keeps its `enabled` flag unless `enabled=False` asks to disable it.
     """
-    path = Path(path)
-    source = source or str(path.resolve())
-    if len(source) > Document._meta.get_field("source").max_length:
-        return IngestOutcome(source, "failed", None, 0, "The file's path is too long to store.")
-    try:
-        file_type_check(path.name)
-        data = path.read_bytes()
-    except UnsupportedFileType as exc:
-        return IngestOutcome(source, "failed", None, 0, str(exc))
-    except OSError as exc:
-        return IngestOutcome(source, "failed", None, 0, f"Could not read the file: {exc}")
-
-    content_hash = hashlib.sha256(data).hexdigest()
-    existing = Document.objects.filter(source=source).first()
-    if (
-        existing is not None
-        and existing.content_hash == content_hash
-        and existing.status == Document.Status.READY
-    ):
-        return IngestOutcome(source, "unchanged", existing, existing.chunks.count())
-    action: Action = "updated" if existing is not None else "new"
-
-    if dry_run:
-        try:
-            parsed = document_parse(data=data, name=path.name)
-            drafts = chunks_build(parsed=parsed)
-        except DocumentParseError as exc:
-            return IngestOutcome(source, "failed", existing, 0, str(exc))
-        return IngestOutcome(source, action, existing, len(drafts))
-
-    def fields_for(prepared: _Prepared | None) -> dict:
-        fields: dict = {"media_type": _media_type(path.name)}
-        if title:
-            fields["title"] = title[:300]
-        elif existing is None:
-            fields["title"] = (prepared and prepared.title) or title_from_name(path.name)
-        if existing is None:
-            fields.update(enabled=enabled, uploaded_by=uploaded_by)
-        elif not enabled:
-            fields["enabled"] = False
-        return fields
-
-    try:
-        prepared = _prepare(data=data, name=path.name)
-    except IngestError as exc:
-        document = _mark_failed(source=source, error=str(exc), fields=fields_for(None))
-        return IngestOutcome(source, "failed", document, 0, str(exc))
-
-    try:
-        document = _write(
+    window = _Window()
+    window.add(
+        _ingest_job(
+            path=Path(path),
+            title=title,
+            enabled=enabled,
+            uploaded_by=uploaded_by,
+            dry_run=dry_run,
             source=source,
-            prepared=prepared,
-            content_hash=content_hash,
-            fields=fields_for(prepared),
         )
-    except IntegrityError as exc:
-        logger.warning("Concurrent ingestion of %s: %s", source, exc)
-        error = "The document was changed by another ingestion at the same time; try again."
-        return IngestOutcome(source, "failed", existing, 0, error)
-    except DatabaseError as exc:  # rolled back: the previous version is still complete
-        logger.exception("Saving %s failed", source)
-        return IngestOutcome(source, "failed", existing, 0, f"Could not save the document: {exc}")
-    return IngestOutcome(source, action, document, len(prepared.drafts))
+    )
+    return window.outcomes()[0]
 
 
 def document_process(*, document: Document) -> IngestOutcome:
@@ -164,7 +127,9 @@ def document_process(*, document: Document) -> IngestOutcome:
     Document.objects.filter(pk=document.pk).update(status=Document.Status.PROCESSING, error="")
     document.status, document.error = Document.Status.PROCESSING, ""
     try:
-        outcome = _document_rebuild(document=document, action="updated" if had_chunks else "new")
+        window = _Window()
+        window.add(_rebuild_job(document=document, action="updated" if had_chunks else "new"))
+        outcome = window.outcomes()[0]
     except Exception as exc:  # never leave a document stuck in "processing"
         logger.exception("Processing document %s failed", document.pk)
         error = f"Unexpected error while processing the document: {exc}"
@@ -185,19 +150,17 @@ def documents_ingest(
 ) -> list[IngestOutcome]:
     """Ingest files and directories (walked recursively; files of unsupported types inside a
     directory are skipped, see `paths_expand`). One file failing never stops the others.
-    `progress(1)` is called after each file."""
+    Outcomes in file order; `progress(1)` as each file is done."""
     files, _skipped = paths_expand(paths)
-    outcomes: list[IngestOutcome] = []
+    window = _Window(progress=progress)
     for file in files:
         try:
-            outcome = document_ingest(path=file, title=title, enabled=enabled, dry_run=dry_run)
+            step = _ingest_job(path=file, title=title, enabled=enabled, dry_run=dry_run)
         except Exception as exc:  # one broken file must not stop a batch; logged in full
             logger.exception("Ingesting %s failed", file)
-            outcome = IngestOutcome(str(file), "failed", None, 0, f"Unexpected error: {exc}")
-        outcomes.append(outcome)
-        if progress:
-            progress(1)
-    return outcomes
+            step = IngestOutcome(str(file), "failed", None, 0, f"Unexpected error: {exc}")
+        window.add(step)
+    return window.outcomes()
 
 
 def paths_expand(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
@@ -255,14 +218,15 @@ def embeddings_rebuild_stale(*, progress: Progress | None = None) -> int:
         if not batch:
             return done
         last_pk = batch[-1][0]
-        vectors, _ = _vectors_for([text for _, text, _ in batch], [h for _, _, h in batch])
+        known = _vectors_known([text_hash for _, _, text_hash in batch])
+        known.update(_embed({h: text for _, text, h in batch if h not in known}))
         chunk_ids = [pk for pk, _, _ in batch]
         with transaction.atomic():
             Embedding.objects.filter(chunk_id__in=chunk_ids).exclude(model=model).delete()
             Embedding.objects.bulk_create(
                 [
-                    Embedding(chunk_id=pk, vector=vector, model=model)
-                    for pk, vector in zip(chunk_ids, vectors, strict=True)
+                    Embedding(chunk_id=pk, vector=known[text_hash], model=model)
+                    for pk, _, text_hash in batch
                 ],
                 batch_size=_WRITE_BATCH,
                 ignore_conflicts=True,  # another process fixed the same chunk meanwhile
@@ -275,20 +239,19 @@ def embeddings_rebuild_stale(*, progress: Progress | None = None) -> int:
 def documents_reindex(
     *, documents: Iterable[Document], progress: Progress | None = None
 ) -> list[IngestOutcome]:
-    """Re-chunk and re-embed the given documents from their original files. A document stays
-    searchable (old chunks) until its new chunks replace them; one whose original cannot be
-    read is reported failed and left as it was. `progress(1)` after each document."""
-    outcomes: list[IngestOutcome] = []
+    """Re-chunk and re-embed the given documents from their original files (embeddings of
+    unchanged texts are reused). A document stays searchable (old chunks) until its new
+    chunks replace them; one whose original cannot be read is reported failed and left as
+    it was. Outcomes in order; `progress(1)` as each document is done."""
+    window = _Window(progress=progress)
     for document in documents:
         try:
-            outcome = _document_rebuild(document=document, action="updated", keep_on_read=True)
+            step = _rebuild_job(document=document, action="updated", keep_unreadable=True)
         except Exception as exc:  # one broken document must not stop a batch; logged in full
             logger.exception("Re-indexing document %s failed", document.pk)
-            outcome = IngestOutcome(document.source, "failed", document, 0, f"{exc}")
-        outcomes.append(outcome)
-        if progress:
-            progress(1)
-    return outcomes
+            step = IngestOutcome(document.source, "failed", document, 0, f"{exc}")
+        window.add(step)
+    return window.outcomes()
 
 
 def title_from_name(name: str) -> str:
@@ -301,108 +264,270 @@ def title_from_name(name: str) -> str:
 # --- Steps -------------------------------------------------------------------------------
 
 
-def _media_type(name: str) -> str:
-    try:
-        return file_type_check(name)
-    except UnsupportedFileType:
-        return mimetypes.guess_type(name)[0] or "application/octet-stream"
+class _Window:
+    """Collects jobs until enough texts wait for the model, embeds them in one call, then
+    writes each document in its own transaction. Outcomes keep the order of `add`."""
+
+    def __init__(self, progress: Progress | None = None) -> None:
+        self._results: list[IngestOutcome | None] = []
+        self._jobs: list[tuple[int, _Job]] = []
+        self._waiting = 0
+        self._progress = progress
+
+    def add(self, step: IngestOutcome | _Job) -> None:
+        position = len(self._results)
+        self._results.append(None)
+        if isinstance(step, IngestOutcome):
+            self._done(position, step)
+            return
+        self._jobs.append((position, step))
+        self._waiting += len(step.missing)
+        if self._waiting >= _embed_window():
+            self.flush()
+
+    def flush(self) -> None:
+        jobs, self._jobs, self._waiting = self._jobs, [], 0
+        if not jobs:
+            return
+        _jobs_embed([job for _, job in jobs])
+        for position, job in jobs:
+            self._done(position, _job_write(job))
+
+    def outcomes(self) -> list[IngestOutcome]:
+        self.flush()
+        return [outcome for outcome in self._results if outcome is not None]
+
+    def _done(self, position: int, outcome: IngestOutcome) -> None:
+        self._results[position] = outcome
+        if self._progress:
+            self._progress(1)
 
 
-def _prepare(*, data: bytes, name: str) -> _Prepared:
-    """Parse, chunk and embed; raises IngestError with a readable message."""
+def _ingest_job(
+    *,
+    path: Path,
+    title: str | None,
+    enabled: bool,
+    dry_run: bool,
+    uploaded_by: AbstractBaseUser | None = None,
+    source: str | None = None,
+) -> IngestOutcome | _Job:
+    """Read, check, parse and chunk one file: a final outcome, or a job to embed and write."""
+    source = source or str(path.resolve())
+    if len(source) > Document._meta.get_field("source").max_length:
+        return IngestOutcome(source, "failed", None, 0, "The file's path is too long to store.")
     try:
-        parsed = document_parse(data=data, name=name)
-        drafts = chunks_build(parsed=parsed)
+        file_type_check(path.name)
+        data = path.read_bytes()
+    except UnsupportedFileType as exc:
+        return IngestOutcome(source, "failed", None, 0, str(exc))
+    except OSError as exc:
+        return IngestOutcome(source, "failed", None, 0, f"Could not read the file: {exc}")
+
+    content_hash = hashlib.sha256(data).hexdigest()
+    existing = Document.objects.filter(source=source).first()
+    if (
+        existing is not None
+        and existing.content_hash == content_hash
+        and existing.status == Document.Status.READY
+    ):
+        return IngestOutcome(source, "unchanged", existing, existing.chunks.count())
+    action: Action = "updated" if existing is not None else "new"
+
+    def fields_for(parsed_title: str | None) -> dict:
+        fields: dict = {"media_type": _media_type(path.name)}
+        if title:
+            fields["title"] = title[:300]
+        elif existing is None:
+            fields["title"] = parsed_title or title_from_name(path.name)
+        if existing is None:
+            fields.update(enabled=enabled, uploaded_by=uploaded_by)
+        elif not enabled:
+            fields["enabled"] = False
+        return fields
+
+    try:
+        parsed = document_parse(data=data, name=path.name)
+        drafts = _drafts(parsed=parsed, name=path.name)
     except DocumentParseError as exc:
-        raise IngestError(str(exc)) from exc
-    if not drafts:
-        raise IngestError(f"No text could be extracted from {Path(name).name}.")
+        document = None
+        if not dry_run:
+            document = _mark_failed(source=source, error=str(exc), fields=fields_for(None))
+        return IngestOutcome(source, "failed", document or existing, 0, str(exc))
+    if dry_run:
+        return IngestOutcome(source, action, existing, len(drafts))
+    return _job_new(
+        source=source,
+        action=action,
+        existing=existing,
+        content_hash=content_hash,
+        drafts=drafts,
+        fields=fields_for(parsed.title),
+        failure_fields=fields_for(parsed.title),
+    )
+
+
+def _rebuild_job(
+    *, document: Document, action: Action, keep_unreadable: bool = False
+) -> IngestOutcome | _Job:
+    """Re-read and re-chunk an existing document. With `keep_unreadable`, a missing original
+    leaves the document untouched; otherwise it is marked failed."""
     try:
-        vectors, embedded = _vectors_for([d.text for d in drafts], [d.text_hash for d in drafts])
-    except Exception as exc:  # the model failing is reported on the document, not raised
-        logger.exception("Embedding %s failed", name)
-        raise IngestError(f"Could not compute embeddings: {exc}") from exc
-    return _Prepared(parsed.title, parsed.media_type, drafts, vectors, embedded)
+        data, name = _read_original(document)
+        parsed = document_parse(data=data, name=name)
+        drafts = _drafts(parsed=parsed, name=name)
+    except (IngestError, DocumentParseError) as exc:
+        if not (keep_unreadable and isinstance(exc, IngestError)):
+            _mark_failed(source=document.source, error=str(exc), fields={})
+            document.refresh_from_db()
+        return IngestOutcome(document.source, "failed", document, 0, str(exc))
+    fields = {"media_type": _media_type(name)}
+    if not document.title:
+        fields["title"] = parsed.title or title_from_name(name)
+    return _job_new(
+        source=document.source,
+        action=action,
+        existing=document,
+        content_hash=hashlib.sha256(data).hexdigest(),
+        drafts=drafts,
+        fields=fields,
+        failure_fields={},
+    )
 
 
-def _vectors_for(texts: Sequence[str], hashes: Sequence[str]) -> tuple[np.ndarray, int]:
-    """A vector per text: copied from an existing embedding of the same text under the
-    current model when there is one, else computed in batches. Returns (vectors, computed)."""
+def _drafts(*, parsed, name: str) -> list[ChunkDraft]:
+    drafts = chunks_build(parsed=parsed)
+    if not drafts:
+        raise DocumentParseError(f"No text could be extracted from {Path(name).name}.")
+    return drafts
+
+
+def _job_new(**fields) -> _Job:
+    """A job whose texts already embedded under the current model (anywhere in the
+    knowledge base) are looked up now; only the others will be sent to the model."""
+    job = _Job(**fields)
+    job.known = _vectors_known([draft.text_hash for draft in job.drafts])
+    for draft in job.drafts:
+        if draft.text_hash not in job.known:
+            job.missing.setdefault(draft.text_hash, draft.text)
+    return job
+
+
+def _vectors_known(hashes: list[str]) -> dict[str, Any]:
+    """Existing vectors for these text hashes under the configured model."""
     model = embedding.model_version()
-    known: dict[str, object] = {}
-    unique_hashes = list(dict.fromkeys(hashes))
-    for start in range(0, len(unique_hashes), _LOOKUP_BATCH):
-        part = unique_hashes[start : start + _LOOKUP_BATCH]
+    known: dict[str, Any] = {}
+    unique = list(dict.fromkeys(hashes))
+    for start in range(0, len(unique), _LOOKUP_BATCH):
         rows = (
-            Embedding.objects.filter(model=model, chunk__text_hash__in=part)
+            Embedding.objects.filter(
+                model=model, chunk__text_hash__in=unique[start : start + _LOOKUP_BATCH]
+            )
             .order_by()
             .values_list("chunk__text_hash", "vector")
         )
         for text_hash, vector in rows:
             known.setdefault(text_hash, vector)
-    missing: dict[str, str] = {}
-    for text, text_hash in zip(texts, hashes, strict=True):
-        if text_hash not in known:
-            missing.setdefault(text_hash, text)
-    batch_size = settings.EMBEDDING_BATCH_SIZE
-    missing_items = list(missing.items())
-    for start in range(0, len(missing_items), batch_size):
-        part = missing_items[start : start + batch_size]
-        computed = embedding.embed_texts([text for _, text in part], batch_size=batch_size)
-        for (text_hash, _), vector in zip(part, computed, strict=True):
-            known[text_hash] = vector
-    vectors = np.asarray([known[h] for h in hashes], dtype=np.float32).reshape(
-        len(hashes), embedding.DIMENSIONS
+    return known
+
+
+def _embed(missing: dict[str, str]) -> dict[str, Any]:
+    """Vectors for the given texts (by hash), in one call of the model."""
+    if not missing:
+        return {}
+    vectors = embedding.embed_texts(
+        list(missing.values()), batch_size=settings.EMBEDDING_BATCH_SIZE
     )
-    return vectors, len(missing_items)
+    return dict(zip(missing, vectors, strict=True))
 
 
-def _write(*, source: str, prepared: _Prepared, content_hash: str, fields: dict) -> Document:
+def _jobs_embed(jobs: list[_Job]) -> None:
+    """Embed the missing texts of all jobs together (each distinct text once). If the model
+    fails, each job is tried alone so one bad document cannot fail the others."""
+    missing: dict[str, str] = {}
+    for job in jobs:
+        missing.update(job.missing)
+    try:
+        vectors = _embed(missing)
+    except Exception as exc:  # the model failing is reported on the documents, not raised
+        if len(jobs) > 1:
+            for job in jobs:
+                _jobs_embed([job])
+            return
+        logger.exception("Embedding %s failed", jobs[0].source)
+        jobs[0].error = f"Could not compute embeddings: {exc}"
+        return
+    for job in jobs:
+        job.known.update({text_hash: vectors[text_hash] for text_hash in job.missing})
+        job.missing = {}
+
+
+def _job_write(job: _Job) -> IngestOutcome:
+    """Write one embedded job (or record its failure) and say what happened."""
+    if job.error:
+        document = _mark_failed(source=job.source, error=job.error, fields=job.failure_fields)
+        return IngestOutcome(job.source, "failed", document, 0, job.error)
+    try:
+        document = _write(job)
+    except IntegrityError as exc:
+        logger.warning("Concurrent ingestion of %s: %s", job.source, exc)
+        error = "The document was changed by another ingestion at the same time; try again."
+        return IngestOutcome(job.source, "failed", job.existing, 0, error)
+    except DatabaseError as exc:  # rolled back: the previous version is still complete
+        logger.exception("Saving %s failed", job.source)
+        error = f"Could not save the document: {exc}"
+        return IngestOutcome(job.source, "failed", job.existing, 0, error)
+    return IngestOutcome(job.source, job.action, document, len(job.drafts))
+
+
+def _write(job: _Job) -> Document:
     """Swap in the new chunks and embeddings, and mark the document ready, atomically."""
     model = embedding.model_version()
     with transaction.atomic():
-        document = Document.objects.select_for_update().filter(source=source).first()
+        document = Document.objects.select_for_update().filter(source=job.source).first()
         if document is None:
-            document = Document(source=source)
-        for name, value in fields.items():
+            document = Document(source=job.source)
+        for name, value in job.fields.items():
             setattr(document, name, value)
-        document.content_hash = content_hash
+        document.content_hash = job.content_hash
         document.status = Document.Status.READY
         document.error = ""
         document.save()
-        _chunks_replace(document=document, prepared=prepared, model=model)
+        # Old chunks go (their embeddings cascade; citations keep their snapshot).
+        Embedding.objects.filter(chunk__document=document).delete()
+        Chunk.objects.filter(document=document).only("pk").delete()
+        chunks = Chunk.objects.bulk_create(
+            [
+                Chunk(
+                    document=document,
+                    index=draft.index,
+                    text=draft.text,
+                    page=draft.page,
+                    section=draft.section,
+                    char_start=draft.char_start,
+                    char_end=draft.char_end,
+                    token_count=draft.token_count,
+                    text_hash=draft.text_hash,
+                )
+                for draft in job.drafts
+            ],
+            batch_size=_WRITE_BATCH,
+        )
+        Embedding.objects.bulk_create(
+            [
+                Embedding(chunk=chunk, vector=job.known[chunk.text_hash], model=model)
+                for chunk in chunks
+            ],
+            batch_size=_WRITE_BATCH,
+        )
     return document
 
 
-def _chunks_replace(*, document: Document, prepared: _Prepared, model: str) -> None:
-    """Inside the caller's transaction: delete the document's chunks (their embeddings
-    cascade; citations keep their snapshot) and bulk-insert the new ones."""
-    Embedding.objects.filter(chunk__document=document).delete()
-    Chunk.objects.filter(document=document).only("pk").delete()
-    chunks = Chunk.objects.bulk_create(
-        [
-            Chunk(
-                document=document,
-                index=draft.index,
-                text=draft.text,
-                page=draft.page,
-                section=draft.section,
-                char_start=draft.char_start,
-                char_end=draft.char_end,
-                token_count=draft.token_count,
-                text_hash=draft.text_hash,
-            )
-            for draft in prepared.drafts
-        ],
-        batch_size=_WRITE_BATCH,
-    )
-    Embedding.objects.bulk_create(
-        [
-            Embedding(chunk=chunk, vector=vector, model=model)
-            for chunk, vector in zip(chunks, prepared.vectors, strict=True)
-        ],
-        batch_size=_WRITE_BATCH,
-    )
+def _media_type(name: str) -> str:
+    try:
+        return file_type_check(name)
+    except UnsupportedFileType:
+        return mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
 def _mark_failed(*, source: str, error: str, fields: dict) -> Document:
@@ -438,32 +563,3 @@ def _read_original(document: Document) -> tuple[bytes, str]:
         return path.read_bytes(), path.name
     except OSError as exc:
         raise IngestError(f"Could not read the file: {exc}") from exc
-
-
-def _document_rebuild(
-    *, document: Document, action: Action, keep_on_read: bool = False
-) -> IngestOutcome:
-    """Re-read, re-chunk and re-embed `document` (embeddings of unchanged texts are reused).
-    With `keep_on_read`, a missing original leaves the document untouched."""
-    try:
-        data, name = _read_original(document)
-    except IngestError as exc:
-        if not keep_on_read:
-            _mark_failed(source=document.source, error=str(exc), fields={})
-        return IngestOutcome(document.source, "failed", document, 0, str(exc))
-    try:
-        prepared = _prepare(data=data, name=name)
-    except IngestError as exc:
-        _mark_failed(source=document.source, error=str(exc), fields={})
-        document.refresh_from_db()
-        return IngestOutcome(document.source, "failed", document, 0, str(exc))
-    fields = {"media_type": _media_type(name)}
-    if not document.title:
-        fields["title"] = prepared.title or title_from_name(name)
-    document = _write(
-        source=document.source,
-        prepared=prepared,
-        content_hash=hashlib.sha256(data).hexdigest(),
-        fields=fields,
-    )
-    return IngestOutcome(document.source, action, document, len(prepared.drafts))

@@ -359,3 +359,42 @@ def test_reindex_of_a_document_whose_file_is_gone_leaves_it_searchable(documents
     document.refresh_from_db()
     assert document.status == Document.Status.READY
     assert set(document.chunks.values_list("pk", flat=True)) == chunk_ids
+
+
+def test_texts_of_several_documents_go_to_the_model_together(documents_dir, monkeypatch):
+    calls: list[int] = []
+    real = embedding.embed_texts
+
+    def counting(texts, *args, **kwargs):
+        calls.append(len(texts))
+        return real(texts, *args, **kwargs)
+
+    monkeypatch.setattr(embedding, "embed_texts", counting)
+    shutil.copy(documents_dir / "handbook.md", documents_dir / "handbook-again.md")
+
+    outcomes = documents_ingest(paths=[documents_dir], title=None, enabled=True, dry_run=False)
+
+    assert [o.action for o in outcomes] == ["new"] * 6
+    assert len(calls) == 1  # one call for all six documents
+    assert calls[0] == len(set(Chunk.objects.values_list("text_hash", flat=True)))
+    assert Embedding.objects.count() == Chunk.objects.count()
+
+
+def test_an_embedding_failure_fails_only_its_own_document(documents_dir, monkeypatch):
+    real = embedding.embed_texts
+
+    def crashing_on_one_document(texts, *args, **kwargs):
+        if any("crème brûlée" in text for text in texts):
+            raise RuntimeError("model crashed")
+        return real(texts, *args, **kwargs)
+
+    monkeypatch.setattr(embedding, "embed_texts", crashing_on_one_document)
+
+    outcomes = documents_ingest(paths=[documents_dir], title=None, enabled=True, dry_run=False)
+
+    failed = [o for o in outcomes if o.action == "failed"]
+    assert [o.source.rsplit("/", 1)[-1] for o in failed] == ["cafe-rules.txt"]
+    assert failed[0].error == "Could not compute embeddings: model crashed"
+    assert failed[0].document.status == Document.Status.FAILED
+    assert not failed[0].document.chunks.exists()
+    assert Document.objects.filter(status=Document.Status.READY).count() == 4
