@@ -46,7 +46,7 @@ class ExchangeExisting:
     answer: Message
 
 
-# --- Conversations --------------------------------------------------------------------------
+# --- Conversations -------------------------------------------------------------------------------
 def conversation_check_owner(conversation: Conversation, user: AbstractBaseUser) -> None:
     """Only the owner posts to, renames or deletes a conversation."""
     if conversation.owner_id != user.pk:
@@ -101,7 +101,7 @@ def conversation_delete(*, conversation: Conversation, user: AbstractBaseUser) -
     conversation.delete()
 
 
-# --- Exchanges ------------------------------------------------------------------------------
+# --- Exchanges -----------------------------------------------------------------------------------
 def exchange_begin(
     *,
     user: AbstractBaseUser,
@@ -302,7 +302,7 @@ def answer_finish(
     return citations
 
 
-# --- Feedback -------------------------------------------------------------------------------
+# --- Feedback ------------------------------------------------------------------------------------
 def feedback_give(
     *, user: AbstractBaseUser, message: Message, rating: int, comment: str = ""
 ) -> Feedback:

@@ -41,7 +41,7 @@ WEIGHT_SEMANTIC = 0.55
 WEIGHT_LEXICAL = 0.35
 WEIGHT_CHUNK = 0.10
 # A further sentence joins the best one when its score is at least this share of the best...
-FOLLOWER_RELATIVE_SCORE = 0.85
+FOLLOWER_RELATIVE_SCORE = 0.75
 # ...and it says something new: semantic similarity to every chosen sentence below this.
 REDUNDANT_SIMILARITY = 0.9
 PIECE_WORDS = 6
@@ -129,7 +129,7 @@ class ExtractiveAnswer:
         return pieces
 
 
-# --- Sentences ------------------------------------------------------------------------------
+# --- Sentences -----------------------------------------------------------------------------------
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each sentence of `text`, trimmed, list markers left out.
 
@@ -227,7 +227,7 @@ def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
     return candidates
 
 
-# --- Evidence ---------------------------------------------------------------------------------
+# --- Evidence ------------------------------------------------------------------------------------
 def terms(text: str) -> list[str]:
     """Content words, lower-cased and lightly stemmed (plurals, -ing, -ed)."""
     found = []
@@ -292,7 +292,7 @@ def sentence_vectors(texts: Sequence[str]) -> np.ndarray:
     return np.stack([cached[key] for key in keys])
 
 
-# --- Selection --------------------------------------------------------------------------------
+# --- Selection -----------------------------------------------------------------------------------
 def extractive_answer(
     *, question: str, question_vector: np.ndarray, chunks: Sequence[RetrievedChunk]
 ) -> ExtractiveAnswer:

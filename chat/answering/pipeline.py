@@ -141,7 +141,7 @@ class _Exchange:
         return [(n, c) for n, c in self.answer.cited_chunks if f" [{n}]" in self.pieces]
 
 
-# --- Validation -----------------------------------------------------------------------------
+# --- Validation ----------------------------------------------------------------------------------
 def _uuid(value: object, name: str) -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
@@ -197,7 +197,7 @@ def _document_ids_validate(values: Sequence[int] | None) -> list[int] | None:
     return sorted(set(values))
 
 
-# --- The pipeline ---------------------------------------------------------------------------
+# --- The pipeline --------------------------------------------------------------------------------
 async def answer_stream(
     *,
     user: AbstractBaseUser,
@@ -320,8 +320,8 @@ async def answer_stream(
         )
         delay = settings.CHAT_STREAM_DELAY_MS / 1000
         for piece in exchange.answer.pieces():
+            exchange.pieces.append(piece)  # handed to the transport: part of what was said
             yield exchange.event("answer_delta", {"text": piece})
-            exchange.pieces.append(piece)
             if delay:
                 await asyncio.sleep(delay)
         citations = await database_sync_to_async(services.answer_finish)(
@@ -342,7 +342,7 @@ async def answer_stream(
                 "citations": [citation_as_dict(c, stale=False) for c in citations],
             },
         )
-        yield exchange.event("answer_end", {"message_id": ids["message_id"], "status": status})
+        yield exchange.event("answer_end", {"message_id": ids["message_id"], "status": str(status)})
     except (asyncio.CancelledError, GeneratorExit):
         if status == Message.Status.STREAMING:
             status = Message.Status.INTERRUPTED
@@ -452,7 +452,9 @@ def stored_answer_events(answer: Message) -> list[Event]:
         events.append(Event("answer_delta", {"text": answer.content}))
     citations = [citation_as_dict(c) for c in answer.citations.all()]
     events.append(Event("sources", {"message_id": ids["message_id"], "citations": citations}))
-    events.append(Event("answer_end", {"message_id": ids["message_id"], "status": answer.status}))
+    events.append(
+        Event("answer_end", {"message_id": ids["message_id"], "status": str(answer.status)})
+    )
     return events
 
 

@@ -130,7 +130,7 @@ def _first_message(detail: Any) -> str:
     return str(detail)
 
 
-# --- Django's error handlers (config/urls.py), envelope under /api/ ----------------------------
+# --- Django's error handlers (config/urls.py), envelope under /api/ ------------------------------
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith(API_PREFIX)
 

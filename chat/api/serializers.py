@@ -23,7 +23,7 @@ class ClientUUIDField(serializers.UUIDField):
             ) from None
 
 
-# --- Errors -------------------------------------------------------------------------------------
+# --- Errors --------------------------------------------------------------------------------------
 class ErrorBodySerializer(serializers.Serializer):
     code = serializers.ChoiceField(
         choices=[
@@ -49,7 +49,7 @@ class ErrorEnvelopeSerializer(serializers.Serializer):
     error = ErrorBodySerializer()
 
 
-# --- Chat ---------------------------------------------------------------------------------------
+# --- Chat ----------------------------------------------------------------------------------------
 class ChatRequestSerializer(serializers.Serializer):
     message = serializers.CharField(
         trim_whitespace=False,
@@ -188,7 +188,7 @@ class FeedbackSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
-# --- Knowledge ----------------------------------------------------------------------------------
+# --- Knowledge -----------------------------------------------------------------------------------
 class DocumentSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     title = serializers.CharField()

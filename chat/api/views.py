@@ -52,7 +52,7 @@ def _uuid_param(value: str, name: str) -> uuid.UUID:
         ) from None
 
 
-# --- POST /api/chat (SSE) -----------------------------------------------------------------------
+# --- POST /api/chat (SSE) ------------------------------------------------------------------------
 def sse_frame(event: Event) -> bytes:
     data = json.dumps(event.data, ensure_ascii=False, default=str)
     return f"event: {event.type}\ndata: {data}\n\n".encode()
@@ -214,7 +214,7 @@ class ChatApiSchema(APIView):
         raise NotImplementedError
 
 
-# --- Conversations --------------------------------------------------------------------------------
+# --- Conversations -------------------------------------------------------------------------------
 class ConversationListApi(APIView):
     @extend_schema(
         operation_id="conversations_list",
@@ -324,7 +324,7 @@ class MessageFeedbackApi(APIView):
         )
 
 
-# --- Knowledge ----------------------------------------------------------------------------------
+# --- Knowledge -----------------------------------------------------------------------------------
 class DocumentListApi(APIView):
     @extend_schema(
         operation_id="documents_list",

@@ -69,7 +69,7 @@ async def closed_with(communicator) -> int:
     return output["code"]
 
 
-# --- Access -----------------------------------------------------------------------------------
+# --- Access --------------------------------------------------------------------------------------
 async def test_anonymous_socket_is_closed_as_unauthenticated():
     communicator = await socket_for(AnonymousUser(), uuid.uuid4())
     assert await closed_with(communicator) == 4401
@@ -134,7 +134,7 @@ async def test_browser_socket_needs_an_allowed_origin_and_a_session(staff_user):
     await signed_in.disconnect()
 
 
-# --- Streaming --------------------------------------------------------------------------------
+# --- Streaming -----------------------------------------------------------------------------------
 async def test_answer_streams_as_the_fragment_sequence(staff_user, leave_kb):
     conversation_id = uuid.uuid4()
     communicator = await socket_for(staff_user, conversation_id)

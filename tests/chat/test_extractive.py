@@ -1,0 +1,108 @@
+"""Extractive answers (SPEC §5): at most three verbatim sentences, each with its marker."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chat.answering.extractive import candidate_sentences, extractive_answer, sentence_spans
+from knowledge import embedding
+from knowledge.retrieval import RetrievedChunk
+from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS
+
+
+def retrieved(texts: list[str], similarities: list[float] | None = None) -> list[RetrievedChunk]:
+    return [
+        RetrievedChunk(
+            chunk_id=100 + i,
+            document_id=1 + i // 2,
+            document_title=f"Document {1 + i // 2}",
+            document_url="",
+            chunk_index=i,
+            page=None,
+            section=None,
+            text=text,
+            excerpt=text[:200],
+            similarity=(similarities or [0.6 - i * 0.01 for i in range(len(texts))])[i],
+            score=1.0 / (61 + i),
+        )
+        for i, text in enumerate(texts)
+    ]
+
+
+def answer_for(question: str, texts: list[str]):
+    vector, _ = embedding.embed_query(question)
+    return extractive_answer(question=question, question_vector=vector, chunks=retrieved(texts))
+
+
+def test_sentences_are_exact_spans_split_at_sentence_ends_not_at_abbreviations():
+    text = (
+        "# Leave\nStaff get 25 days, e.g. for holidays. Dr. Smith approves requests.\n"
+        "Requests are made\nin the HR portal.\n\n- Unused days carry over. 3.5 days is the cap."
+    )
+    sentences = [text[start:end] for start, end in sentence_spans(text)]
+    assert sentences == [
+        "# Leave",
+        "Staff get 25 days, e.g. for holidays.",
+        "Dr. Smith approves requests.",
+        "Requests are made\nin the HR portal.",
+        "Unused days carry over.",
+        "3.5 days is the cap.",
+    ]
+
+
+def test_headings_fragments_and_repeated_sentences_are_not_candidates():
+    chunks = retrieved(["# Annual leave\nYou get 25 days a year.", "You get 25 days a year. Ok."])
+    texts = [sentence.text for sentence in candidate_sentences(chunks)]
+    assert texts == ["You get 25 days a year."]
+
+
+def test_answer_picks_the_sentence_that_answers_the_question_verbatim_with_a_marker():
+    answer = answer_for("How long must passwords be?", SECURITY_TEXTS + EXPENSES_TEXTS)
+    first = answer.sentences[0]
+    assert first.text == "Passwords must be at least 14 characters long and must never be reused."
+    assert first.n == 1 and first.chunk.text == SECURITY_TEXTS[0]
+    assert answer.text.startswith(first.text + " [1]")
+
+
+def test_answer_has_at_most_three_sentences_all_verbatim_and_numbered_by_first_use():
+    answer = answer_for(
+        "What are the rules for annual leave and carrying over unused leave days?",
+        LEAVE_TEXTS + EXPENSES_TEXTS,
+    )
+    assert 1 <= len(answer.sentences) <= 3
+    numbers = [sentence.n for sentence in answer.sentences]
+    assert list(dict.fromkeys(numbers)) == list(range(1, len(set(numbers)) + 1))
+    for sentence in answer.sentences:
+        assert sentence.text in sentence.chunk.text
+    assert [n for n, _ in answer.cited_chunks] == sorted(set(numbers))
+
+
+def test_answer_merges_several_chunks_when_several_hold_the_answer():
+    answer = answer_for(
+        "How many days of annual leave do full-time employees get, and how many can be "
+        "carried over?",
+        LEAVE_TEXTS,
+    )
+    assert {chunk.chunk_id for _, chunk in answer.cited_chunks} == {100, 101}
+
+
+def test_streamed_pieces_join_to_exactly_the_answer_and_end_sentences_with_markers():
+    answer = answer_for("What is the daily meal allowance?", EXPENSES_TEXTS + LEAVE_TEXTS)
+    pieces = answer.pieces()
+    assert "".join(pieces) == answer.text
+    assert len(pieces) > len(answer.sentences)  # sentences arrive in several pieces
+    assert pieces[-1] == f" [{answer.sentences[-1].n}]"
+
+
+def test_answer_is_deterministic():
+    question = "Which flights must be economy class?"
+    answers = [answer_for(question, EXPENSES_TEXTS + LEAVE_TEXTS).text for _ in range(3)]
+    assert answers[0] == answers[1] == answers[2]
+
+
+def test_chunk_without_any_full_sentence_is_quoted_whole():
+    chunks = retrieved(["VPN: yes"])
+    answer = extractive_answer(
+        question="VPN?", question_vector=np.ones(384, dtype=np.float32), chunks=chunks
+    )
+    assert answer.text == "VPN: yes [1]"

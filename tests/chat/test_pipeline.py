@@ -1,0 +1,536 @@
+"""The answering pipeline, run in-process: events, evidence check, persistence, idempotency,
+interruption, regeneration. Real PostgreSQL, real embedding model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from chat import selectors, services
+from chat.answering.citations import citation_as_dict
+from chat.answering.errors import AnswerError
+from chat.answering.evidence import EMPTY_KB_MESSAGE, NO_EVIDENCE_MESSAGE
+from chat.answering.pipeline import AnswerOptions, answer_stream
+from chat.models import ChatSettings, Citation, Conversation, Message
+from knowledge.models import Document
+from tests.chat.conftest import collect
+from tests.chat.kb import (
+    assert_answer_is_grounded,
+    basis,
+    chunks_replace,
+    document_create,
+    event_types,
+    vector_at_cosine,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEAVE_QUESTION = "How many days of annual leave do full-time employees get?"
+
+
+def answer_parts(events) -> tuple[str, list[dict]]:
+    content = "".join(e.data["text"] for e in events if e.type == "answer_delta")
+    sources = [e for e in events if e.type == "sources"]
+    return content, (sources[0].data["citations"] if sources else [])
+
+
+def stored(message_id) -> Message:
+    return Message.objects.get(reply_to_id=message_id, role=Message.Role.ASSISTANT)
+
+
+# --- A cited answer ------------------------------------------------------------------------------
+async def test_answer_events_come_in_order_with_citations_matching_the_markers(
+    policies_kb, staff_user
+):
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+
+    types = event_types(events)
+    assert types[0] == "answer_start"
+    assert types[-2:] == ["sources", "answer_end"]
+    assert set(types[1:-2]) == {"answer_delta"} and len(types) > 4
+    content, citations = answer_parts(events)
+    assert_answer_is_grounded(content, citations)
+    assert "25 days of paid annual leave" in content
+    handbook = policies_kb["handbook"]
+    assert any(c["document_id"] == handbook.pk and c["page"] == 3 for c in citations)
+    assert {"n", "chunk_id", "document_id", "title", "page", "section", "url", "excerpt"} <= set(
+        citations[0]
+    )
+    assert events[-1].data == {"message_id": events[0].data["message_id"], "status": "complete"}
+
+
+async def test_answer_is_stored_with_exactly_the_cited_chunks(policies_kb, staff_user):
+    message_id = uuid.uuid4()
+    events = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    content, citations = answer_parts(events)
+
+    answer = await sync_to_async(stored)(message_id)
+    assert answer.status == Message.Status.COMPLETE and answer.content == content
+    assert answer.mode == Message.Mode.EXTRACTIVE and answer.top_k == 5
+    assert answer.first_event_ms is not None and answer.total_ms >= answer.first_event_ms
+    rows = await sync_to_async(list)(answer.citations.order_by("n"))
+    assert [(c.n, c.chunk_id) for c in rows] == [(c["n"], c["chunk_id"]) for c in citations]
+    source_chunks = await sync_to_async(list)(answer.source_chunks.values_list("pk", flat=True))
+    assert sorted(source_chunks) == sorted(c["chunk_id"] for c in citations)
+
+
+async def test_answer_is_deterministic(policies_kb, staff_user):
+    first = await collect(user=staff_user, question="What is the daily meal allowance?")
+    second = await collect(user=staff_user, question="What is the daily meal allowance?")
+    assert answer_parts(first)[0] == answer_parts(second)[0]
+
+
+async def test_disabled_document_is_never_cited(policies_kb, staff_user):
+    await Document.objects.filter(pk=policies_kb["handbook"].pk).aupdate(enabled=False)
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    if events[0].type == "answer_start":
+        _, citations = answer_parts(events)
+        assert all(c["document_id"] != policies_kb["handbook"].pk for c in citations)
+    else:
+        assert events[0].type == "refusal"
+
+
+async def test_document_filter_limits_the_sources(policies_kb, staff_user):
+    expenses = policies_kb["expenses"]
+    events = await collect(
+        user=staff_user,
+        question="How many days of leave and what meal allowance do I get?",
+        options=AnswerOptions(document_ids=[expenses.pk]),
+    )
+    _, citations = answer_parts(events)
+    assert citations and {c["document_id"] for c in citations} == {expenses.pk}
+
+
+async def test_unknown_document_ids_are_a_validation_error(policies_kb, staff_user):
+    with pytest.raises(AnswerError) as error:
+        await collect(user=staff_user, question="Hi?", options=AnswerOptions(document_ids=[999999]))
+    assert error.value.status == 422 and "999999" in error.value.message
+
+
+# --- Refusals ------------------------------------------------------------------------------------
+async def test_unrelated_question_is_refused_with_the_exact_text_and_suggestions(
+    policies_kb, staff_user
+):
+    message_id = uuid.uuid4()
+    events = await collect(
+        user=staff_user,
+        question="Who won the football world cup in 1966?",
+        message_id=message_id,
+    )
+    assert event_types(events) == ["refusal"]
+    assert events[0].data["message"] == NO_EVIDENCE_MESSAGE
+    assert events[0].data["suggestions"] == ["Contact support", "Rephrase your question"]
+    answer = await sync_to_async(stored)(message_id)
+    assert answer.status == Message.Status.REFUSED and answer.content == NO_EVIDENCE_MESSAGE
+    assert await answer.citations.acount() == 0
+
+
+async def test_empty_knowledge_base_is_refused(db, staff_user):
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    assert event_types(events) == ["refusal"]
+    assert events[0].data["message"] == EMPTY_KB_MESSAGE
+    assert events[0].data["message"] == "The knowledge base is empty. Please contact an admin."
+
+
+async def test_knowledge_base_of_only_disabled_documents_counts_as_empty(policies_kb, staff_user):
+    await Document.objects.aupdate(enabled=False)
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    assert events[0].data["message"] == EMPTY_KB_MESSAGE
+
+
+@pytest.fixture
+def vector_kb(db):
+    """Chunks with known unit vectors: the best cosine of a supplied embedding is exact."""
+    return document_create(
+        title="Vectors",
+        texts=[
+            "The office opens at eight in the morning on weekdays.",
+            "The canteen serves lunch from noon until two.",
+        ],
+        vectors=[basis(0), basis(1)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("cosine", "refused"), [(0.34, True), (0.35, False), (0.36, False)], ids=str
+)
+async def test_threshold_boundary(vector_kb, staff_user, cosine, refused):
+    embedding = vector_at_cosine(basis(0), cosine, away_axis=7)
+    events = await collect(
+        user=staff_user,
+        question="When does the office open?",
+        options=AnswerOptions(embedding=embedding),
+    )
+    assert (events[0].type == "refusal") is refused
+    if not refused:
+        content, citations = answer_parts(events)
+        assert [c["similarity"] for c in citations] == [cosine]
+        assert content == "The office opens at eight in the morning on weekdays. [1]"
+
+
+async def test_threshold_comes_from_chat_settings_and_the_environment_overrides_it(
+    vector_kb, staff_user, settings
+):
+    embedding = vector_at_cosine(basis(0), 0.45, away_axis=7)
+    await ChatSettings.objects.aupdate_or_create(pk=1, defaults={"evidence_threshold": 0.5})
+    events = await collect(
+        user=staff_user, question="When?", options=AnswerOptions(embedding=embedding)
+    )
+    assert events[0].type == "refusal"
+    settings.CHAT_EVIDENCE_THRESHOLD = "0.4"
+    events = await collect(
+        user=staff_user, question="When?", options=AnswerOptions(embedding=embedding)
+    )
+    assert events[0].type == "answer_start"
+
+
+# --- Input ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("top_k", [0, 21, -1, True])
+async def test_top_k_outside_1_to_20_is_a_validation_error(policies_kb, staff_user, top_k):
+    with pytest.raises(AnswerError) as error:
+        await collect(user=staff_user, question="Leave?", options=AnswerOptions(top_k=top_k))
+    assert error.value.status == 422 and "top_k" in error.value.details
+
+
+@pytest.mark.parametrize(
+    "embedding", [[0.1] * 383, [0.0] * 384, [float("nan")] + [0.1] * 383, ["x"] * 384]
+)
+async def test_bad_embedding_is_a_validation_error(policies_kb, staff_user, embedding):
+    with pytest.raises(AnswerError) as error:
+        await collect(
+            user=staff_user, question="Leave?", options=AnswerOptions(embedding=embedding)
+        )
+    assert error.value.status == 422 and "embedding" in error.value.details
+
+
+async def test_too_long_message_is_rejected_and_nothing_is_stored(db, staff_user, settings):
+    settings.CHAT_MAX_MESSAGE_CHARS = 50
+    with pytest.raises(AnswerError) as error:
+        await collect(user=staff_user, question="word " * 20)
+    assert error.value.status == 422
+    assert await Message.objects.acount() == 0
+
+
+async def test_malformed_message_id_is_a_bad_request(db, staff_user):
+    with pytest.raises(AnswerError) as error:
+        await collect(user=staff_user, question="Leave?", message_id="not-a-uuid")
+    assert error.value.status == 400
+
+
+async def test_question_longer_than_the_model_reads_is_answered_with_a_warning(
+    policies_kb, staff_user
+):
+    question = LEAVE_QUESTION + " " + "Please explain it in detail. " * 60
+    message_id = uuid.uuid4()
+    events = await collect(user=staff_user, question=question, message_id=message_id)
+    assert events[0].type == "warning" and "only its beginning" in events[0].data["message"]
+    assert events[1].type in ("answer_start", "refusal")
+    answer = await sync_to_async(stored)(message_id)
+    assert answer.warning == events[0].data["message"]
+
+
+# --- Conversations -------------------------------------------------------------------------------
+async def test_first_message_creates_the_conversation_with_privacy_and_title(
+    policies_kb, staff_user
+):
+    events = await collect(user=staff_user, question="Refund?", is_private=True)
+    conversation = await Conversation.objects.aget(pk=events[0].data["conversation_id"])
+    assert conversation.owner_id == staff_user.pk and conversation.is_private
+    assert conversation.title == "Refund?"
+    # Privacy is only chosen at creation.
+    await collect(
+        user=staff_user, question=LEAVE_QUESTION, conversation_id=conversation.pk, is_private=False
+    )
+    await conversation.arefresh_from_db()
+    assert conversation.is_private and await conversation.messages.acount() == 4
+
+
+async def test_client_may_choose_the_id_of_a_new_conversation(policies_kb, staff_user):
+    conversation_id = uuid.uuid4()
+    events = await collect(user=staff_user, question="Refund?", conversation_id=conversation_id)
+    assert events[0].data["conversation_id"] == str(conversation_id)
+
+
+async def test_only_the_owner_posts_to_a_conversation(policies_kb, staff_user, other_staff_user):
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    conversation_id = events[0].data["conversation_id"]
+    with pytest.raises(AnswerError) as error:
+        await collect(user=other_staff_user, question="And?", conversation_id=conversation_id)
+    assert error.value.status == 403
+
+
+# --- Idempotency ---------------------------------------------------------------------------------
+async def test_same_message_id_twice_answers_once_and_replays_the_stored_answer(
+    policies_kb, staff_user
+):
+    message_id = uuid.uuid4()
+    first = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    second = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+
+    assert event_types(second) == ["answer_start", "answer_delta", "sources", "answer_end"]
+    assert second[0].data == first[0].data
+    assert answer_parts(second) == answer_parts(first)
+    assert second[-1].data == first[-1].data
+    assert await Message.objects.acount() == 2
+    assert await Conversation.objects.acount() == 1
+
+
+async def test_same_message_id_twice_replays_a_refusal(policies_kb, staff_user):
+    message_id = uuid.uuid4()
+    question = "Who won the football world cup in 1966?"
+    first = await collect(user=staff_user, question=question, message_id=message_id)
+    second = await collect(user=staff_user, question=question, message_id=message_id)
+    assert [e.as_dict() for e in second] == [e.as_dict() for e in first]
+
+
+async def test_same_message_id_concurrently_answers_once(policies_kb, staff_user, settings):
+    settings.CHAT_STREAM_DELAY_MS = 20
+    message_id = uuid.uuid4()
+    first, second = await asyncio.gather(
+        collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id),
+        collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id),
+    )
+    assert answer_parts(first) == answer_parts(second)
+    assert await Message.objects.acount() == 2
+    assert await Conversation.objects.acount() == 1
+
+
+async def test_message_id_reused_for_another_text_or_user_is_a_conflict(
+    policies_kb, staff_user, other_staff_user
+):
+    message_id = uuid.uuid4()
+    await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    with pytest.raises(AnswerError) as error:
+        await collect(user=staff_user, question="Something else?", message_id=message_id)
+    assert error.value.status == 409
+    with pytest.raises(AnswerError) as error:
+        await collect(user=other_staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    assert error.value.status == 409
+
+
+def test_concurrent_first_messages_with_one_id_create_one_conversation_and_one_answer(
+    staff_user,
+):
+    """Two connections race on the database: one INSERT wins, the other reads its result."""
+    message_id = uuid.uuid4()
+    barrier = threading.Barrier(2)
+    outcomes: list = []
+
+    def begin():
+        from django.db import connection
+
+        barrier.wait()
+        try:
+            outcomes.append(
+                services.exchange_begin(
+                    user=staff_user,
+                    message_id=message_id,
+                    question="Refund?",
+                    conversation_id=None,
+                    is_private=False,
+                    mode="extractive",
+                    top_k=5,
+                )
+            )
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=begin) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    kinds = sorted(type(outcome).__name__ for outcome in outcomes)
+    assert kinds == ["ExchangeClaim", "ExchangeExisting"]
+    assert Conversation.objects.count() == 1
+    assert Message.objects.filter(role=Message.Role.USER).count() == 1
+    assert Message.objects.filter(role=Message.Role.ASSISTANT).count() == 1
+
+
+def test_database_allows_one_answer_per_question(staff_user):
+    from django.db import IntegrityError
+
+    claim = services.exchange_begin(
+        user=staff_user,
+        message_id=uuid.uuid4(),
+        question="Refund?",
+        conversation_id=None,
+        is_private=False,
+        mode="extractive",
+        top_k=5,
+    )
+    with pytest.raises(IntegrityError):
+        Message.objects.create(
+            conversation=claim.conversation, role=Message.Role.ASSISTANT, reply_to=claim.question
+        )
+
+
+# --- Interruption and regeneration ---------------------------------------------------------------
+async def test_cancelling_the_consumer_mid_stream_stores_the_partial_answer_as_interrupted(
+    policies_kb, staff_user, settings
+):
+    settings.CHAT_STREAM_DELAY_MS = 300
+    message_id = uuid.uuid4()
+    received = []
+
+    async def consume():
+        async for event in answer_stream(
+            user=staff_user, question=LEAVE_QUESTION, message_id=message_id
+        ):
+            received.append(event)
+
+    task = asyncio.create_task(consume())
+    while not any(event.type == "answer_delta" for event in received):
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    answer = await sync_to_async(stored)(message_id)
+    assert answer.status == Message.Status.INTERRUPTED
+    assert answer.content == "".join(e.data["text"] for e in received if e.type == "answer_delta")
+    assert answer.content and "[" not in answer.content
+    assert await answer.citations.acount() == 0  # no marker was sent yet
+
+
+async def test_closing_the_stream_early_stores_what_was_sent_as_interrupted(
+    policies_kb, staff_user
+):
+    message_id = uuid.uuid4()
+    stream = answer_stream(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    sent = []
+    async for event in stream:
+        if event.type == "answer_delta":
+            sent.append(event.data["text"])
+            if event.data["text"].startswith(" ["):
+                break
+    await stream.aclose()
+    answer = await sync_to_async(stored)(message_id)
+    assert answer.status == Message.Status.INTERRUPTED and answer.content == "".join(sent)
+    assert await answer.citations.acount() == 1  # the one marker that was sent
+
+
+async def test_replaying_an_interrupted_answer_returns_the_partial_answer(policies_kb, staff_user):
+    message_id = uuid.uuid4()
+    stream = answer_stream(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    async for event in stream:
+        if event.type == "answer_delta":
+            break
+    await stream.aclose()
+    replay = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    assert replay[-1].data["status"] == "interrupted"
+    assert answer_parts(replay)[0] == event.data["text"]
+
+
+async def test_regenerate_replaces_the_answer(policies_kb, staff_user, other_staff_user):
+    message_id = uuid.uuid4()
+    stream = answer_stream(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    async for _event in stream:
+        break
+    await stream.aclose()
+    first_answer = await sync_to_async(stored)(message_id)
+
+    with pytest.raises(AnswerError) as error:
+        await collect(
+            user=other_staff_user,
+            question=None,
+            message_id=message_id,
+            options=AnswerOptions(regenerate=True),
+        )
+    assert error.value.status == 403
+
+    events = await collect(
+        user=staff_user,
+        question=None,
+        message_id=message_id,
+        options=AnswerOptions(regenerate=True),
+    )
+    assert events[-1].data["status"] == "complete"
+    answer = await sync_to_async(stored)(message_id)
+    assert answer.pk != first_answer.pk and answer.status == Message.Status.COMPLETE
+    assert not await Message.objects.filter(pk=first_answer.pk).aexists()
+
+
+async def test_regenerating_an_unknown_question_is_not_found(db, staff_user):
+    with pytest.raises(AnswerError) as error:
+        await collect(user=staff_user, question=None, options=AnswerOptions(regenerate=True))
+    assert error.value.status == 404
+
+
+# --- Reload --------------------------------------------------------------------------------------
+def reload_citations(conversation_id: str) -> list[dict]:
+    conversation = Conversation.objects.get(pk=conversation_id)
+    answers = [m for m in selectors.conversation_messages(conversation) if m.role == "assistant"]
+    return [citation_as_dict(c) for c in answers[-1].citations.all()]
+
+
+def without_stale(citations: list[dict]) -> list[dict]:
+    return [{k: v for k, v in c.items() if k != "stale"} for c in citations]
+
+
+async def test_reload_returns_identical_citations_after_reingest_and_after_deletion(
+    policies_kb, staff_user
+):
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    conversation_id = events[0].data["conversation_id"]
+    _, streamed = answer_parts(events)
+
+    reloaded = await sync_to_async(reload_citations)(conversation_id)
+    assert reloaded == streamed
+
+    handbook = policies_kb["handbook"]
+    await sync_to_async(chunks_replace)(
+        handbook, texts=["Annual leave is now 30 days.", "Carry-over is abolished."]
+    )
+    after_reingest = await sync_to_async(reload_citations)(conversation_id)
+    assert without_stale(after_reingest) == without_stale(streamed)
+    assert all(c["stale"] for c in after_reingest if c["document_id"] == handbook.pk)
+
+    await handbook.adelete()
+    after_delete = await sync_to_async(reload_citations)(conversation_id)
+    assert without_stale(after_delete) == without_stale(streamed)
+    assert all(c["stale"] for c in after_delete)
+    assert await Citation.objects.filter(chunk__isnull=True).acount() == len(streamed)
+
+
+def test_conversation_messages_take_a_constant_number_of_queries(
+    policies_kb, staff_user, django_assert_max_num_queries
+):
+    from asgiref.sync import async_to_sync
+
+    conversation_id = uuid.uuid4()
+    for question in (LEAVE_QUESTION, "What is the daily meal allowance?", "Password length?"):
+        async_to_sync(collect)(user=staff_user, question=question, conversation_id=conversation_id)
+    conversation = Conversation.objects.get(pk=conversation_id)
+    with django_assert_max_num_queries(2):
+        messages = selectors.conversation_messages(conversation)
+        for message in messages:
+            [citation_as_dict(c) for c in message.citations.all()]
+    assert len(messages) == 6
+
+
+# --- Logging -------------------------------------------------------------------------------------
+async def test_one_structured_log_line_per_exchange(policies_kb, staff_user, caplog):
+    caplog.set_level(logging.INFO, logger="sourced.exchange")
+    await collect(user=staff_user, question=LEAVE_QUESTION)
+    await collect(user=staff_user, question="Who won the football world cup in 1966?")
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "sourced.exchange"]
+    assert len(lines) == 2
+    answered, refused = lines
+    for line in lines:
+        assert {
+            "conversation", "user", "top_k", "retrieval_ms", "best_similarity", "refused",
+            "first_event_ms", "total_ms", "citations",
+        } <= set(line)  # fmt: skip
+        assert line["user"] == staff_user.pk and line["top_k"] == 5
+    assert answered["refused"] is False and answered["citations"] >= 1
+    assert (
+        answered["best_similarity"] >= 0.35 and answered["total_ms"] >= answered["first_event_ms"]
+    )
+    assert refused["refused"] is True and refused["citations"] == 0
