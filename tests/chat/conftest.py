@@ -9,6 +9,22 @@ import pytest
 from chat.answering.events import Event
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS, document_create
+from tests.live_server import daphne_server, database_url_of
+
+# Streamed pieces are paced on the test server, so a test can observe a stream in progress.
+LIVE_SERVER_DELAY_MS = 120
+
+
+@pytest.fixture(scope="session")
+def live_server_url(django_db_setup):
+    """daphne serving the app on the test database, started once per test session."""
+    from django.db import connection
+
+    with daphne_server(
+        database_url_of(connection.settings_dict),
+        env={"CHAT_STREAM_DELAY_MS": str(LIVE_SERVER_DELAY_MS)},
+    ) as url:
+        yield url
 
 
 @pytest.fixture

@@ -1,0 +1,441 @@
+"""The JSON API: authentication, visibility, conversations, messages, feedback, documents,
+search, the error envelope, the rate limit and the OpenAPI docs."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import uuid
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+from django.test import AsyncClient, Client
+from django_ratelimit.core import _get_window
+from rest_framework.authtoken.models import Token
+
+from chat.models import Conversation, Feedback, Message
+from chat.ratelimit import chat_rate_limited
+from tests.chat.conftest import collect
+from tests.chat.kb import assert_answer_is_grounded, chunks_replace
+
+LEAVE_QUESTION = "How many days of annual leave do full-time employees get?"
+
+
+def assert_envelope(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.content
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
+    assert body["error"]["code"] == code and body["error"]["message"]
+    return body["error"]
+
+
+@pytest.fixture
+def api(staff_user) -> Client:
+    client = Client()
+    client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def other_api(other_staff_user) -> Client:
+    client = Client()
+    client.force_login(other_staff_user)
+    return client
+
+
+def conversation_of(owner, *, private: bool, title: str = "A chat") -> Conversation:
+    conversation = Conversation.objects.create(owner=owner, is_private=private, title=title)
+    Message.objects.create(conversation=conversation, role="user", content=title)
+    return conversation
+
+
+# --- Authentication ------------------------------------------------------------------------------
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/api/conversations", "/api/documents", "/api/search?q=leave"])
+def test_anonymous_requests_get_401_in_the_envelope(client, path):
+    response = client.get(path)
+    assert_envelope(response, 401, "unauthorized")
+    assert response["WWW-Authenticate"].startswith("Token")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_anonymous_chat_request_gets_401(db):
+    response = await AsyncClient().post(
+        "/api/chat", {"message": "Hi", "message_id": str(uuid.uuid4())}, "application/json"
+    )
+    assert_envelope(response, 401, "unauthorized")
+    assert "WWW-Authenticate" in response
+
+
+@pytest.mark.django_db
+def test_non_staff_users_get_403(client, django_user_model):
+    user = django_user_model.objects.create_user(username="visitor", password="pw-12345678")
+    client.force_login(user)
+    assert_envelope(client.get("/api/conversations"), 403, "forbidden")
+
+
+@pytest.mark.django_db
+def test_drf_create_token_gives_a_working_token_also_as_bearer(staff_user, client):
+    call_command("drf_create_token", staff_user.username, stdout=io.StringIO())
+    key = Token.objects.get(user=staff_user).key
+    for header in (f"Token {key}", f"Bearer {key}"):
+        assert client.get("/api/conversations", HTTP_AUTHORIZATION=header).status_code == 200
+    response = client.get("/api/conversations", HTTP_AUTHORIZATION="Token wrong")
+    assert_envelope(response, 401, "unauthorized")
+
+
+# --- Conversations -------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_conversation_list_groups_shared_and_own_private_newest_first(
+    api, staff_user, other_staff_user
+):
+    old_shared = conversation_of(staff_user, private=False, title="Old shared")
+    others_shared = conversation_of(other_staff_user, private=False, title="Their shared")
+    mine_private = conversation_of(staff_user, private=True, title="My private")
+    conversation_of(other_staff_user, private=True, title="Their private")
+
+    body = api.get("/api/conversations").json()
+    assert [c["title"] for c in body["shared"]] == ["Their shared", "Old shared"]
+    assert [c["title"] for c in body["private"]] == ["My private"]
+    first = body["shared"][0]
+    assert first["id"] == str(others_shared.pk) and first["is_owner"] is False
+    assert first["owner"]["username"] == "other"
+    assert body["private"][0]["id"] == str(mine_private.pk)
+    assert str(old_shared.pk) in {c["id"] for c in body["shared"]}
+    searched = api.get("/api/conversations?q=old").json()
+    assert [c["title"] for c in searched["shared"]] == ["Old shared"]
+
+
+@pytest.mark.django_db
+def test_someone_elses_private_conversation_is_forbidden_and_absent(
+    api, other_staff_user, staff_user
+):
+    theirs = conversation_of(other_staff_user, private=True, title="Their private")
+    assert_envelope(api.get(f"/api/conversations/{theirs.pk}"), 403, "forbidden")
+    assert_envelope(api.get(f"/api/conversations/{theirs.pk}/messages"), 403, "forbidden")
+    body = api.get("/api/conversations").json()
+    assert str(theirs.pk) not in {c["id"] for c in body["shared"] + body["private"]}
+
+
+@pytest.mark.django_db
+def test_unknown_conversation_is_404_and_a_malformed_id_400(api):
+    assert_envelope(api.get(f"/api/conversations/{uuid.uuid4()}"), 404, "not-found")
+    error = assert_envelope(api.get("/api/conversations/not-a-uuid"), 400, "bad-request")
+    assert "conversation_id" in error["details"]
+    assert_envelope(api.get("/api/conversations/12345/messages"), 400, "bad-request")
+
+
+@pytest.mark.django_db
+def test_only_the_owner_renames_or_deletes(api, other_api, staff_user):
+    mine = conversation_of(staff_user, private=False, title="Mine")
+    url = f"/api/conversations/{mine.pk}"
+
+    assert_envelope(
+        other_api.patch(url, {"title": "Hijacked"}, content_type="application/json"),
+        403,
+        "forbidden",
+    )
+    assert_envelope(other_api.delete(url), 403, "forbidden")
+    error = assert_envelope(
+        api.patch(url, {"title": "  \x00 "}, content_type="application/json"),
+        422,
+        "validation-failed",
+    )
+    assert "title" in error["details"]
+
+    response = api.patch(url, {"title": "  Renamed\tchat "}, content_type="application/json")
+    assert response.status_code == 200 and response.json()["title"] == "Renamed chat"
+    assert api.delete(url).status_code == 204
+    assert_envelope(api.get(url), 404, "not-found")
+
+
+@pytest.mark.django_db
+def test_validation_errors_are_422_with_details_per_field(api, staff_user):
+    mine = conversation_of(staff_user, private=False)
+    error = assert_envelope(
+        api.patch(f"/api/conversations/{mine.pk}", {}, content_type="application/json"),
+        422,
+        "validation-failed",
+    )
+    assert error["details"] == {"title": ["This field is required."]}
+
+
+@pytest.mark.django_db
+def test_unknown_api_path_and_wrong_method_are_enveloped(api):
+    assert_envelope(api.get("/api/nothing-here"), 404, "not-found")
+    assert_envelope(Client().get("/api/nothing-here"), 404, "not-found")
+    assert_envelope(api.post("/api/conversations"), 405, "method-not-allowed")
+    assert_envelope(api.get("/api/chat"), 405, "method-not-allowed")
+
+
+@pytest.mark.django_db
+def test_a_crash_is_a_500_in_the_envelope(api, monkeypatch):
+    from chat import selectors
+
+    def boom():
+        raise RuntimeError("database on fire")
+
+    monkeypatch.setattr(selectors, "documents_list", boom)
+    api.raise_request_exception = False
+    error = assert_envelope(api.get("/api/documents"), 500, "internal")
+    assert "fire" not in error["message"]
+
+
+# --- Messages and feedback -----------------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_messages_come_with_citations_identical_after_reingest_and_deletion(
+    policies_kb, staff_user
+):
+    from asgiref.sync import async_to_sync
+
+    events = async_to_sync(collect)(user=staff_user, question=LEAVE_QUESTION)
+    streamed = next(e for e in events if e.type == "sources").data["citations"]
+    conversation_id = events[0].data["conversation_id"]
+    client = Client()
+    client.force_login(staff_user)
+    url = f"/api/conversations/{conversation_id}/messages"
+
+    def answer_of(body):
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
+        return body["messages"][1]
+
+    answer = answer_of(client.get(url).json())
+    assert answer["status"] == "complete" and answer["citations"] == streamed
+    assert_answer_is_grounded(answer["content"], answer["citations"])
+
+    chunks_replace(policies_kb["handbook"], texts=["Annual leave is now 30 days."])
+    after = answer_of(client.get(url).json())["citations"]
+    assert [{**c, "stale": False} for c in after] == streamed
+    assert any(c["stale"] for c in after)
+
+    policies_kb["handbook"].delete()
+    after = answer_of(client.get(url).json())["citations"]
+    assert [{**c, "stale": False} for c in after] == streamed
+
+
+@pytest.mark.django_db
+def test_feedback_on_an_answer_is_given_and_replaced(api, staff_user, other_staff_user):
+    conversation = conversation_of(staff_user, private=False)
+    question = conversation.messages.get()
+    answer = Message.objects.create(
+        conversation=conversation, role="assistant", content="25 days [1]", reply_to=question
+    )
+    url = f"/api/messages/{answer.pk}/feedback"
+    response = api.post(url, {"rating": "up"}, content_type="application/json")
+    assert response.status_code == 200 and response.json()["rating"] == "up"
+    response = api.post(
+        url, {"rating": "down", "comment": "Wrong year"}, content_type="application/json"
+    )
+    assert response.json() == {**response.json(), "rating": "down", "comment": "Wrong year"}
+    assert Feedback.objects.get().rating == Feedback.Rating.DOWN
+
+    assert_envelope(
+        api.post(url, {"rating": "meh"}, content_type="application/json"), 422, "validation-failed"
+    )
+    assert_envelope(
+        api.post(
+            f"/api/messages/{question.pk}/feedback",
+            {"rating": "up"},
+            content_type="application/json",
+        ),
+        422,
+        "validation-failed",
+    )
+    assert_envelope(
+        api.post(f"/api/messages/{uuid.uuid4()}/feedback", {"rating": "up"}), 404, "not-found"
+    )
+    private = conversation_of(other_staff_user, private=True)
+    theirs = private.messages.get()
+    assert_envelope(
+        api.post(f"/api/messages/{theirs.pk}/feedback", {"rating": "up"}), 403, "forbidden"
+    )
+
+
+# --- Knowledge -----------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_documents_are_listed_with_status_and_chunk_counts(api, policies_kb):
+    documents = api.get("/api/documents").json()["documents"]
+    handbook = next(d for d in documents if d["title"] == "Staff handbook")
+    assert handbook["chunk_count"] == 2 and handbook["status"] == "ready" and handbook["enabled"]
+    assert handbook["url"] == "https://intranet.example/handbook"
+
+
+@pytest.mark.django_db
+def test_search_returns_ranked_chunks(api, policies_kb):
+    body = api.get("/api/search", {"q": "meal allowance", "mode": "hybrid", "top_k": 2}).json()
+    assert body["mode"] == "hybrid" and len(body["results"]) == 2
+    assert "45 euros" in body["results"][0]["text"]
+    assert body["results"][0]["document_title"] == "Expenses policy"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "params",
+    [{"q": "leave", "top_k": 0}, {"q": "leave", "top_k": 21}, {"q": "leave", "mode": "magic"}, {}],
+)
+def test_search_rejects_bad_parameters_with_422(api, params):
+    assert_envelope(api.get("/api/search", params), 422, "validation-failed")
+
+
+# --- POST /api/chat: JSON outcomes ---------------------------------------------------------------
+def chat_body(**fields) -> dict:
+    return {"message": LEAVE_QUESTION, "message_id": str(uuid.uuid4()), **fields}
+
+
+@pytest.fixture
+async def chat_client(staff_user):
+    client = AsyncClient()
+    await client.aforce_login(staff_user)
+    return client
+
+
+async def post_chat(client: AsyncClient, body, **extra):
+    payload = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    return await client.post("/api/chat", payload, "application/json", **extra)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("body", "status", "code", "field"),
+    [
+        ("{not json", 400, "bad-request", None),
+        ("[1, 2]", 400, "bad-request", None),
+        (chat_body(message_id="not-a-uuid"), 400, "bad-request", "message_id"),
+        (chat_body(conversation_id="123"), 400, "bad-request", "conversation_id"),
+        (chat_body(top_k=0), 422, "validation-failed", "top_k"),
+        (chat_body(top_k=21), 422, "validation-failed", "top_k"),
+        (chat_body(message="x" * 5000), 422, "validation-failed", "message"),
+        (chat_body(message=" \x00 "), 422, "validation-failed", "message"),
+        (chat_body(embedding=[0.1] * 10), 422, "validation-failed", "embedding"),
+        ({"message": "Hi"}, 422, "validation-failed", "message_id"),
+    ],
+    ids=[
+        "malformed-json",
+        "not-an-object",
+        "malformed-message-id",
+        "malformed-conversation-id",
+        "top-k-0",
+        "top-k-21",
+        "too-long",
+        "empty",
+        "short-embedding",
+        "missing-id",
+    ],  # fmt: skip
+)
+async def test_chat_rejects_bad_input_before_answering(chat_client, body, status, code, field):
+    response = await post_chat(chat_client, body)
+    error = assert_envelope(response, status, code)
+    if field:
+        assert field in error["details"]
+    assert await Message.objects.acount() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_chat_refusal_is_plain_json_with_the_exact_text(chat_client, policies_kb):
+    response = await post_chat(chat_client, chat_body(message="Who won the 1966 world cup?"))
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["type"] == "refusal"
+    assert body["message"] == (
+        "I don't have enough information to answer that question. "
+        "You might try contacting support or rephrasing your question."
+    )
+    assert body["suggestions"] == ["Contact support", "Rephrase your question"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_chat_on_someone_elses_conversation_is_forbidden(
+    chat_client, policies_kb, other_staff_user
+):
+    theirs = await Conversation.objects.acreate(owner=other_staff_user, is_private=True, title="x")
+    response = await post_chat(chat_client, chat_body(conversation_id=str(theirs.pk)))
+    assert_envelope(response, 403, "forbidden")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_chat_with_a_session_needs_the_csrf_token(staff_user, policies_kb):
+    client = AsyncClient(enforce_csrf_checks=True)
+    await client.aforce_login(staff_user)
+    error = assert_envelope(await post_chat(client, chat_body()), 403, "forbidden")
+    assert "CSRF" in error["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_chat_streams_server_sent_events_in_process(chat_client, policies_kb):
+    response = await post_chat(chat_client, chat_body())
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/event-stream")
+    assert response["Cache-Control"] == "no-cache" and response["X-Accel-Buffering"] == "no"
+    body = b"".join([part async for part in response.streaming_content]).decode()
+    frames = [frame for frame in body.split("\n\n") if frame]
+    assert frames[0].startswith("event: answer_start\ndata: {")
+    assert frames[-1].startswith("event: answer_end\ndata: {")
+
+
+def wait_for_a_fresh_rate_window(user, *, needed_seconds: float = 20.0) -> None:
+    """Start the burst early in a rate-limit window, so it cannot straddle two windows."""
+    left = _get_window(str(user.pk), 60) - time.time()
+    if left < needed_seconds:
+        time.sleep(left + 0.5)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_21st_chat_request_in_a_minute_is_rate_limited_with_retry_after(
+    chat_client, staff_user, other_staff_user
+):
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(cache.clear)()
+    await sync_to_async(wait_for_a_fresh_rate_window)(staff_user)
+    for _ in range(20):  # the empty knowledge base refuses at once
+        response = await post_chat(chat_client, chat_body())
+        assert response.status_code == 200 and response.json()["type"] == "refusal"
+    response = await post_chat(chat_client, chat_body())
+    error = assert_envelope(response, 429, "rate-limited")
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert error["details"]["retry_after"] == int(response["Retry-After"])
+    # Per user: someone else is not affected, and the WebSocket consumer shares the counter.
+    assert await sync_to_async(chat_rate_limited)(other_staff_user) is None
+    assert await sync_to_async(chat_rate_limited)(staff_user) >= 1
+
+
+# --- OpenAPI -------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_schema_documents_every_endpoint_the_sse_events_and_the_error_envelope(client):
+    response = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    schema = json.loads(response.content)
+    paths = schema["paths"]
+    for path, method in [
+        ("/api/chat", "post"),
+        ("/api/conversations", "get"),
+        ("/api/conversations/{conversation_id}", "get"),
+        ("/api/conversations/{conversation_id}", "patch"),
+        ("/api/conversations/{conversation_id}", "delete"),
+        ("/api/conversations/{conversation_id}/messages", "get"),
+        ("/api/messages/{message_id}/feedback", "post"),
+        ("/api/documents", "get"),
+        ("/api/search", "get"),
+    ]:
+        assert method in paths[path], (path, method)
+    chat = paths["/api/chat"]["post"]
+    assert "text/event-stream" in chat["responses"]["200"]["content"]
+    for event in ("answer_start", "answer_delta", "sources", "answer_end", "refusal", "error"):
+        assert event in chat["description"]
+    for status in ("400", "401", "403", "409", "422", "429"):
+        assert chat["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith(
+            "ErrorEnvelope"
+        )
+    assert "ErrorEnvelope" in schema["components"]["schemas"]
+
+
+@pytest.mark.django_db
+def test_docs_page_serves_its_assets_locally(client):
+    response = client.get("/api/docs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "swagger-ui" in html and "/api/schema/" in html
+    assert "cdn" not in html.lower() and "https://" not in html
