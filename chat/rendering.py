@@ -216,13 +216,14 @@ def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
 
 
 def _documents_info(document_ids: Iterable[int | None]) -> dict[int, bool]:
-    """{document id: has a stored original file} for the documents that still exist."""
+    """{document id: its original file can be opened} for the documents that still exist."""
+    from knowledge.views import original_path
+
     ids = {pk for pk in document_ids if pk}
     if not ids:
         return {}
-    return {
-        pk: bool(file) for pk, file in Document.objects.filter(pk__in=ids).values_list("pk", "file")
-    }
+    documents = Document.objects.filter(pk__in=ids).only("pk", "file", "source")
+    return {document.pk: original_path(document) is not None for document in documents}
 
 
 def _source_from_citation(citation, documents: dict[int, bool]) -> SourceView:

@@ -1,0 +1,533 @@
+"""The chat in a real browser: Debian's Chromium driven by Playwright against a live daphne
+server on the test database, with a small real knowledge base (two demo documents and one
+full of markup). One browser for the module; each test gets fresh, logged-in pages.
+
+Screenshots of the conversation page (light and dark), the sidebar and the document view are
+saved under test-artifacts/ on every run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.ui.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LiveServer
+
+pytestmark = pytest.mark.browser
+
+PASSWORD = "browser-pass-2026"
+USERS = ("anna", "ben")
+DEMO = Path(settings.BASE_DIR) / "demo"
+LEAVE_QUESTION = "How many days of annual leave do I get?"
+EXPENSES_QUESTION = "How do I claim travel expenses for a hotel and meals?"
+UNRELATED_QUESTION = "What is the airspeed velocity of an unladen swallow?"
+BADGES_TEXT = (
+    "Visitor badges\n\n"
+    "Visitor badges are printed at reception <img src=x onerror=alert(3)> every morning "
+    "before nine.\n\n"
+    "A lost visitor badge must be reported to the security desk <script>alert(4)</script> "
+    "within one hour.\n"
+)
+MARKUP_QUESTION = (
+    "Where are visitor badges printed? <img src=x onerror=alert(1)> <script>alert(2)</script>"
+)
+IDLE = """() => {
+  const state = document.getElementById('chat-state');
+  return state && state.dataset.busy === 'false'
+    && !document.querySelector('#messages [data-status="streaming"]');
+}"""
+
+
+@dataclass
+class Live:
+    url: str
+    sources: list[str]
+    show_more_conversation: str
+    sessions: dict[str, dict] = field(default_factory=dict)
+
+
+def _cleanup(sources: list[str]) -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.sessions.models import Session
+    from django.core.cache import cache
+
+    from knowledge.models import Document
+
+    get_user_model().objects.filter(username__in=USERS).delete()  # their chats go with them
+    Document.objects.filter(source__in=sources).delete()
+    Session.objects.all().delete()
+    cache.clear()
+
+
+def _five_sources_conversation(owner) -> str:
+    """A stored answer citing five passages (an extractive answer cites at most three)."""
+    from chat.models import Conversation
+    from knowledge.models import Chunk
+    from tests.ui.conftest import exchange_create
+
+    chunks = list(
+        Chunk.objects.filter(document__source=str((DEMO / "staff-handbook.md").resolve()))
+        .select_related("document")
+        .order_by("index")[:5]
+    )
+    assert len(chunks) == 5
+    conversation = Conversation.objects.create(owner=owner, title="Everything about the handbook")
+    exchange_create(
+        conversation,
+        question="What does the handbook cover?",
+        answer=" ".join(f"Point number {n} of the handbook [{n}]." for n in range(1, 6)),
+        cited=chunks,
+    )
+    return str(conversation.pk)
+
+
+@pytest.fixture(scope="module")
+def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Live]:
+    """The live server over a small real knowledge base, and two staff users."""
+    from django.contrib.auth import get_user_model
+
+    from knowledge.services import document_ingest
+
+    badges = tmp_path_factory.mktemp("kb") / "visitor-badges.txt"
+    badges.write_text(BADGES_TEXT)
+    files = [DEMO / "staff-handbook.md", DEMO / "expenses-and-travel-policy.pdf", badges]
+    sources = [str(path.resolve()) for path in files]
+    with django_db_blocker.unblock():
+        _cleanup(sources)
+        users = {
+            name: get_user_model().objects.create_user(
+                username=name, password=PASSWORD, is_staff=True, first_name=name.title()
+            )
+            for name in USERS
+        }
+        for path in files:
+            outcome = document_ingest(path=path)
+            assert outcome.document is not None and outcome.action != "failed", outcome.error
+        show_more = _five_sources_conversation(users["anna"])
+    server = LiveServer(
+        # A short pause between answer pieces makes the streaming visible (and stoppable).
+        env={"CHAT_STREAM_DELAY_MS": "100", "CHAT_RATE_LIMIT": "200/m"}
+    )
+    server.start()
+    try:
+        with django_db_blocker.unblock():
+            warm_up(server.url, users["ben"])
+        yield Live(url=server.url, sources=sources, show_more_conversation=show_more)
+    finally:
+        server.stop()
+        with django_db_blocker.unblock():
+            _cleanup(sources)
+
+
+def warm_up(url: str, user) -> None:
+    """Ask one question over the WebSocket so the server loads the embedding model before
+    the first test measures anything."""
+    import json
+
+    from django.test import Client
+    from websockets.sync.client import connect
+
+    client = Client()
+    client.force_login(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    socket_url = url.replace("http://", "ws://") + f"/ws/chat/{uuid.uuid4()}/"
+    with connect(socket_url, additional_headers={"Cookie": cookie, "Origin": url}) as socket:
+        question = "Warm-up: what is a leave year?"
+        payload = {"action": "send", "message": question, "message_id": str(uuid.uuid4())}
+        socket.send(json.dumps(payload))
+        while True:
+            fragment = socket.recv(timeout=180)
+            if 'id="chat-state"' in fragment and 'data-busy="false"' in fragment:
+                return
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`).")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread: let the ORM run beside it.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    playwright = sync_playwright().start()
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+        playwright.stop()
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@dataclass
+class Pages:
+    """Opens logged-in pages; records dialogs and script errors, which must never happen."""
+
+    browser: object
+    live: Live
+    contexts: list = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def open(self, username: str = "anna", path: str = "/", **context_options):
+        options = {"viewport": {"width": 1280, "height": 860}, **context_options}
+        if username:
+            options["storage_state"] = self.session_of(username)
+        context = self.browser.new_context(base_url=self.live.url, **options)
+        self.contexts.append(context)
+        page = context.new_page()
+        page.on("dialog", self._dialog)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.goto(path)
+        return page
+
+    def _dialog(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def session_of(self, username: str) -> dict:
+        if username not in self.live.sessions:
+            context = self.browser.new_context(base_url=self.live.url)
+            page = context.new_page()
+            login(page, username)
+            self.live.sessions[username] = context.storage_state()
+            context.close()
+        return self.live.sessions[username]
+
+    def close(self) -> None:
+        for context in self.contexts:
+            context.close()
+
+
+@pytest.fixture
+def pages(browser, live) -> Iterator[Pages]:
+    opened = Pages(browser=browser, live=live)
+    yield opened
+    opened.close()
+    assert not opened.dialogs, f"a dialog opened: {opened.dialogs}"
+    assert not opened.errors, f"script errors: {opened.errors}"
+
+
+def login(page, username: str) -> None:
+    page.goto("/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/")
+
+
+def ask(page, question: str) -> None:
+    """Type a question, press Enter, wait until its answer is complete."""
+    asked = page.locator('#messages [data-role="user"]').count()
+    page.locator("#composer-input").fill(question)
+    page.locator("#composer-input").press("Enter")
+    page.wait_for_function(
+        f"() => document.querySelectorAll('#messages [data-role=\"user\"]').length > {asked}"
+    )
+    page.wait_for_function(IDLE, timeout=30_000)
+
+
+def last_answer(page):
+    return page.locator('#messages [data-role="assistant"]').last
+
+
+def db(function, *args):
+    """Run a database read from a test (the blocker is lifted for the browser tests)."""
+    from django.db import connection
+
+    try:
+        return function(*args)
+    finally:
+        connection.close()
+
+
+def answer_content(message_id: str) -> str:
+    from chat.models import Message
+
+    return Message.objects.get(pk=message_id).content
+
+
+def screenshot(page, name: str, **options) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), **options)
+
+
+@pytest.fixture(autouse=True)
+def _db_reads(django_db_blocker):
+    with django_db_blocker.unblock():
+        yield
+
+
+# --- Tests ------------------------------------------------------------------------------------
+def test_login_form_leads_to_the_chat(pages):
+    page = pages.open(username="", path="/")
+    assert "/login/" in page.url  # anonymous visitors are sent to the login page
+    login(page, "anna")
+    greeting = page.get_by_role(
+        "heading", name=re.compile("Good (morning|afternoon|evening), Anna")
+    )
+    assert greeting.is_visible()
+    assert page.locator("#composer-input").is_visible()
+    assert page.locator("#send-button").is_disabled()  # nothing to send yet
+
+
+def test_answer_streams_in_and_cites_the_right_document(pages):
+    page = pages.open("anna")
+    page.evaluate(
+        """() => {
+          window.__lengths = [];
+          new MutationObserver(() => {
+            const body = document.querySelector('#messages [data-status="streaming"] .answer-body');
+            if (body) window.__lengths.push(body.textContent.length);
+          }).observe(document.getElementById('messages'),
+                     {subtree: true, childList: true, characterData: true});
+        }"""
+    )
+    ask(page, LEAVE_QUESTION)
+    lengths = [n for n in page.evaluate("window.__lengths") if n > 0]
+    assert len(set(lengths)) >= 2, f"the answer should grow in steps, saw {lengths}"
+    assert lengths == sorted(lengths)
+
+    answer = last_answer(page)
+    assert answer.get_attribute("data-status") == "complete"
+    message_id = answer.get_attribute("id")
+    streamed = answer.inner_html()
+    assert re.search(r"/c/[0-9a-f-]{36}/$", page.url)  # the new chat got its address
+    assert "Staff Handbook" in answer.locator("[data-source-title]").first.inner_text()
+    assert answer.locator(".cite-badge").count() >= 1
+    assert "Grounded in" in answer.inner_text()
+    sidebar_item = page.locator("#conversation-list a.menu-active")
+    assert LEAVE_QUESTION in sidebar_item.inner_text()
+
+    # a badge shows the source's title on focus and, clicked, goes to the source
+    badge = answer.locator(".cite-badge").first
+    badge.focus()
+    card = page.locator(f"#{badge.get_attribute('aria-describedby')}")
+    assert card.is_visible() and "Staff Handbook" in card.inner_text()
+    badge.click()
+    target = page.locator(f"#{badge.get_attribute('data-cite')}")
+    assert target.locator("summary").evaluate("el => el === document.activeElement")
+
+    screenshot(page, "conversation.png")
+    page.locator("aside").screenshot(path=str(ARTIFACTS / "sidebar.png"))
+
+    # a reload restores the message exactly as it streamed, citations included
+    page.reload()
+    restored = page.locator(f"#{message_id}")
+    assert restored.inner_html() == streamed
+    assert restored.locator(".cite-badge").count() == answer.locator(".cite-badge").count()
+
+
+def test_source_opens_the_document_view_at_the_cited_chunk(pages):
+    page = pages.open("anna")
+    ask(page, EXPENSES_QUESTION)
+    title = page.locator("[data-source-title]", has_text="Expenses and Travel Policy")
+    source = last_answer(page).locator("details[data-source]", has=title).first
+    source.locator("summary").click()
+    source.locator("blockquote").wait_for()  # the full passage unfolds
+    link = source.get_by_role("link", name="Open in document")
+    chunk_anchor = link.get_attribute("href").split("#")[1]
+    original = source.get_by_role("link", name=re.compile("Original file, page \\d+"))
+    assert re.search(r"/documents/\d+/file/#page=\d+$", original.get_attribute("href"))
+    link.click()
+    page.wait_for_url(f"**#{chunk_anchor}")
+    cited = page.locator(f"#{chunk_anchor}")
+    assert cited.get_attribute("data-highlighted") is not None
+    assert cited.is_visible() and "Cited passage" in cited.inner_text()
+    screenshot(page, "document.png")
+
+
+def test_show_more_sources_and_a_badge_that_scrolls_to_a_hidden_source(pages, live):
+    small = {"width": 1280, "height": 640}
+    page = pages.open("anna", f"/c/{live.show_more_conversation}/", viewport=small)
+    answer = last_answer(page)
+    sources = answer.locator("details[data-source]")
+    assert sources.count() == 5
+    assert [sources.nth(i).is_visible() for i in range(5)] == [True, True, True, False, False]
+    more = answer.get_by_role("button", name="Show more sources (2)")
+    toggle = answer.locator("[data-show-more]")
+    more.click()
+    assert sources.nth(4).is_visible() and toggle.get_attribute("aria-expanded") == "true"
+    answer.get_by_role("button", name="Show fewer sources").click()
+    assert not sources.nth(4).is_visible() and toggle.get_attribute("aria-expanded") == "false"
+
+    answer.locator(".cite-badge").nth(4).click()  # [5]: behind "Show more sources"
+    fifth = sources.nth(4)
+    assert fifth.is_visible()
+    page.wait_for_function(
+        """(id) => {
+          const box = document.getElementById(id).getBoundingClientRect();
+          const view = document.getElementById('scroller').getBoundingClientRect();
+          return box.top >= view.top && box.bottom <= view.bottom;
+        }""",
+        arg=fifth.get_attribute("id"),
+    )
+
+
+def test_copy_puts_the_answer_without_markers_on_the_clipboard(pages, live):
+    page = pages.open("anna")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
+    ask(page, LEAVE_QUESTION)
+    answer = last_answer(page)
+    copy = answer.get_by_role("button", name="Copy the answer")
+    copy.click()
+    copy.get_by_text("Copied").wait_for()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    content = db(answer_content, answer.get_attribute("id").removeprefix("msg-"))
+    assert re.search(r"\[\d+\]", content), "the stored answer has markers"
+    assert copied and not re.search(r"\[\d+\]", copied)
+    assert copied.split() == re.sub(r"\s*\[\d+\]", "", content).split()
+
+
+def test_stop_keeps_the_partial_answer_and_regenerate_replaces_it(pages):
+    page = pages.open("anna")
+    page.locator("#composer-input").fill(EXPENSES_QUESTION)
+    page.locator("#composer-input").press("Enter")
+    page.wait_for_function(
+        """() => {
+          const body = document.querySelector('#messages [data-status="streaming"] .answer-body');
+          return body && body.textContent.trim().length > 0;
+        }"""
+    )
+    page.get_by_role("button", name="Stop generating").click()
+    stopped = page.locator('#messages [data-status="interrupted"]')
+    stopped.wait_for()
+    page.wait_for_function(IDLE)
+    partial = stopped.locator(".answer-body").inner_text()
+    assert partial.strip() and "Stopped" in stopped.inner_text()
+    assert not page.locator("#stop-button").is_visible()
+
+    old_id = stopped.get_attribute("id")
+    stopped.get_by_role("button", name="Regenerate the answer").click()
+    page.locator(f"#{old_id}").wait_for(state="detached")
+    page.wait_for_function(IDLE, timeout=30_000)
+    answers = page.locator('#messages [data-role="assistant"]')
+    assert answers.count() == 1
+    assert answers.first.get_attribute("data-status") == "complete"
+    assert len(answers.first.locator(".answer-body").inner_text()) > len(partial)
+
+
+def test_refusal_is_shown_as_such_and_rephrase_refills_the_composer(pages):
+    page = pages.open("ben")
+    ask(page, UNRELATED_QUESTION)
+    refusal = last_answer(page)
+    assert refusal.get_attribute("data-status") == "refused"
+    assert "No answer in the documents" in refusal.inner_text()
+    assert refusal.locator("[data-source]").count() == 0
+    assert "Contact support" in refusal.inner_text()
+    refusal.get_by_role("button", name="Rephrase your question").click()
+    composer = page.locator("#composer-input")
+    assert composer.input_value() == UNRELATED_QUESTION
+    assert composer.evaluate("el => el === document.activeElement")
+
+
+def test_composer_keys(pages):
+    page = pages.open("ben")
+    composer = page.locator("#composer-input")
+    send = page.locator("#send-button")
+    assert send.is_disabled()
+    composer.press_sequentially("first line")
+    composer.press("Shift+Enter")
+    composer.press_sequentially("second line")
+    assert composer.input_value() == "first line\nsecond line"
+    assert page.locator('#messages [data-role="user"]').count() == 0  # nothing sent
+    assert send.is_enabled()
+    composer.press("Escape")
+    assert composer.input_value() == "" and send.is_disabled()
+
+    ask(page, LEAVE_QUESTION)  # Enter sends
+    assert composer.input_value() == ""
+    assert composer.evaluate("el => el === document.activeElement")  # focus is back
+    composer.press("ArrowUp")
+    assert composer.input_value() == LEAVE_QUESTION  # recalled
+    composer.press("ArrowDown")
+    assert composer.input_value() == ""  # right after a recall, Down clears
+    composer.press("ArrowUp")
+    composer.press_sequentially("!")
+    composer.press("ArrowDown")  # typing cancels the recall: Down only moves the caret
+    assert composer.input_value() == LEAVE_QUESTION + "!"
+    composer.press("Escape")
+    assert composer.input_value() == ""
+
+
+def test_a_private_chat_is_invisible_to_another_staff_user(pages):
+    anna = pages.open("anna")
+    anna.get_by_role("checkbox", name="Private").check()
+    question = f"How many days of annual leave do I get? (private {uuid.uuid4().hex[:6]})"
+    ask(anna, question)
+    url = anna.url
+    private_group = anna.locator("#conversation-list ul").nth(1)
+    assert question[:40] in private_group.inner_text()
+
+    ben = pages.open("ben")
+    assert question[:40] not in ben.locator("#conversation-list").inner_text()
+    ben.goto(url)
+    assert "does not exist" in ben.locator("main").inner_text()
+    assert ben.locator("#composer-input").count() == 0
+    ben.goto("/history/?q=private")
+    assert question[:40] not in ben.locator("main").inner_text()
+
+
+def test_markup_in_documents_and_questions_is_shown_as_text_and_never_runs(pages):
+    page = pages.open("ben")
+    ask(page, MARKUP_QUESTION)
+    question = page.locator('#messages [data-role="user"] [data-question]').last
+    assert question.inner_text() == MARKUP_QUESTION
+    answer = last_answer(page)
+    assert answer.get_attribute("data-status") == "complete"
+    answer.locator("details[data-source] summary").first.click()
+    shown = answer.inner_text()
+    assert "<img src=x onerror=alert(3)>" in shown  # in the answer and its source, as text
+    assert page.locator("#messages img, #messages script").count() == 0
+
+    answer.get_by_role("link", name="Open in document").first.click()
+    page.wait_for_url("**/documents/**")
+    document = page.locator("main").inner_text()
+    assert "<img src=x onerror=alert(3)>" in document and "<script>alert(4)</script>" in document
+    assert page.locator("main img, main script").count() == 0
+    page.go_back()
+    page.wait_for_function(IDLE)
+    assert not pages.dialogs
+
+
+def test_history_search_finds_a_conversation_by_a_word_of_its_answer(pages):
+    page = pages.open("ben")
+    question = "How many days of annual leave do I get after five years?"
+    ask(page, question)
+    answer_text = last_answer(page).locator(".answer-body").inner_text()
+    words = re.findall(r"[A-Za-z]{7,}", answer_text)
+    word = next(w for w in words if w.lower() not in question.lower())
+    page.goto("/history/")
+    page.get_by_label("Search conversations").fill(word)
+    page.get_by_label("Search conversations").press("Enter")
+    page.wait_for_url(f"**/history/?q={word}")
+    results = page.locator("#history-results")
+    assert question in results.inner_text()
+    assert word.lower() in results.locator("[data-snippet]").first.inner_text().lower()
+    results.get_by_role("link", name=question).click()
+    page.wait_for_url("**/c/**")
+    assert page.locator('#messages [data-role="assistant"]').count() == 1
+
+
+def test_dark_theme_follows_the_system(pages, live):
+    page = pages.open("anna", f"/c/{live.show_more_conversation}/", color_scheme="dark")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    light = pages.open("anna", f"/c/{live.show_more_conversation}/", color_scheme="light")
+    assert background != light.evaluate("getComputedStyle(document.body).backgroundColor")
+    screenshot(page, "conversation-dark.png")
+    phone = pages.open("anna", "/", viewport={"width": 390, "height": 844})
+    assert not phone.locator("aside").is_visible()  # the sidebar is a drawer on small screens
+    phone.get_by_label("Open the conversation list").click()
+    phone.locator("aside").wait_for(state="visible")
+    screenshot(phone, "sidebar-mobile.png")
