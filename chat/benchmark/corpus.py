@@ -1,0 +1,319 @@
+"""The knowledge base side of the benchmark: ingestion vs. the embedding model alone, the
+synthetic large corpus, and retrieval latency.
+
+The large corpus is synthetic: it repeats the real chunks (those the dataset's documents were
+ingested into) with small perturbations, so that building 100,000 chunks takes minutes, not
+the hour that embedding 100,000 new texts would. Each synthetic chunk is a real chunk's text
+with a number token appended (so its full-text vector differs) and the real chunk's embedding
+plus Gaussian noise (σ = 0.01 per dimension), renormalised (cosine ≈ 0.98 to the original).
+They belong to synthetic documents (`synthetic://bench/...`), one per real document and copy.
+Rows are written with PostgreSQL COPY while the HNSW and GIN indexes are dropped; both are
+rebuilt afterwards, as a bulk load would do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+
+from chat.evaluation.dataset import Dataset
+from chat.evaluation.runner import dataset_ingest
+from knowledge import embedding
+from knowledge.models import Chunk, Document, Embedding
+from knowledge.retrieval import chunks_search
+
+SYNTHETIC_PREFIX = "synthetic://bench/"
+NOISE_SIGMA = 0.01
+RETRIEVAL_TOP_K = 5
+_WRITE_BATCH = 5000  # synthetic chunks per COPY round
+_SEED = 20260101
+# Indexes that make row-by-row maintenance slow; dropped during the bulk load, rebuilt after.
+_BULK_INDEXES = (
+    ("knowledge_embedding", "embedding_vector_hnsw"),
+    ("knowledge_chunk", "chunk_search_vector_gin"),
+)
+_INDEX_BUILD_MEMORY = "512MB"
+
+Progress = Callable[[int], None]
+
+
+# --- Ingestion -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IngestFigures:
+    documents: int
+    chunks: int
+    seconds: float  # the real ingestion code, files to searchable chunks
+    raw_seconds: float  # embed_texts alone on the same chunk texts
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.seconds if self.seconds else 0.0
+
+    @property
+    def raw_chunks_per_s(self) -> float:
+        return self.chunks / self.raw_seconds if self.raw_seconds else 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self.chunks_per_s / self.raw_chunks_per_s if self.raw_chunks_per_s else 0.0
+
+
+def ingest_measure(dataset: Dataset) -> IngestFigures:
+    """Ingest the dataset's documents (written out as files) through the real ingestion code
+    into the current, empty knowledge base, then embed the very chunk texts it stored with the
+    model alone. The model is loaded before either clock starts."""
+    embedding.embed_texts(["warm-up"])
+    documents, chunks, seconds = dataset_ingest(dataset)
+    texts = list(Chunk.objects.order_by("pk").values_list("text", flat=True))
+    started = time.perf_counter()
+    embedding.embed_texts(texts, batch_size=settings.EMBEDDING_BATCH_SIZE)
+    raw_seconds = time.perf_counter() - started
+    return IngestFigures(
+        documents=documents, chunks=len(texts), seconds=seconds, raw_seconds=raw_seconds
+    )
+
+
+# --- The synthetic corpus --------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Original:
+    document_id: int
+    document_title: str
+    index: int
+    text: str
+    page: int | None
+    section: str | None
+    char_start: int
+    char_end: int
+    token_count: int
+    vector: np.ndarray
+
+
+@dataclass(frozen=True)
+class GrowFigures:
+    chunks: int  # the corpus size reached
+    real: int
+    synthetic: int  # synthetic chunks in the corpus
+    added: int  # synthetic chunks added by this step
+    load_seconds: float  # COPY of documents, chunks and embeddings
+    index_seconds: float  # rebuilding the HNSW and GIN indexes, ANALYZE
+
+
+class SyntheticCorpus:
+    """Grows the current knowledge base to a given number of chunks with perturbed copies of
+    its real chunks. Deterministic: the same real corpus and sizes give the same rows."""
+
+    def __init__(self) -> None:
+        model = embedding.model_version()
+        vectors = dict(Embedding.objects.filter(model=model).values_list("chunk_id", "vector"))
+        rows = (
+            Chunk.objects.exclude(document__source__startswith=SYNTHETIC_PREFIX)
+            .filter(pk__in=list(vectors))
+            .select_related("document")
+            .order_by("document_id", "index")
+        )
+        self.originals = [
+            _Original(
+                document_id=c.document_id,
+                document_title=c.document.title,
+                index=c.index,
+                text=c.text,
+                page=c.page,
+                section=c.section,
+                char_start=c.char_start,
+                char_end=c.char_end,
+                token_count=c.token_count,
+                vector=np.asarray(vectors[c.pk], dtype=np.float32),
+            )
+            for c in rows
+        ]
+        if not self.originals:
+            raise ValueError("The knowledge base has no embedded chunks to copy.")
+        self.synthetic = Chunk.objects.filter(document__source__startswith=SYNTHETIC_PREFIX).count()
+        self.rng = np.random.default_rng(_SEED)
+
+    @property
+    def real(self) -> int:
+        return len(self.originals)
+
+    @property
+    def size(self) -> int:
+        return self.real + self.synthetic
+
+    def grow_to(self, target: int, *, progress: Progress | None = None) -> GrowFigures:
+        """Add synthetic chunks until the corpus holds `target` chunks (none if it already
+        does). `progress(n)` after each batch of n chunks."""
+        need = max(0, target - self.size)
+        if not need:
+            return GrowFigures(self.size, self.real, self.synthetic, 0, 0.0, 0.0)
+        started = time.perf_counter()
+        # Not restored on failure: the run stops, and the throwaway database goes with it.
+        definitions = _indexes_drop()
+        done = 0
+        while done < need:
+            count = min(_WRITE_BATCH, need - done)
+            self._write(self.synthetic, count)
+            self.synthetic += count
+            done += count
+            if progress:
+                progress(count)
+        loaded = time.perf_counter()
+        _indexes_create(definitions)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE knowledge_document, knowledge_chunk, knowledge_embedding")
+        finished = time.perf_counter()
+        return GrowFigures(
+            chunks=self.size,
+            real=self.real,
+            synthetic=self.synthetic,
+            added=need,
+            load_seconds=loaded - started,
+            index_seconds=finished - loaded,
+        )
+
+    def _write(self, first: int, count: int) -> None:
+        """Synthetic chunks number `first` .. `first + count - 1` (copy k of original i is
+        number k * real + i), with their documents, in one transaction."""
+        serials = range(first, first + count)
+        picks = [
+            (serial // self.real + 1, self.originals[serial % self.real]) for serial in serials
+        ]
+        with transaction.atomic():
+            documents = self._documents_for({(copy, o.document_id) for copy, o in picks}, picks)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT nextval(pg_get_serial_sequence('knowledge_chunk', 'id')) "
+                    "FROM generate_series(1, %s)",
+                    [count],
+                )
+                chunk_ids = [row[0] for row in cursor.fetchall()]
+            base = np.stack([o.vector for _, o in picks])
+            noisy = base + self.rng.normal(0.0, NOISE_SIGMA, size=base.shape).astype(np.float32)
+            noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+            _copy_chunks(
+                [
+                    (
+                        chunk_id,
+                        documents[(copy, o.document_id)],
+                        o.index,
+                        f"{o.text} {serial + 1}",
+                        o.page,
+                        o.section,
+                        o.char_start,
+                        o.char_end,
+                        o.token_count,
+                    )
+                    for chunk_id, serial, (copy, o) in zip(chunk_ids, serials, picks, strict=True)
+                ]
+            )
+            _copy_embeddings(chunk_ids, noisy, embedding.model_version())
+
+    def _documents_for(
+        self, keys: set[tuple[int, int]], picks: Sequence[tuple[int, _Original]]
+    ) -> dict[tuple[int, int], int]:
+        """{(copy, original document id): synthetic document id}, created when missing."""
+        sources = {key: f"{SYNTHETIC_PREFIX}{key[0]}/{key[1]}" for key in keys}
+        existing = dict(
+            Document.objects.filter(source__in=sources.values()).values_list("source", "pk")
+        )
+        titles = {o.document_id: o.document_title for _, o in picks}
+        Document.objects.bulk_create(
+            [
+                Document(
+                    title=f"{titles[key[1]]} (synthetic copy {key[0]})"[:300],
+                    source=source,
+                    media_type="text/markdown",
+                    status=Document.Status.READY,
+                    enabled=True,
+                )
+                for key, source in sorted(sources.items())
+                if source not in existing
+            ]
+        )
+        ids = dict(Document.objects.filter(source__in=sources.values()).values_list("source", "pk"))
+        return {key: ids[source] for key, source in sources.items()}
+
+
+def _copy_chunks(rows: list[tuple]) -> None:
+    columns = (
+        "id, document_id, index, text, page, section, char_start, char_end, token_count, text_hash"
+    )
+    with (
+        connection.cursor() as cursor,
+        cursor.copy(f"COPY knowledge_chunk ({columns}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row((*row, hashlib.sha256(row[3].encode()).hexdigest()))
+
+
+def _copy_embeddings(chunk_ids: list[int], vectors: np.ndarray, model: str) -> None:
+    row_format = "[" + ",".join(["%.7g"] * vectors.shape[1]) + "]"
+    with (
+        connection.cursor() as cursor,
+        cursor.copy("COPY knowledge_embedding (chunk_id, vector, model) FROM STDIN") as copy,
+    ):
+        for chunk_id, vector in zip(chunk_ids, vectors.tolist(), strict=True):
+            copy.write_row((chunk_id, row_format % tuple(vector), model))
+
+
+def _indexes_drop() -> list[str]:
+    """Drop the bulk-load indexes; their definitions, to create them again."""
+    definitions = []
+    with connection.cursor() as cursor:
+        for table, name in _BULK_INDEXES:
+            cursor.execute(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = %s AND indexname = %s",
+                [table, name],
+            )
+            row = cursor.fetchone()
+            if row:
+                definitions.append(row[0])
+                cursor.execute(f'DROP INDEX IF EXISTS "{name}"')
+    return definitions
+
+
+def _indexes_create(definitions: list[str]) -> None:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL maintenance_work_mem = '{_INDEX_BUILD_MEMORY}'")
+        for definition in definitions:
+            cursor.execute(definition)
+
+
+# --- Retrieval -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RetrievalTimings:
+    search_ms: list[float]  # query vector given
+    with_embedding_ms: list[float]  # the question embedded by chunks_search
+
+
+def retrieval_measure(
+    questions: Sequence[str], vectors: np.ndarray, *, progress: Progress | None = None
+) -> RetrievalTimings:
+    """Time chunks_search (hybrid, top_k 5) for each question, once with its precomputed
+    vector and once embedding the question, after a few unmeasured warm-up searches."""
+    for question, vector in list(zip(questions, vectors, strict=True))[:3]:
+        chunks_search(query=question, top_k=RETRIEVAL_TOP_K, query_vector=vector)
+        chunks_search(query=question, top_k=RETRIEVAL_TOP_K)
+    search_ms, with_embedding_ms = [], []
+    for question, vector in zip(questions, vectors, strict=True):
+        started = time.perf_counter()
+        chunks_search(query=question, top_k=RETRIEVAL_TOP_K, query_vector=vector)
+        middle = time.perf_counter()
+        chunks_search(query=question, top_k=RETRIEVAL_TOP_K)
+        search_ms.append((middle - started) * 1000)
+        with_embedding_ms.append((time.perf_counter() - middle) * 1000)
+        if progress:
+            progress(1)
+    return RetrievalTimings(search_ms=search_ms, with_embedding_ms=with_embedding_ms)
+
+
+def question_vectors(questions: Sequence[str]) -> np.ndarray:
+    """The questions' query vectors, as chunks_search would compute them."""
+    if not questions:
+        return np.zeros((0, embedding.DIMENSIONS), dtype=np.float32)
+    return np.stack([embedding.embed_query(question)[0] for question in questions])

@@ -1,0 +1,164 @@
+"""The benchmark's figures as the plain-text report `manage.py bench` prints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from chat.benchmark.corpus import RETRIEVAL_TOP_K
+
+TRANSPORT_NAMES = {"ws": "WebSocket", "sse": "SSE"}
+
+
+def _table(rows: Sequence[Sequence[object]], indent: str = "  ") -> list[str]:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        indent + "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    ]
+    lines.insert(1, indent + "  ".join("-" * width for width in widths))
+    return [line.rstrip() for line in lines]
+
+
+def _pair(figures: dict[str, Any], a: str = "p50", b: str = "p95") -> str:
+    return f"{figures[a]:.1f} / {figures[b]:.1f} ms"
+
+
+def report_text(figures: dict[str, Any]) -> str:
+    """The figures of `bench_run` as sections of aligned tables."""
+    ingest, corpus, server = figures["ingest"], figures["corpus"], figures.get("server", {})
+    lines = [
+        f"Sourced benchmark: dataset {figures['dataset']}, {figures['cpus']} CPU cores, "
+        "everything in a throwaway database (dropped at the end).",
+        "",
+        f"Ingestion: {ingest['documents']} documents written as files, real ingestion code "
+        "(parse, chunk, embed, store)",
+    ]
+    lines += _table(
+        [
+            ("", "chunks", "seconds", "chunks/s"),
+            ("ingestion", ingest["chunks"], f"{ingest['seconds']:.2f}", ingest["chunks_per_s"]),
+            (
+                "embedding model alone (embed_texts, same texts)",
+                ingest["chunks"],
+                f"{ingest['raw_embed_seconds']:.2f}",
+                ingest["raw_embed_chunks_per_s"],
+            ),
+        ]
+    )
+    lines.append(f"  ratio ingestion / model alone: {ingest['ratio']:.2f}")
+
+    lines += [
+        "",
+        f"Retrieval: chunks_search hybrid, top_k {RETRIEVAL_TOP_K}, "
+        f"{figures['questions']} questions of the dataset at each size",
+    ]
+    rows: list[Sequence[object]] = [
+        ("corpus (requested)", "chunks", "p50 / p95", "p50 / p95 incl. query embedding")
+    ]
+    for size, entry in figures["retrieval_ms"].items():
+        rows.append(
+            (
+                f"{int(size):,}",
+                f"{entry['chunks']:,}",
+                _pair(entry),
+                _pair(entry, "p50_with_embedding", "p95_with_embedding"),
+            )
+        )
+    lines += _table(rows)
+    lines.append(
+        f"  The corpus is {corpus['real_chunks']:,} real chunks plus SYNTHETIC copies: "
+        f"{corpus['synthetic']}."
+    )
+    for size, entry in corpus["sizes"].items():
+        if entry["added"]:
+            lines.append(
+                f"  Growing to {int(size):,}: {entry['added']:,} synthetic chunks loaded in "
+                f"{entry['load_s']:.1f}s, indexes rebuilt in {entry['index_rebuild_s']:.1f}s."
+            )
+        elif entry["chunks"] > int(size):
+            lines.append(
+                f"  {int(size):,} chunks requested: the corpus already holds "
+                f"{entry['chunks']:,}, measured at that size."
+            )
+
+    if "first_event_ms" in figures:
+        lines += [
+            "",
+            f"Answers against a running server: daphne at {server['address']}, "
+            f"{server['corpus_chunks']:,} chunks, extractive mode",
+        ]
+        rows = [
+            (
+                "transport",
+                "clients",
+                "questions",
+                "first answer event p50 / p95",
+                "total p50 / p95",
+                "answers",
+                "refusals",
+                "errors",
+            )
+        ]
+        for transport, per in figures["first_event_ms"].items():
+            for concurrency, first in per.items():
+                counts = figures["exchanges"][transport][concurrency]
+                rows.append(
+                    (
+                        TRANSPORT_NAMES.get(transport, transport),
+                        concurrency,
+                        counts["questions"],
+                        _pair(first),
+                        _pair(figures["total_ms"][transport][concurrency]),
+                        counts["answers"],
+                        counts["refusals"],
+                        counts["errors"],
+                    )
+                )
+        lines += _table(rows)
+        lines += [
+            "  First answer event: the first answer text (WebSocket: the first fragment "
+            "appended to the answer; SSE: the first answer_delta) or the refusal. Total: until "
+            "the chat is idle again (WebSocket) / the stream ends (SSE). Times from the send.",
+            f"  Each client is its own staff user with one conversation, asking its questions "
+            f"back to back; {server['rate_limit']}.",
+        ]
+        resent = sum(c["resent"] for per in figures["exchanges"].values() for c in per.values())
+        if resent:
+            lines.append(
+                f"  {resent} WebSocket questions were sent again: the consumer had already "
+                "signalled idle but still held the previous answer (time counted from the "
+                "first send)."
+            )
+        for transport, per in figures["exchanges"].items():
+            for concurrency, counts in per.items():
+                if counts.get("first_error"):
+                    lines.append(
+                        f"  First error, {TRANSPORT_NAMES.get(transport, transport)} × "
+                        f"{concurrency}: {counts['first_error']}"
+                    )
+
+    if "conversation_load_ms" in figures:
+        load = figures["conversation_load_ms"]
+        lines += [
+            "",
+            f"Conversation load: {load['messages']} messages with {load['citations']} "
+            f"citations, {load['loads']} loads of each",
+        ]
+        lines += _table(
+            [
+                ("how", "p50 / p95"),
+                ("GET /api/conversations/<id>/messages (token)", _pair(load["api"])),
+                ("conversation page /c/<id>/ (session)", _pair(load["page"])),
+                ("the slower of the two", _pair(load)),
+            ]
+        )
+
+    if "server_peak_rss_mb" in figures:
+        peak = figures["server_peak_rss_mb"]
+        lines += [
+            "",
+            "Server peak memory (VmHWM of the daphne process): "
+            + (f"{peak:.0f} MB" if peak is not None else "unavailable"),
+        ]
+    return "\n".join(lines)

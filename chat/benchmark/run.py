@@ -1,0 +1,259 @@
+"""The whole benchmark, in order, inside a throwaway database (dropped at the end, also on
+Ctrl-C or SIGTERM):
+
+1. ingestion of the dataset's documents vs. the embedding model alone on the same texts;
+2. for each corpus size: grow the corpus (synthetic copies), time retrieval;
+3. at the largest size, against a running daphne: answers over the WebSocket and over SSE
+   at each concurrency, then the load of a 200-message conversation, then the server's peak
+   memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import math
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, redirect_stdout
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from tqdm import tqdm
+
+from chat.benchmark import clients as bench_clients
+from chat.benchmark.conversation import PAIRS, conversation_build
+from chat.benchmark.corpus import (
+    NOISE_SIGMA,
+    RETRIEVAL_TOP_K,
+    SyntheticCorpus,
+    ingest_measure,
+    question_vectors,
+    retrieval_measure,
+)
+from chat.benchmark.server import database_sessions_end, server_running
+from chat.benchmark.stats import latency_summary
+from chat.evaluation.dataset import Dataset
+from chat.evaluation.isolated import database_url, isolated_database
+
+TRANSPORTS = ("ws", "sse")
+# The rate limit is raised in the server's environment so that it never refuses a benchmark
+# question; the check itself still runs on every request.
+SERVER_RATE_LIMIT = "1000000/m"
+CONVERSATION_LOADS_MIN, CONVERSATION_LOADS_MAX = 5, 30
+DATABASE_PREFIX = "sourced_bench"
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    sizes: list[int]  # corpus sizes in chunks, ascending
+    concurrency: list[int]  # simultaneous clients, ascending
+    questions: int  # questions per measurement (see questions_sample / questions_per_client)
+
+
+def questions_sample(dataset: Dataset, count: int) -> list[str]:
+    """`count` of the dataset's questions spread evenly over the file (all kinds in their
+    proportions), repeating the file when it holds fewer."""
+    pool = [q.question for q in dataset.questions]
+    if count <= len(pool):
+        return [pool[(i * len(pool)) // count] for i in range(count)]
+    return [pool[i % len(pool)] for i in range(count)]
+
+
+def questions_per_client(sample: Sequence[str], concurrency: int) -> list[list[str]]:
+    """The sample shared by `concurrency` clients: each asks ⌈N / c⌉ questions (at least one),
+    consecutive in the sample, so together they ask about N."""
+    each = max(1, math.ceil(len(sample) / concurrency))
+    return [
+        [sample[(client * each + j) % len(sample)] for j in range(each)]
+        for client in range(concurrency)
+    ]
+
+
+def _bar(total: int, desc: str, unit: str) -> tqdm:
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the run like Ctrl-C does, so the server and the database are cleaned up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str, Any]:
+    """Run every measurement; the figures (times in ms), as `manage.py bench --json` writes."""
+    with _sigterm_as_interrupt(), ExitStack() as stack:
+        with redirect_stdout(io.StringIO()):  # creating it prints a line about the cache table
+            stack.enter_context(isolated_database(DATABASE_PREFIX))
+        figures: dict[str, Any] = {
+            "dataset": dataset.name,
+            "cpus": os.cpu_count(),
+            "questions": options.questions,
+        }
+        say(f"Ingesting {len(dataset.documents)} documents of {dataset.name}…")
+        ingest = ingest_measure(dataset)
+        figures["ingest"] = {
+            "documents": ingest.documents,
+            "chunks": ingest.chunks,
+            "seconds": round(ingest.seconds, 2),
+            "chunks_per_s": round(ingest.chunks_per_s, 1),
+            "raw_embed_seconds": round(ingest.raw_seconds, 2),
+            "raw_embed_chunks_per_s": round(ingest.raw_chunks_per_s, 1),
+            "ratio": round(ingest.ratio, 3),
+        }
+
+        sample = questions_sample(dataset, options.questions)
+        vectors = question_vectors(sample)
+        corpus = SyntheticCorpus()
+        figures["corpus"] = {
+            "real_chunks": corpus.real,
+            "synthetic": (
+                f"real chunk texts with a number token appended; real embeddings + Gaussian "
+                f"noise sigma={NOISE_SIGMA}, renormalised; bulk-loaded with COPY, HNSW and GIN "
+                f"indexes dropped during the load and rebuilt after"
+            ),
+            "sizes": {},
+        }
+        figures["retrieval_ms"] = {}
+        for size in options.sizes:
+            with _bar(max(0, size - corpus.size), f"corpus → {size:,} chunks", "chunk") as bar:
+                grown = corpus.grow_to(size, progress=bar.update)
+            figures["corpus"]["sizes"][str(size)] = {
+                "chunks": grown.chunks,
+                "synthetic_chunks": grown.synthetic,
+                "added": grown.added,
+                "load_s": round(grown.load_seconds, 1),
+                "index_rebuild_s": round(grown.index_seconds, 1),
+            }
+            with _bar(len(sample), f"retrieval at {grown.chunks:,} chunks", "q") as bar:
+                timings = retrieval_measure(sample, vectors, progress=bar.update)
+            plain = latency_summary(timings.search_ms)
+            embedded = latency_summary(timings.with_embedding_ms)
+            figures["retrieval_ms"][str(size)] = {
+                "p50": plain["p50"],
+                "p95": plain["p95"],
+                "p50_with_embedding": embedded["p50"],
+                "p95_with_embedding": embedded["p95"],
+                "chunks": grown.chunks,
+                "questions": len(sample),
+                "top_k": RETRIEVAL_TOP_K,
+            }
+
+        clients = bench_clients.clients_create(max(options.concurrency) + 1)
+        owner = get_user_model().objects.get(username=clients[0].username)
+        with _bar(PAIRS, "200-message conversation", "pair") as bar:
+            conversation = conversation_build(
+                user=owner, questions=sample, vectors=vectors, progress=bar.update
+            )
+        loads = min(CONVERSATION_LOADS_MAX, max(CONVERSATION_LOADS_MIN, options.questions))
+        try:
+            with server_running(
+                database_url=database_url(), env={"CHAT_RATE_LIMIT": SERVER_RATE_LIMIT}
+            ) as server:
+                figures["server"] = {
+                    "address": server.http_url,
+                    "corpus_chunks": corpus.size,
+                    "users": "one per client",
+                    "rate_limit": f"CHAT_RATE_LIMIT={SERVER_RATE_LIMIT} in the server's "
+                    "environment (checked on every request, never reached)",
+                }
+                say(f"Server (daphne) up at {server.http_url}, pid {server.process.pid}.")
+                asyncio.run(
+                    _server_measure(
+                        server,
+                        figures,
+                        clients=clients,
+                        sample=sample,
+                        options=options,
+                        conversation=conversation,
+                        loads=loads,
+                    )
+                )
+                server.check_alive()
+                figures["server_peak_rss_mb"] = server.peak_rss_mb()
+        finally:
+            database_sessions_end()
+    return figures
+
+
+async def _server_measure(
+    server,
+    figures: dict[str, Any],
+    *,
+    clients: list[bench_clients.Client],
+    sample: list[str],
+    options: BenchOptions,
+    conversation,
+    loads: int,
+) -> None:
+    # Warm-up (not measured): the first answer loads the server's model.
+    for transport in TRANSPORTS:
+        await bench_clients.load_run(
+            server, transport=transport, clients=clients[:1], questions=[sample[:1]]
+        )
+    first: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
+    total: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
+    counts: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
+    for concurrency in options.concurrency:
+        assigned = questions_per_client(sample, concurrency)
+        for transport in TRANSPORTS:
+            asked = sum(len(own) for own in assigned)
+            with _bar(asked, f"{transport} × {concurrency} clients", "q") as bar:
+                exchanges = await bench_clients.load_run(
+                    server,
+                    transport=transport,
+                    clients=clients[1 : concurrency + 1],
+                    questions=assigned,
+                    done=lambda bar=bar: bar.update(1),
+                )
+            server.check_alive()
+            answered = [e for e in exchanges if e.outcome != "error" and e.first_ms is not None]
+            first_s = latency_summary([e.first_ms for e in answered])
+            total_s = latency_summary([e.total_ms for e in answered])
+            first[transport][str(concurrency)] = {"p50": first_s["p50"], "p95": first_s["p95"]}
+            total[transport][str(concurrency)] = {"p50": total_s["p50"], "p95": total_s["p95"]}
+            errors = [e for e in exchanges if e.outcome == "error"]
+            counts[transport][str(concurrency)] = {
+                "questions": len(exchanges),
+                "answers": sum(e.outcome == "answer" for e in exchanges),
+                "refusals": sum(e.outcome == "refusal" for e in exchanges),
+                "errors": len(errors),
+                "resent": sum(e.resent for e in exchanges),
+                **({"first_error": errors[0].detail} if errors else {}),
+            }
+    figures["first_event_ms"] = first
+    figures["total_ms"] = total
+    figures["exchanges"] = counts
+    figures["errors"] = sum(c["errors"] for per in counts.values() for c in per.values())
+
+    times = await bench_clients.conversation_loads(
+        server, clients[0], conversation.id, count=loads, messages=conversation.messages
+    )
+    api, page = latency_summary(times["api"]), latency_summary(times["page"])
+    figures["conversation_load_ms"] = {
+        # The slower of the two ways to open it, figure by figure.
+        "p50": max(api["p50"], page["p50"]),
+        "p95": max(api["p95"], page["p95"]),
+        "api": {"p50": api["p50"], "p95": api["p95"]},
+        "page": {"p50": page["p50"], "p95": page["p95"]},
+        "messages": conversation.messages,
+        "citations": conversation.citations,
+        "loads": loads,
+    }

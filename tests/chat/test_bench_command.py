@@ -1,0 +1,173 @@
+"""`manage.py bench` on a tiny dataset: every figure is reported (timings are printed, never
+asserted), the answers over the real server succeed, and nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import socket
+from io import StringIO
+from urllib.parse import urlsplit
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+DOCUMENTS = [
+    {
+        "id": "Lighthouses",
+        "title": "Lighthouses",
+        "format": "markdown",
+        "text": "# Lighthouses\n\n"
+        "The Eddystone Lighthouse stands on rocks fourteen kilometres south of Plymouth. "
+        "The present tower was designed by James Douglass and lit in 1882.\n\n"
+        "A lighthouse keeper trimmed the wicks and wound the clockwork every few hours. "
+        "Most lighthouses in Britain were automated by the end of the twentieth century.\n\n"
+        "The Fresnel lens, invented by Augustin-Jean Fresnel in 1822, made the beam visible "
+        "from much further away than mirrors could.",
+    },
+    {
+        "id": "Bees",
+        "title": "Honey bees",
+        "format": "markdown",
+        "text": "# Honey bees\n\n"
+        "A honey bee colony has one queen, thousands of female workers and, in summer, a few "
+        "hundred male drones.\n\n"
+        "Worker bees communicate the direction of flowers with the waggle dance, first "
+        "described by Karl von Frisch.\n\n"
+        "Honey is made from nectar that the bees evaporate in the comb until it holds less "
+        "than a fifth water.",
+    },
+]
+QUESTIONS = [
+    {
+        "id": "q1",
+        "question": "Who designed the present Eddystone Lighthouse tower?",
+        "kind": "answerable",
+        "expect": "answer",
+        "document": "Lighthouses",
+        "answers": ["James Douglass"],
+    },
+    {
+        "id": "q2",
+        "question": "Who first described the waggle dance of bees?",
+        "kind": "answerable",
+        "expect": "answer",
+        "document": "Bees",
+        "answers": ["Karl von Frisch"],
+    },
+    {
+        "id": "q3",
+        "question": "What is the boiling point of liquid nitrogen at sea level?",
+        "kind": "off_kb",
+        "expect": "refusal",
+        "document": None,
+    },
+]
+
+
+@pytest.fixture
+def tiny_dataset(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({"name": "tiny", "documents": DOCUMENTS, "questions": QUESTIONS}))
+    return path
+
+
+def _databases() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT datname FROM pg_database")
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _accepts_connections(address: str) -> bool:
+    parts = urlsplit(address)
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((parts.hostname, parts.port)) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
+    tiny_dataset, tmp_path
+):
+    databases_before = _databases()
+    out, err = StringIO(), StringIO()
+    json_path = tmp_path / "bench.json"
+
+    call_command(
+        "bench",
+        "--dataset",
+        str(tiny_dataset),
+        "--chunks",
+        "200",
+        "--concurrency",
+        "1,2",
+        "--questions",
+        "3",
+        "--json",
+        str(json_path),
+        stdout=out,
+        stderr=err,
+    )
+
+    figures = json.loads(json_path.read_text())
+    print(out.getvalue())  # the timings, for whoever runs the test (never asserted)
+
+    ingest = figures["ingest"]
+    assert ingest["documents"] == 2
+    assert ingest["chunks"] >= 2
+    assert {"chunks_per_s", "raw_embed_chunks_per_s", "ratio"} <= set(ingest)
+
+    # The corpus was grown to the requested size with synthetic chunks, and searched.
+    size = figures["corpus"]["sizes"]["200"]
+    assert size["chunks"] == 200
+    assert size["synthetic_chunks"] == 200 - ingest["chunks"]
+    retrieval = figures["retrieval_ms"]["200"]
+    assert set(retrieval) >= {"p50", "p95", "p50_with_embedding", "p95_with_embedding"}
+    assert retrieval["questions"] == 3
+
+    # Every question over both transports got an answer or a refusal from the real server:
+    # one client asks all 3 questions; two clients ask 2 each.
+    for transport in ("ws", "sse"):
+        for concurrency, asked in (("1", 3), ("2", 4)):
+            counts = figures["exchanges"][transport][concurrency]
+            assert counts["questions"] == asked, (transport, concurrency, counts)
+            assert counts["errors"] == 0, (transport, concurrency, counts)
+            assert counts["answers"] + counts["refusals"] == asked
+            assert set(figures["first_event_ms"][transport][concurrency]) == {"p50", "p95"}
+            assert set(figures["total_ms"][transport][concurrency]) == {"p50", "p95"}
+    assert figures["errors"] == 0
+
+    load = figures["conversation_load_ms"]
+    assert load["messages"] == 200
+    assert load["citations"] >= 100  # every answer cites at least one source
+    assert {"p50", "p95"} <= set(load["api"]) and {"p50", "p95"} <= set(load["page"])
+    assert figures["server_peak_rss_mb"] > 0
+
+    report = out.getvalue()
+    assert "SYNTHETIC" in report
+    assert "GET /api/conversations/<id>/messages" in report
+    assert "conversation page" in report
+
+    # The server is stopped and the throwaway database dropped.
+    assert not _accepts_connections(figures["server"]["address"])
+    assert not {name for name in _databases() - databases_before if name.startswith("sourced_")}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--chunks", "0"], "--chunks: 0 is out of range"),
+        (["--chunks", "10000,abc"], "'abc' is not a positive whole number"),
+        (["--chunks", "-5"], "is not a positive whole number"),
+        (["--concurrency", "0"], "--concurrency: 0 is out of range (1..100)"),
+        (["--concurrency", "1,101"], "--concurrency: 101 is out of range (1..100)"),
+        (["--questions", "0"], "--questions must be between 1"),
+        (["--dataset", "/nonexistent/eval.json"], "Cannot read /nonexistent/eval.json"),
+        (["--json", "/nonexistent/folder/out.json"], "no such folder"),
+    ],
+)
+def test_bench_refuses_bad_options_with_a_clear_error(arguments, message):
+    with pytest.raises(CommandError) as error:
+        call_command("bench", *arguments)
+    assert message in str(error.value)
