@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import statistics
 import tempfile
@@ -62,6 +63,8 @@ class Command(BaseCommand):
         if options["limit"] > 0:
             questions = questions[: options["limit"]]
 
+        if options["verbosity"] < 2:  # one log line per exchange would drown the report
+            logging.getLogger("sourced.exchange").setLevel(logging.WARNING)
         with isolated_database("sourced_probe"), tempfile.TemporaryDirectory() as folder:
             from knowledge.services import documents_ingest
 
