@@ -294,17 +294,28 @@
     showConnection(null);
   });
 
+  /* htmx reconnects by itself after an abnormal closure (1006, 1011-1013); a server going
+     away (1001) or any other unexpected code is retried here. 4401/4403: no access, final. */
+  var HTMX_RECONNECTS = [1006, 1011, 1012, 1013];
+
   document.addEventListener("htmx:wsClose", function (event) {
-    var code = event.detail && event.detail.event ? event.detail.event.code : 0;
+    var detail = event.detail || {};
+    var code = detail.event ? detail.event.code : 0;
     if (state.busy) {
       markInterrupted();
       state.busy = false;
       updateControls();
     }
+    state.socket = null;
     if (code === 4401 || code === 4403) {
       showConnection("No access to this conversation");
-    } else if (code !== 1000 && code !== 1001) {
-      showConnection("Reconnecting…");
+      return;
+    }
+    showConnection("Reconnecting…");
+    if (HTMX_RECONNECTS.indexOf(code) === -1 && detail.socketWrapper) {
+      window.setTimeout(function () {
+        if (!state.socket && document.getElementById("chat")) detail.socketWrapper.reconnect();
+      }, 1000);
     }
   });
 

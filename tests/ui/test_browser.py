@@ -309,6 +309,8 @@ def test_answer_streams_in_and_cites_the_right_document(pages):
     assert "Grounded in" in answer.inner_text()
     sidebar_item = page.locator("#conversation-list a.menu-active")
     assert LEAVE_QUESTION in sidebar_item.inner_text()
+    screenshot(page, "conversation.png")
+    page.locator("aside").screenshot(path=str(ARTIFACTS / "sidebar.png"))
 
     # a badge shows the source's title on focus and, clicked, goes to the source
     badge = answer.locator(".cite-badge").first
@@ -318,9 +320,7 @@ def test_answer_streams_in_and_cites_the_right_document(pages):
     badge.click()
     target = page.locator(f"#{badge.get_attribute('data-cite')}")
     assert target.locator("summary").evaluate("el => el === document.activeElement")
-
-    screenshot(page, "conversation.png")
-    page.locator("aside").screenshot(path=str(ARTIFACTS / "sidebar.png"))
+    screenshot(page, "citation-card.png")
 
     # a reload restores the message exactly as it streamed, citations included
     page.reload()
@@ -416,6 +416,45 @@ def test_stop_keeps_the_partial_answer_and_regenerate_replaces_it(pages):
     assert answers.count() == 1
     assert answers.first.get_attribute("data-status") == "complete"
     assert len(answers.first.locator(".answer-body").inner_text()) > len(partial)
+
+
+KEEP_SOCKETS = """(() => {
+  const Native = window.WebSocket;
+  window.__sockets = [];
+  window.WebSocket = function (...args) {
+    const socket = new Native(...args);
+    window.__sockets.push(socket);
+    return socket;
+  };
+  window.WebSocket.prototype = Native.prototype;
+  Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+})();"""
+
+
+def test_lost_connection_keeps_the_partial_answer_and_retry_answers_again(pages):
+    page = pages.open("ben", path="/login/")
+    page.add_init_script(KEEP_SOCKETS)
+    page.goto("/")
+    page.locator("#composer-input").fill(EXPENSES_QUESTION)
+    page.locator("#composer-input").press("Enter")
+    page.wait_for_function(
+        """() => {
+          const body = document.querySelector('#messages [data-status="streaming"] .answer-body');
+          return body && body.textContent.trim().length > 0;
+        }"""
+    )
+    page.evaluate("window.__sockets.at(-1).close(4000, 'network gone')")  # the line drops
+    alert = page.get_by_role("alert").filter(has_text="Connection lost")
+    alert.wait_for()
+    partial = page.locator('#messages [data-role="assistant"] .answer-body').last.inner_text()
+    assert partial.strip()  # what arrived stays on the page
+    page.wait_for_function("() => window.__sockets.at(-1).readyState === 1")  # reconnected
+    page.get_by_role("button", name="Retry").click()
+    alert.wait_for(state="detached")
+    page.wait_for_function(IDLE, timeout=30_000)
+    answers = page.locator('#messages [data-role="assistant"]')
+    assert answers.count() == 1 and answers.first.get_attribute("data-status") == "complete"
+    assert page.locator('#messages [data-role="user"]').count() == 1
 
 
 def test_refusal_is_shown_as_such_and_rephrase_refills_the_composer(pages):
@@ -520,6 +559,43 @@ def test_history_search_finds_a_conversation_by_a_word_of_its_answer(pages):
     assert page.locator('#messages [data-role="assistant"]').count() == 1
 
 
+def test_settings_dialog_limits_top_k_and_documents(pages):
+    page = pages.open("ben")
+    page.get_by_role("button", name="Answer settings").click()
+    dialog = page.get_by_role("dialog", name="Answer settings")
+    dialog.get_by_label("Number of passages (1 to 20)").fill("1")
+    dialog.get_by_label("Northwind Analytics Staff Handbook").check()
+    dialog.get_by_role("button", name="Done").click()
+    assert page.locator("#settings-summary").inner_text() == "Top 1 · 1 document"
+    ask(page, EXPENSES_QUESTION)
+    answer = last_answer(page)
+    titles = answer.locator("[data-source-title]").all_inner_texts()
+    assert len(titles) <= 1  # top_k 1
+    assert all(title == "Northwind Analytics Staff Handbook" for title in titles)
+
+
+def test_owner_deletes_a_conversation_after_confirming(pages):
+    from django.contrib.auth import get_user_model
+
+    from chat.models import Conversation
+
+    ben = get_user_model().objects.get(username="ben")
+    doomed = Conversation.objects.create(owner=ben, title="A chat to delete")
+    page = pages.open("ben", f"/c/{doomed.pk}/")
+    item = page.locator("#conversation-list li", has_text="A chat to delete")
+    item.hover()
+    item.get_by_role("button", name="Delete conversation: A chat to delete").click()
+    dialog = page.get_by_role("dialog", name="Delete this conversation?")
+    assert "A chat to delete" in dialog.inner_text()
+    dialog.get_by_role("button", name="Cancel").click()
+    assert Conversation.objects.filter(pk=doomed.pk).exists()
+    item.get_by_role("button", name="Delete conversation: A chat to delete").click()
+    dialog.get_by_role("button", name="Delete").click()
+    page.wait_for_url(pages.live.url + "/")
+    assert not Conversation.objects.filter(pk=doomed.pk).exists()
+    assert "A chat to delete" not in page.locator("#conversation-list").inner_text()
+
+
 def test_dark_theme_follows_the_system(pages, live):
     page = pages.open("anna", f"/c/{live.show_more_conversation}/", color_scheme="dark")
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
@@ -530,4 +606,5 @@ def test_dark_theme_follows_the_system(pages, live):
     assert not phone.locator("aside").is_visible()  # the sidebar is a drawer on small screens
     phone.get_by_label("Open the conversation list").click()
     phone.locator("aside").wait_for(state="visible")
+    phone.wait_for_timeout(500)  # the drawer slides in
     screenshot(phone, "sidebar-mobile.png")
