@@ -15,7 +15,11 @@ def no_access(request: HttpRequest, *, reason: str = "", status: int = 403) -> H
     return render(
         request,
         "no_access.html",
-        {"reason": reason, "show_home": bool(getattr(request.user, "is_staff", False))},
+        {
+            "heading": "Not found" if status == 404 else "No access",
+            "reason": reason,
+            "show_home": bool(getattr(request.user, "is_staff", False)),
+        },
         status=status,
     )
 
@@ -27,6 +31,10 @@ def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         user = request.user
         if not user.is_authenticated:
+            if getattr(request, "htmx", False):  # a fragment request: send the page to login
+                response = HttpResponse(status=204)
+                response["HX-Redirect"] = redirect_to_login(request.get_full_path())["Location"]
+                return response
             return redirect_to_login(request.get_full_path())
         if not (user.is_active and user.is_staff):
             return no_access(request)

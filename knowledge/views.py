@@ -35,6 +35,13 @@ def original_path(document: Document) -> Path | None:
     return None
 
 
+def source_label(source: str) -> str:
+    """A URL as is; a file path by its name (the server's folders are nobody's business)."""
+    if safe_external_url(source):
+        return source
+    return Path(source).name or source
+
+
 def document_not_found(request: HttpRequest) -> HttpResponse:
     return no_access(
         request, reason="This document is no longer in the knowledge base.", status=404
@@ -62,6 +69,7 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "highlighted_missing": highlighted_missing,
         "file_url": file_url,
         "external_url": safe_external_url(document.url),
+        "source_label": source_label(document.source),
         **sidebar_context(request.user),
     }
     return render(request, "knowledge/document.html", context)

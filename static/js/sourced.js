@@ -307,7 +307,11 @@
       updateControls();
     }
     state.socket = null;
-    if (code === 4401 || code === 4403) {
+    if (code === 4401) {
+      showConnection("Signed out — reload the page to log in again");
+      return;
+    }
+    if (code === 4403) {
       showConnection("No access to this conversation");
       return;
     }

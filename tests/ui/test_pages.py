@@ -376,3 +376,13 @@ def test_feedback_review_lists_thumbs_down_with_question_and_sources(
     assert "Annual?" not in page  # thumbs down first: that is what needs review
     everything = admin_client_.get("/admin/chat/feedback/?rating=all").content.decode()
     assert "Annual?" in everything
+
+
+def test_a_fragment_request_after_the_session_ended_sends_the_page_to_login(client):
+    response = client.post(
+        reverse("chat:message_feedback", args=[uuid.uuid4()]),
+        {"rating": "1"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 204
+    assert response["HX-Redirect"].startswith("/login/?next=")
