@@ -1,0 +1,311 @@
+"""The knowledge base's vocabulary as PostgreSQL's full-text search sees it, and the terms of a
+question measured against it.
+
+The vocabulary is every lexeme of the generated `search_vector` of the searchable chunks
+(enabled documents in status `ready`) with its document frequency (how many chunks hold it),
+read with `ts_stat`. It is built once and kept in the process; every lookup first reads a cheap
+fingerprint of the knowledge base (one round trip: the searchable documents' count, id sum and
+latest `updated_at`, and the highest chunk id) and rebuilds when it changed — new, re-ingested,
+deleted, disabled or re-enabled documents all change it.
+
+A question's terms come from the same parser and the same `english` configuration that built the
+chunks' vectors (`ts_debug`), so a term is "known" exactly when the full-text search could match
+it. Each term carries what the evidence check needs (chat/answering/evidence_signals.py):
+
+- `known`: the lexeme occurs in the knowledge base (accents folded on both sides: "Maiziere"
+  matches "Maizière");
+- `near`: for an unknown lexeme of at least 4 characters, a known lexeme one edit away
+  (Damerau: insertion, deletion, substitution or transposition), the likely intended word of a
+  typo ("srevice" → "servic", "parliment" → "parliament");
+- `word_pieces`: how many pieces the embedding model's tokenizer cuts the word into — common
+  English words are one piece, names, jargon and misspellings several;
+- `capitalized`: written with a capital inside the question (a name), unless the question's
+  capitals say nothing (all capitals, or most words capitalised);
+- `numeric`: a number (its formatting varies too much to count as evidence either way);
+- `idf`: ln((N + 1) / (df + 0.5)) over the N searchable chunks; an unknown term gets the
+  largest value, ln((N + 1) / 0.5).
+
+Cost: the fingerprint query and the `ts_debug` parse of the question are a fraction of a
+millisecond each; a rebuild reads the whole vocabulary once (about 20 ms for 400 chunks; see
+the measurements in chat/answering/evidence_signals.py).
+"""
+
+from __future__ import annotations
+
+import math
+import string
+import threading
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from knowledge import embedding
+from knowledge.models import Document
+
+TYPO_MIN_LENGTH = 4  # shorter lexemes are too easily one edit from an unrelated word
+# PostgreSQL's parser aliases: compounds are also emitted part by part (the parts are what
+# count); numbers of every kind are flagged numeric.
+COMPOUND_ALIASES = frozenset({"asciihword", "hword", "numhword"})
+NUMERIC_ALIASES = frozenset({"int", "uint", "float", "sfloat", "version", "scientific"})
+_EDIT_LETTERS = string.ascii_lowercase + string.digits
+
+_FINGERPRINT_SQL = """
+    SELECT
+        (SELECT count(*) FROM knowledge_document WHERE enabled AND status = %(ready)s),
+        (SELECT coalesce(sum(id), 0) FROM knowledge_document WHERE enabled AND status = %(ready)s),
+        (SELECT max(updated_at) FROM knowledge_document WHERE enabled AND status = %(ready)s),
+        (SELECT coalesce(max(id), 0) FROM knowledge_chunk)
+"""
+_SEARCHABLE_VECTORS_SQL = (
+    "SELECT c.search_vector FROM knowledge_chunk c "
+    "JOIN knowledge_document d ON d.id = c.document_id "
+    "WHERE d.enabled AND d.status = 'ready'"
+)
+
+
+def fold(text: str) -> str:
+    """Lower case without accents ("Maizière" → "maiziere"), for matching lexemes."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+def edits1(word: str) -> Iterator[str]:
+    """Every string one Damerau edit away from `word` (letters and digits inserted or swapped
+    in; deletions and transpositions of its own characters)."""
+    letters = set(_EDIT_LETTERS) | set(word)
+    for i in range(len(word) + 1):
+        head, tail = word[:i], word[i:]
+        if tail:
+            yield head + tail[1:]  # deletion
+            for letter in letters:
+                if letter != tail[0]:
+                    yield head + letter + tail[1:]  # substitution
+        if len(tail) > 1 and tail[0] != tail[1]:
+            yield head + tail[1] + tail[0] + tail[2:]  # transposition
+        for letter in letters:
+            yield head + letter + tail  # insertion
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Folded lexeme → number of searchable chunks holding it."""
+
+    fingerprint: tuple
+    chunk_count: int
+    document_frequency: dict[str, int] = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.document_frequency)
+
+    def frequency(self, lexeme: str) -> int:
+        return self.document_frequency.get(fold(lexeme), 0)
+
+    def knows(self, lexeme: str) -> bool:
+        return fold(lexeme) in self.document_frequency
+
+    def idf(self, lexeme: str) -> float:
+        """ln((N + 1) / (df + 0.5)); the largest value for an unknown lexeme."""
+        return math.log((self.chunk_count + 1) / (self.frequency(lexeme) + 0.5))
+
+    @property
+    def max_idf(self) -> float:
+        return math.log((self.chunk_count + 1) / 0.5)
+
+    def nearest(self, lexeme: str) -> str | None:
+        """The most frequent known lexeme one Damerau edit from an unknown `lexeme` of at least
+        TYPO_MIN_LENGTH characters; None when there is none (or the lexeme is known/short)."""
+        word = fold(lexeme)
+        if len(word) < TYPO_MIN_LENGTH or word in self.document_frequency:
+            return None
+        frequency = self.document_frequency
+        candidates = {edit for edit in edits1(word) if edit in frequency}
+        if not candidates:
+            return None
+        return max(candidates, key=lambda known: (frequency[known], known))
+
+
+@dataclass(frozen=True)
+class QuestionTerm:
+    lexeme: str  # folded, as the english configuration stems it
+    token: str  # the word as written in the question
+    known: bool
+    near: str | None  # the known lexeme it is probably a typo of (unknown terms only)
+    frequency: int  # searchable chunks holding it
+    idf: float
+    word_pieces: int
+    capitalized: bool
+    numeric: bool
+
+    @property
+    def specific(self) -> bool:
+        """Names a particular thing: a capitalised word, or one the tokenizer does not know
+        whole (jargon, names, misspellings)."""
+        return self.capitalized or self.word_pieces >= 2
+
+    @property
+    def typo(self) -> bool:
+        """Unknown, not an English word the tokenizer knows whole, and one edit from a known
+        lexeme: most likely a misspelling of it."""
+        return not self.known and self.near is not None and self.word_pieces >= 2
+
+
+@dataclass(frozen=True)
+class QuestionTerms:
+    terms: tuple[QuestionTerm, ...]
+    vocabulary_size: int
+    chunk_count: int
+
+    @property
+    def known(self) -> list[QuestionTerm]:
+        return [term for term in self.terms if term.known]
+
+    @property
+    def unknown(self) -> list[QuestionTerm]:
+        """Terms the knowledge base does not hold, typos of known words excused, numbers left
+        out."""
+        return [term for term in self.terms if not (term.known or term.typo or term.numeric)]
+
+    @property
+    def near_known(self) -> list[QuestionTerm]:
+        return [term for term in self.terms if term.typo]
+
+    @property
+    def unknown_specific(self) -> list[QuestionTerm]:
+        return [term for term in self.unknown if term.specific]
+
+    @property
+    def unknown_share(self) -> float:
+        """IDF-weighted share of the question's (non-numeric) terms the knowledge base lacks;
+        a typo counts with the weight of the word it stands for."""
+        counted = [term for term in self.terms if not term.numeric]
+        total = sum(term.idf for term in counted)
+        if not total:
+            return 0.0
+        unknown = {term.lexeme for term in self.unknown}
+        return sum(term.idf for term in counted if term.lexeme in unknown) / total
+
+
+# --- The cached vocabulary -------------------------------------------------------------------
+_lock = threading.Lock()
+_cached: Vocabulary | None = None
+
+
+def knowledge_base_fingerprint() -> tuple:
+    """Changes whenever the searchable chunks may have changed (one cheap round trip)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_FINGERPRINT_SQL, {"ready": Document.Status.READY})
+        count, id_sum, updated, max_chunk = cursor.fetchone()
+    return (connection.alias, connection.settings_dict["NAME"], count, id_sum, updated, max_chunk)
+
+
+def vocabulary_build(fingerprint: tuple | None = None) -> Vocabulary:
+    """Read the searchable chunks' lexemes and document frequencies from PostgreSQL."""
+    fingerprint = fingerprint or knowledge_base_fingerprint()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM knowledge_chunk c JOIN knowledge_document d "
+            "ON d.id = c.document_id WHERE d.enabled AND d.status = %s",
+            [Document.Status.READY],
+        )
+        (chunk_count,) = cursor.fetchone()
+        cursor.execute("SELECT word, ndoc FROM ts_stat(%s)", [_SEARCHABLE_VECTORS_SQL])
+        rows = cursor.fetchall()
+    frequency: dict[str, int] = {}
+    for word, ndoc in rows:
+        key = fold(word)
+        # Two spellings that fold together ("maizière", "maiziere") may share chunks: the sum
+        # can overcount, never exceed the chunk count.
+        frequency[key] = min(frequency.get(key, 0) + ndoc, chunk_count)
+    return Vocabulary(
+        fingerprint=fingerprint, chunk_count=chunk_count, document_frequency=frequency
+    )
+
+
+def vocabulary_get() -> Vocabulary:
+    """The current vocabulary: the cached one while the knowledge base is unchanged."""
+    global _cached
+    fingerprint = knowledge_base_fingerprint()
+    cached = _cached
+    if cached is not None and cached.fingerprint == fingerprint:
+        return cached
+    with _lock:
+        if _cached is not None and _cached.fingerprint == fingerprint:
+            return _cached
+        _cached = vocabulary_build(fingerprint)
+        return _cached
+
+
+def vocabulary_forget() -> None:
+    """Drop the cached vocabulary (tests; the fingerprint makes it unnecessary otherwise)."""
+    global _cached
+    with _lock:
+        _cached = None
+
+
+# --- Question terms --------------------------------------------------------------------------
+def question_tokens(question: str) -> list[tuple[str, str, str]]:
+    """(alias, token, lexeme) for each word of `question` that the english configuration keeps,
+    in order (stop words and punctuation dropped; compounds left to their parts)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT alias, token, lexemes FROM ts_debug('english', %s)", [question])
+        rows = cursor.fetchall()
+    tokens = []
+    for alias, token, lexemes in rows:
+        if not lexemes or alias in COMPOUND_ALIASES:
+            continue
+        tokens.append((alias, token, lexemes[0]))
+    return tokens
+
+
+def _capitals_informative(question: str) -> bool:
+    """Capitals mark names only in ordinary sentence case: not in all-caps or Title Case."""
+    words = [word for word in question.split() if word[:1].isalpha()]
+    if len(words) < 2 or not any(char.islower() for char in question):
+        return False
+    capitalised = sum(word[0].isupper() for word in words[1:])
+    return capitalised <= (len(words) - 1) / 2
+
+
+def question_terms(question: str, vocabulary: Vocabulary | None = None) -> QuestionTerms:
+    """The question's content terms measured against the knowledge base's vocabulary."""
+    vocabulary = vocabulary or vocabulary_get()
+    tokens = question_tokens(question)
+    pieces = _word_pieces([token for _, token, _ in tokens])
+    first_word = question.split()[0] if question.split() else ""
+    capitals = _capitals_informative(question)
+    terms: list[QuestionTerm] = []
+    seen: set[str] = set()
+    for (alias, token, lexeme), word_pieces in zip(tokens, pieces, strict=True):
+        folded = fold(lexeme).lstrip("-") or fold(lexeme)
+        if folded in seen:
+            continue
+        seen.add(folded)
+        known = vocabulary.knows(folded)
+        leading = first_word.startswith(token)
+        terms.append(
+            QuestionTerm(
+                lexeme=folded,
+                token=token,
+                known=known,
+                near=None if known else vocabulary.nearest(folded),
+                frequency=vocabulary.frequency(folded),
+                idf=vocabulary.idf(folded),
+                word_pieces=word_pieces,
+                capitalized=capitals and not leading and token[:1].isupper(),
+                numeric=alias in NUMERIC_ALIASES,
+            )
+        )
+    return QuestionTerms(
+        terms=tuple(terms), vocabulary_size=len(vocabulary), chunk_count=vocabulary.chunk_count
+    )
+
+
+def _word_pieces(tokens: Iterable[str]) -> list[int]:
+    tokens = list(tokens)
+    if not tokens:
+        return []
+    tokenizer = embedding.get_tokenizer()
+    encoded = tokenizer(tokens, add_special_tokens=False)["input_ids"]
+    return [max(1, len(ids)) for ids in encoded]
