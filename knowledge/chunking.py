@@ -9,8 +9,16 @@ Rules, in order of strength:
    boundaries (a line break preferred), by counting tokens.
 4. Paragraphs stay whole when they fit; short neighbouring paragraphs are merged up to
    `TARGET_TOKENS`; a chunk ends at a paragraph boundary whenever it can.
-5. Neighbouring chunks of a group overlap by one sentence (the previous chunk's last one)
-   when that sentence is short and still fits.
+5. Where a chunk boundary falls inside a paragraph (a paragraph too long for one chunk), the
+   next chunk starts with the previous chunk's last sentence when that is short and fits.
+   At paragraph boundaries there is no overlap: a paragraph is its own unit of meaning, and
+   repeating the previous paragraph's last sentence measurably blurred retrieval (SQuAD
+   articles: recall@5 0.907 with it, 0.922 without, vector search).
+
+What the model embeds for a chunk is `embedding_input(text, section)`: the chunk's heading
+path, a blank line, then its text, so a chunk under "Handbook > Leave > Annual leave" is
+found by questions about annual leave even when its text never names it (recall@5 on the
+same data 0.922 → 0.935). Limits are measured on that input, so the model reads all of it.
 
 Token counts are computed once per sentence in one batched tokenizer call. BERT's word-piece
 tokenizer splits on whitespace first, so a run of sentences joined by whitespace has exactly
@@ -22,17 +30,18 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
 from knowledge import embedding
-from knowledge.parsing import Block, ParsedDocument
+from knowledge.parsing import SECTION_SEPARATOR, Block, ParsedDocument
 
 MAX_TOKENS = embedding.MAX_TOKENS  # 256, [CLS] and [SEP] included
 TARGET_TOKENS = 200  # merge paragraphs up to this; a single paragraph may use the full limit
 OVERLAP_MAX_TOKENS = 48  # longest sentence repeated at the head of the next chunk
 SPECIAL_TOKENS = 2  # [CLS] ... [SEP]
+CONTEXT_MAX_TOKENS = 48  # longest heading path put in front of a chunk for the model
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,12 @@ class ChunkDraft:
     section: str | None
     char_start: int
     char_end: int
-    token_count: int  # pieces the model sees, special tokens included
+    token_count: int  # pieces the model sees (heading path + text + special tokens)
     text_hash: str
+
+    @property
+    def embedding_input(self) -> str:
+        return embedding_input(text=self.text, section=self.section)
 
 
 @dataclass(frozen=True)
@@ -55,10 +68,52 @@ class _Unit:
     start: int
     end: int
     tokens: int
+    paragraph: int  # which block it belongs to
 
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def embedding_input(*, text: str, section: str | None) -> str:
+    """What the model embeds for a chunk: its heading path, a blank line, its text."""
+    context = section_context(section)
+    return f"{context}\n\n{text}" if context else text
+
+
+def section_context(section: str | None) -> str:
+    """The heading path as context for the model, at most `CONTEXT_MAX_TOKENS` pieces: the
+    outermost headings are dropped first, the innermost one is cut only as a last resort."""
+    return _contexts([section])[section][0]
+
+
+_context_cache: dict[str, tuple[str, int]] = {}
+
+
+def _contexts(sections: Iterable[str | None]) -> dict[str | None, tuple[str, int]]:
+    """(context, its word pieces without special tokens) per section, measured in one
+    batched tokenizer call for the sections not seen before."""
+    sections = set(sections)
+    todo = [s for s in sections if s and s not in _context_cache]
+    if todo:
+        if len(_context_cache) > 10_000:
+            _context_cache.clear()
+        candidates = [
+            (section, SECTION_SEPARATOR.join(parts[i:]))
+            for section in todo
+            for parts in [section.split(SECTION_SEPARATOR)]
+            for i in range(len(parts))
+        ]
+        counts = embedding.token_counts([candidate for _, candidate in candidates])
+        for (section, candidate), count in zip(candidates, counts, strict=True):
+            if section not in _context_cache and count - SPECIAL_TOKENS <= CONTEXT_MAX_TOKENS:
+                _context_cache[section] = (candidate, count - SPECIAL_TOKENS)
+        for section in todo:
+            if section not in _context_cache:  # even the innermost heading is too long
+                innermost = section.split(SECTION_SEPARATOR)[-1]
+                cut, _ = embedding.truncate_to_limit(innermost, CONTEXT_MAX_TOKENS + SPECIAL_TOKENS)
+                _context_cache[section] = (cut, embedding.token_count(cut) - SPECIAL_TOKENS)
+    return {s: _context_cache[s] if s else ("", 0) for s in sections}
 
 
 def chunks_build(
@@ -68,10 +123,18 @@ def chunks_build(
     target_tokens: int = TARGET_TOKENS,
     overlap_tokens: int = OVERLAP_MAX_TOKENS,
 ) -> list[ChunkDraft]:
-    """The chunks of `parsed`, in document order, every one within `max_tokens`."""
-    body_max = max_tokens - SPECIAL_TOKENS
-    target_body = min(target_tokens, max_tokens) - SPECIAL_TOKENS
+    """The chunks of `parsed`, in document order; each one's embedding input (heading path
+    and text) is within `max_tokens`."""
     text = parsed.text
+    context = {
+        section: tokens
+        for section, (_, tokens) in _contexts(b.section for b in parsed.blocks).items()
+    }
+
+    def limits(section: str | None) -> tuple[int, int]:
+        """(target, maximum) word pieces of chunk text under this section."""
+        body_max = max_tokens - SPECIAL_TOKENS - context[section]
+        return min(target_tokens - SPECIAL_TOKENS, body_max), body_max
 
     spans_per_block = [
         [(block.char_start + s, block.char_start + e) for s, e in sentence_spans(block.text)]
@@ -82,24 +145,25 @@ def chunks_build(
     body_counts = iter(count - SPECIAL_TOKENS for count in counts)
 
     paragraphs: list[tuple[Block, list[_Unit]]] = []
-    for block, spans in zip(parsed.blocks, spans_per_block, strict=True):
+    for number, (block, spans) in enumerate(zip(parsed.blocks, spans_per_block, strict=True)):
+        body_max = limits(block.section)[1]
         units: list[_Unit] = []
         for start, end in spans:
             tokens = next(body_counts)
             if tokens <= body_max:
-                units.append(_Unit(start, end, tokens))
+                units.append(_Unit(start, end, tokens, number))
             else:
-                units.extend(_split_long(text, start, end, body_max))
+                units.extend(_split_long(text, start, end, body_max, number))
         if units:
             paragraphs.append((block, units))
 
     pieces: list[tuple[Block, list[_Unit]]] = []
-    for _, group in groupby(paragraphs, key=lambda item: (item[0].page, item[0].section)):
+    for (_, section), group in groupby(paragraphs, key=lambda p: (p[0].page, p[0].section)):
         group = list(group)
-        first_block = group[0][0]
+        target_body, body_max = limits(section)
         packed = _pack([units for _, units in group], target_body, body_max)
         for units in _overlap(packed, overlap_tokens, body_max):
-            pieces.append((first_block, units))
+            pieces.append((group[0][0], units))
 
     return _finish(text, pieces, max_tokens)
 
@@ -136,7 +200,8 @@ def _pack(paragraphs: list[list[_Unit]], target_body: int, body_max: int) -> lis
 
 
 def _overlap(chunks: list[list[_Unit]], overlap_tokens: int, body_max: int) -> list[list[_Unit]]:
-    """Start each chunk with the previous chunk's last sentence when it is short and fits."""
+    """Where a paragraph was cut in two, start the second chunk with the first one's last
+    sentence when that sentence is short and fits."""
     result: list[list[_Unit]] = []
     for position, units in enumerate(chunks):
         if position:
@@ -144,7 +209,8 @@ def _overlap(chunks: list[list[_Unit]], overlap_tokens: int, body_max: int) -> l
             tail = previous[-1]
             size = sum(unit.tokens for unit in units)
             if (
-                len(previous) > 1
+                tail.paragraph == units[0].paragraph
+                and len(previous) > 1
                 and tail.tokens <= overlap_tokens
                 and size + tail.tokens <= body_max
             ):
@@ -158,10 +224,16 @@ def _finish(
 ) -> list[ChunkDraft]:
     """Drafts from packed units; each chunk is counted again and cut again if over the limit."""
     spans = [(block, units[0].start, units[-1].end) for block, units in pieces]
-    counts = embedding.token_counts([text[start:end] for _, start, end in spans])
+    counts = embedding.token_counts(
+        [
+            embedding_input(text=text[start:end], section=block.section)
+            for block, start, end in spans
+        ]
+    )
     drafts: list[ChunkDraft] = []
     for (block, start, end), count in zip(spans, counts, strict=True):
-        for piece_start, piece_end, piece_count in _fit(text, start, end, count, max_tokens):
+        fitted = _fit(text, start, end, count, max_tokens, block.section)
+        for piece_start, piece_end, piece_count in fitted:
             piece = text[piece_start:piece_end]
             drafts.append(
                 ChunkDraft(
@@ -178,20 +250,25 @@ def _finish(
     return drafts
 
 
-def _fit(text: str, start: int, end: int, count: int, max_tokens: int) -> list[tuple]:
+def _fit(
+    text: str, start: int, end: int, count: int, max_tokens: int, section: str | None
+) -> list[tuple[int, int, int]]:
     if count <= max_tokens:
         return [(start, end, count)]
     # Rarely reached (a word cut in the middle re-tokenises differently): cut by tokens with
     # a margin, count again, repeat until everything fits.
+    body_max = max_tokens - SPECIAL_TOKENS - _contexts([section])[section][1]
     for margin in (4, 16, 64):
-        units = _split_long(text, start, end, max_tokens - SPECIAL_TOKENS - margin)
-        counts = embedding.token_counts([text[u.start : u.end] for u in units])
+        units = _split_long(text, start, end, body_max - margin, 0)
+        counts = embedding.token_counts(
+            [embedding_input(text=text[u.start : u.end], section=section) for u in units]
+        )
         if all(c <= max_tokens for c in counts):
             return [(u.start, u.end, c) for u, c in zip(units, counts, strict=True)]
     raise ValueError(f"Could not cut text at {start}:{end} into pieces of {max_tokens} tokens.")
 
 
-def _split_long(text: str, start: int, end: int, body_max: int) -> list[_Unit]:
+def _split_long(text: str, start: int, end: int, body_max: int, paragraph: int) -> list[_Unit]:
     """Cut text[start:end] into pieces of at most `body_max` word pieces, at word starts
     (a line start preferred), in the middle of a word only when one word is that long."""
     piece = text[start:end]
@@ -204,7 +281,7 @@ def _split_long(text: str, start: int, end: int, body_max: int) -> list[_Unit]:
         j = min(i + body_max, total)
         if j < total:
             j = _cut_point(piece, offsets, i, j)
-        units.append(_Unit(start + offsets[i][0], start + offsets[j - 1][1], j - i))
+        units.append(_Unit(start + offsets[i][0], start + offsets[j - 1][1], j - i, paragraph))
         i = j
     return units
 

@@ -1,9 +1,10 @@
 """Ingestion: files in, searchable chunks out.
 
 The work per document is: read the bytes, skip if unchanged (same sha256, status ready),
-parse, chunk, find which chunk texts already have an embedding under the current model
-(anywhere in the knowledge base), embed only the others, then swap the document's chunks
-and embeddings in one transaction. Everything slow happens before that transaction, so
+parse, chunk, find which chunks already have an embedding under the current model anywhere
+in the knowledge base (same text hash and same section, as the heading path is part of what
+the model reads), embed only the others, then swap the document's chunks and embeddings in
+one transaction. Everything slow happens before that transaction, so
 readers see the old version until the new one is complete, and a failure leaves no
 half-written chunks behind.
 
@@ -30,7 +31,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
 
 from knowledge import embedding
-from knowledge.chunking import ChunkDraft, chunks_build
+from knowledge.chunking import ChunkDraft, chunks_build, embedding_input
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.parsing import (
     DocumentParseError,
@@ -71,6 +72,11 @@ class IngestError(Exception):
     """A step of ingestion failed; the message is meant for the user."""
 
 
+# Embeddings are cached by what the model read: the chunk text (by hash) and its section,
+# whose heading path is part of the model's input (`chunking.embedding_input`).
+_Key = tuple[str, str | None]
+
+
 @dataclass
 class _Job:
     """A parsed and chunked document waiting for its embeddings, then for its write."""
@@ -82,8 +88,8 @@ class _Job:
     drafts: list[ChunkDraft]
     fields: dict  # Document fields to set when written
     failure_fields: dict  # fields for a document created only to record a failure
-    known: dict[str, Any] = field(default_factory=dict)  # text hash → vector
-    missing: dict[str, str] = field(default_factory=dict)  # text hash → text to embed
+    known: dict[_Key, Any] = field(default_factory=dict)  # → vector
+    missing: dict[_Key, str] = field(default_factory=dict)  # → what the model must embed
     error: str = ""
 
 
@@ -213,20 +219,28 @@ def embeddings_rebuild_stale(*, progress: Progress | None = None) -> int:
             embeddings_stale()
             .filter(pk__gt=last_pk)
             .order_by("pk")
-            .values_list("pk", "text", "text_hash")[:_STALE_BATCH]
+            .values_list("pk", "text", "text_hash", "section")[:_STALE_BATCH]
         )
         if not batch:
             return done
         last_pk = batch[-1][0]
-        known = _vectors_known([text_hash for _, _, text_hash in batch])
-        known.update(_embed({h: text for _, text, h in batch if h not in known}))
-        chunk_ids = [pk for pk, _, _ in batch]
+        known = _vectors_known([(text_hash, section) for _, _, text_hash, section in batch])
+        known.update(
+            _embed(
+                {
+                    (text_hash, section): embedding_input(text=text, section=section)
+                    for _, text, text_hash, section in batch
+                    if (text_hash, section) not in known
+                }
+            )
+        )
+        chunk_ids = [pk for pk, *_ in batch]
         with transaction.atomic():
             Embedding.objects.filter(chunk_id__in=chunk_ids).exclude(model=model).delete()
             Embedding.objects.bulk_create(
                 [
-                    Embedding(chunk_id=pk, vector=known[text_hash], model=model)
-                    for pk, _, text_hash in batch
+                    Embedding(chunk_id=pk, vector=known[(text_hash, section)], model=model)
+                    for pk, _, text_hash, section in batch
                 ],
                 batch_size=_WRITE_BATCH,
                 ignore_conflicts=True,  # another process fixed the same chunk meanwhile
@@ -406,33 +420,37 @@ def _job_new(**fields) -> _Job:
     """A job whose texts already embedded under the current model (anywhere in the
     knowledge base) are looked up now; only the others will be sent to the model."""
     job = _Job(**fields)
-    job.known = _vectors_known([draft.text_hash for draft in job.drafts])
+    job.known = _vectors_known([(draft.text_hash, draft.section) for draft in job.drafts])
     for draft in job.drafts:
-        if draft.text_hash not in job.known:
-            job.missing.setdefault(draft.text_hash, draft.text)
+        key = (draft.text_hash, draft.section)
+        if key not in job.known:
+            job.missing.setdefault(key, draft.embedding_input)
     return job
 
 
-def _vectors_known(hashes: list[str]) -> dict[str, Any]:
-    """Existing vectors for these text hashes under the configured model."""
+def _vectors_known(keys: list[_Key]) -> dict[_Key, Any]:
+    """Existing vectors, under the configured model, of chunks with these texts (by hash)
+    and sections."""
     model = embedding.model_version()
-    known: dict[str, Any] = {}
-    unique = list(dict.fromkeys(hashes))
-    for start in range(0, len(unique), _LOOKUP_BATCH):
+    wanted = set(keys)
+    hashes = list(dict.fromkeys(text_hash for text_hash, _ in keys))
+    known: dict[_Key, Any] = {}
+    for start in range(0, len(hashes), _LOOKUP_BATCH):
         rows = (
             Embedding.objects.filter(
-                model=model, chunk__text_hash__in=unique[start : start + _LOOKUP_BATCH]
+                model=model, chunk__text_hash__in=hashes[start : start + _LOOKUP_BATCH]
             )
             .order_by()
-            .values_list("chunk__text_hash", "vector")
+            .values_list("chunk__text_hash", "chunk__section", "vector")
         )
-        for text_hash, vector in rows:
-            known.setdefault(text_hash, vector)
+        for text_hash, section, vector in rows:
+            if (text_hash, section) in wanted:
+                known.setdefault((text_hash, section), vector)
     return known
 
 
-def _embed(missing: dict[str, str]) -> dict[str, Any]:
-    """Vectors for the given texts (by hash), in one call of the model."""
+def _embed(missing: dict[_Key, str]) -> dict[_Key, Any]:
+    """Vectors for the given model inputs, in one call of the model."""
     if not missing:
         return {}
     vectors = embedding.embed_texts(
@@ -444,7 +462,7 @@ def _embed(missing: dict[str, str]) -> dict[str, Any]:
 def _jobs_embed(jobs: list[_Job]) -> None:
     """Embed the missing texts of all jobs together (each distinct text once). If the model
     fails, each job is tried alone so one bad document cannot fail the others."""
-    missing: dict[str, str] = {}
+    missing: dict[_Key, str] = {}
     for job in jobs:
         missing.update(job.missing)
     try:
@@ -458,7 +476,7 @@ def _jobs_embed(jobs: list[_Job]) -> None:
         jobs[0].error = f"Could not compute embeddings: {exc}"
         return
     for job in jobs:
-        job.known.update({text_hash: vectors[text_hash] for text_hash in job.missing})
+        job.known.update({key: vectors[key] for key in job.missing})
         job.missing = {}
 
 
@@ -515,7 +533,9 @@ def _write(job: _Job) -> Document:
         )
         Embedding.objects.bulk_create(
             [
-                Embedding(chunk=chunk, vector=job.known[chunk.text_hash], model=model)
+                Embedding(
+                    chunk=chunk, vector=job.known[(chunk.text_hash, chunk.section)], model=model
+                )
                 for chunk in chunks
             ],
             batch_size=_WRITE_BATCH,

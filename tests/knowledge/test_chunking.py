@@ -8,7 +8,15 @@ import hashlib
 import pytest
 
 from knowledge import embedding
-from knowledge.chunking import MAX_TOKENS, ChunkDraft, chunks_build, sentence_spans
+from knowledge.chunking import (
+    CONTEXT_MAX_TOKENS,
+    MAX_TOKENS,
+    ChunkDraft,
+    chunks_build,
+    embedding_input,
+    section_context,
+    sentence_spans,
+)
 from knowledge.parsing import ParsedDocument, document_parse
 from tests.fixtures import documents
 
@@ -40,7 +48,7 @@ def test_no_chunk_exceeds_the_model_limit_on_a_long_document(long_document):
 
     assert len(chunks) > 40
     for chunk in chunks:
-        measured = embedding.token_count(chunk.text)
+        measured = embedding.token_count(chunk.embedding_input)  # heading path + text
         assert measured <= MAX_TOKENS
         assert measured == chunk.token_count
 
@@ -168,9 +176,42 @@ def test_short_paragraphs_are_merged_and_chunks_end_at_paragraph_ends():
     kitchen = [c for c in chunks if c.section == "Office > Kitchen"]
     assert [c.text for c in kitchen] == ["\n\n".join(short)]
     desks = [c for c in chunks if c.section == "Office > Desks"]
+    paragraph_starts = {block.char_start for block in parsed.blocks}
     paragraph_ends = {block.char_end for block in parsed.blocks}
     assert len(desks) >= 3
     assert all(chunk.char_end in paragraph_ends for chunk in desks)
+    assert all(chunk.char_start in paragraph_starts for chunk in desks)  # no overlap here
+
+
+def test_the_model_reads_the_heading_path_before_the_text():
+    parsed = parse_markdown("# Handbook\n\n## Leave\n\n### Annual leave\n\nStaff get 25 days.\n")
+
+    (chunk,) = chunks_build(parsed=parsed)
+
+    assert chunk.text == "Staff get 25 days."
+    assert chunk.embedding_input == "Handbook > Leave > Annual leave\n\nStaff get 25 days."
+    assert chunk.token_count == embedding.token_count(chunk.embedding_input)
+    assert embedding_input(text="No headings.", section=None) == "No headings."
+
+
+def test_long_heading_paths_are_shortened_and_counted_against_the_limit():
+    headings = [  # about 19 word pieces each: three do not fit in the context, two do
+        f"Chapter {level} on the interoperability of pseudonymisation, confidentiality and "
+        "whistleblowing in procurement"
+        for level in (1, 2, 3)
+    ]
+    deep = "\n\n".join(f"{'#' * (i + 1)} {h}" for i, h in enumerate(headings))
+    body = " ".join(sentence(10 + i % 7, "security") for i in range(60))
+    parsed = parse_markdown(f"{deep}\n\n{body}\n")
+
+    chunks = chunks_build(parsed=parsed)
+
+    context = section_context(chunks[0].section)
+    assert context == f"{headings[1]} > {headings[2]}"  # the outermost heading was dropped
+    assert embedding.token_count(context) - 2 <= CONTEXT_MAX_TOKENS
+    for chunk in chunks:
+        assert chunk.embedding_input.startswith(context + "\n\n")
+        assert chunk.token_count == embedding.token_count(chunk.embedding_input) <= MAX_TOKENS
 
 
 def test_tokenizer_work_is_batched(monkeypatch):
@@ -220,3 +261,12 @@ def test_tokenizer_work_is_batched(monkeypatch):
 )
 def test_sentence_boundaries(text, expected):
     assert [text[s:e] for s, e in sentence_spans(text)] == expected
+
+
+def test_an_over_long_heading_is_cut_to_the_context_limit():
+    heading = " ".join(["reimbursement"] * 80)
+
+    context = section_context(f"Handbook > {heading}")
+
+    assert heading.startswith(context)
+    assert embedding.token_count(context) - 2 <= CONTEXT_MAX_TOKENS

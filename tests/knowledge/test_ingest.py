@@ -11,6 +11,7 @@ from django.core.files.base import ContentFile
 from django.db import DatabaseError
 
 from knowledge import embedding
+from knowledge.chunking import embedding_input
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.services import (
     document_ingest,
@@ -34,12 +35,14 @@ MEDIA_TYPES = {
 }
 
 
-def vectors_by_text(document: Document) -> dict[str, np.ndarray]:
+def vectors_by_input(document: Document) -> dict[str, np.ndarray]:
+    """The document's vectors by what the model read (heading path + chunk text)."""
+    rows = Embedding.objects.filter(chunk__document=document).values_list(
+        "chunk__text", "chunk__section", "vector"
+    )
     return {
-        text: np.asarray(vector)
-        for text, vector in Embedding.objects.filter(chunk__document=document).values_list(
-            "chunk__text", "vector"
-        )
+        embedding_input(text=text, section=section): np.asarray(vector)
+        for text, section, vector in rows
     }
 
 
@@ -63,10 +66,11 @@ def test_ingesting_a_new_file_stores_its_chunks_and_embeddings(documents_dir, ki
     assert [chunk.index for chunk in chunks] == list(range(len(chunks)))
     for chunk in chunks:
         assert chunk.text_hash == hashlib.sha256(chunk.text.encode()).hexdigest()
-        assert chunk.token_count == embedding.token_count(chunk.text) <= embedding.MAX_TOKENS
+        model_input = embedding_input(text=chunk.text, section=chunk.section)
+        assert chunk.token_count == embedding.token_count(model_input) <= embedding.MAX_TOKENS
         vectors = list(chunk.embeddings.all())
         assert [e.model for e in vectors] == [embedding.model_version()]
-        assert np.allclose(vectors[0].vector, embedding.embed_texts([chunk.text])[0], atol=1e-5)
+        assert np.allclose(vectors[0].vector, embedding.embed_texts([model_input])[0], atol=1e-5)
 
 
 def test_page_and_section_metadata_reach_the_chunks(documents_dir):
@@ -117,7 +121,7 @@ def test_a_changed_file_replaces_its_chunks_and_reuses_unchanged_embeddings(
     path = documents_dir / "handbook.md"
     first = document_ingest(path=path)
     old_ids = set(first.document.chunks.values_list("pk", flat=True))
-    old_vectors = vectors_by_text(first.document)
+    old_vectors = vectors_by_input(first.document)
     new_paragraph = "Employees may buy up to five extra days of leave through salary sacrifice."
     path.write_text(
         documents.MARKDOWN.replace(
@@ -138,7 +142,8 @@ def test_a_changed_file_replaces_its_chunks_and_reuses_unchanged_embeddings(
     assert Chunk.objects.count() == len(new_chunks) == second.chunks
     assert Embedding.objects.count() == len(new_chunks)
     assert any(new_paragraph in chunk.text for chunk in new_chunks)
-    new_vectors = vectors_by_text(document)
+    assert any(new_paragraph in text for text in embedded_texts)
+    new_vectors = vectors_by_input(document)
     reused = set(new_vectors) & set(old_vectors)
     assert reused  # sections that did not change produced the same chunk texts
     assert sorted(embedded_texts) == sorted(set(new_vectors) - reused)
@@ -158,6 +163,21 @@ def test_embeddings_are_reused_across_documents(documents_dir, embedded_texts):
     assert outcome.chunks > 0
     assert embedded_texts == []
     assert Embedding.objects.count() == 2 * outcome.chunks
+
+
+def test_the_same_text_under_another_heading_gets_its_own_embedding(tmp_path, embedded_texts):
+    shared = "Requests are approved by your line manager within five working days."
+    first = tmp_path / "leave.md"
+    first.write_text(f"# Leave\n\n{shared}\n", encoding="utf-8")
+    second = tmp_path / "expenses.md"
+    second.write_text(f"# Expenses\n\n{shared}\n", encoding="utf-8")
+
+    document_ingest(path=first)
+    document_ingest(path=second)
+
+    assert embedded_texts == [f"Leave\n\n{shared}", f"Expenses\n\n{shared}"]
+    vectors = Embedding.objects.order_by("chunk__document_id").values_list("vector", flat=True)
+    assert not np.allclose(vectors[0], vectors[1])
 
 
 def test_a_failure_while_saving_leaves_the_previous_version_complete(documents_dir, monkeypatch):
@@ -317,7 +337,7 @@ def test_document_process_reports_a_missing_original(tmp_path):
 
 def test_stale_embeddings_are_rebuilt_with_the_configured_model(documents_dir, embedded_texts):
     document = document_ingest(path=documents_dir / "handbook.md").document
-    originals = vectors_by_text(document)
+    originals = vectors_by_input(document)
     Embedding.objects.update(model="all-MiniLM-L6-v2@old", vector=[0.5] * embedding.DIMENSIONS)
     missing = document.chunks.first()
     Embedding.objects.filter(chunk=missing).delete()
@@ -329,7 +349,7 @@ def test_stale_embeddings_are_rebuilt_with_the_configured_model(documents_dir, e
     assert set(Embedding.objects.values_list("model", flat=True)) == {embedding.model_version()}
     assert Embedding.objects.count() == document.chunks.count()
     assert sorted(embedded_texts) == sorted(originals)
-    for text, vector in vectors_by_text(document).items():
+    for text, vector in vectors_by_input(document).items():
         assert np.allclose(vector, originals[text], atol=1e-5)
     assert embeddings_rebuild_stale() == 0
 
