@@ -200,6 +200,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         is_private: bool,
     ) -> None:
         stored_question, previous = await database_sync_to_async(self._stored_exchange)(message_id)
+        if action == "regenerate" and stored_question is None:
+            await self._refuse("There is no such question in this conversation to answer again.")
+            return
         # A retry: the question may never have reached us (send it), or its answer was cut
         # off (answer it again); a complete answer is simply shown again.
         if (

@@ -280,6 +280,26 @@ async def test_regenerate_replaces_the_answer_in_place(staff_user, leave_kb):
     assert not any('beforeend:#messages"' in f and 'data-role="user"' in f for f in fragments)
 
 
+async def test_regenerate_only_answers_questions_of_this_conversation(staff_user, leave_kb):
+    elsewhere = uuid.uuid4()
+    communicator = await socket_for(staff_user, elsewhere)
+    payload = send_payload(LEAVE_QUESTION)
+    await communicator.send_to(text_data=payload)
+    await fragments_until_idle(communicator)
+    await communicator.disconnect()
+
+    communicator = await socket_for(staff_user, uuid.uuid4())
+    question_id = json.loads(payload)["message_id"]
+    await communicator.send_to(
+        text_data=json.dumps({"action": "regenerate", "message_id": question_id})
+    )
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    assert "no such question in this conversation" in "".join(fragments)
+    answer = await Message.objects.aget(reply_to_id=question_id)
+    assert answer.status == Message.Status.COMPLETE  # untouched
+
+
 async def test_rate_limit_answers_with_a_friendly_message(staff_user, leave_kb, settings):
     settings.CHAT_RATE_LIMIT = "1/m"
     conversation_id = uuid.uuid4()

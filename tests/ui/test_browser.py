@@ -389,6 +389,12 @@ def test_copy_puts_the_answer_without_markers_on_the_clipboard(pages, live):
     assert copied and not re.search(r"\[\d+\]", copied)
     assert copied.split() == re.sub(r"\s*\[\d+\]", "", content).split()
 
+    # thumbs down on the streamed answer is recorded (its buttons came over the socket)
+    answer.get_by_role("button", name="Unhelpful answer").click()
+    answer.get_by_text("Thanks for the feedback").wait_for()
+    pressed = answer.get_by_role("button", name="Unhelpful answer")
+    assert pressed.get_attribute("aria-pressed") == "true"
+
 
 def test_stop_keeps_the_partial_answer_and_regenerate_replaces_it(pages):
     page = pages.open("anna")
