@@ -1,0 +1,228 @@
+"""The knowledge base's vocabulary (PostgreSQL full-text lexemes of searchable chunks) and the
+terms of a question measured against it."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import uuid
+
+import pytest
+
+from knowledge import vocabulary
+from knowledge.models import Chunk, Document
+from knowledge.vocabulary import edits1, fold, question_terms, vocabulary_get
+
+pytestmark = pytest.mark.django_db
+
+BROADCAST = [
+    "BSkyB charged additional subscription fees for its high-definition service.",
+    "The Premier League broadcasting rights were awarded to Sky and Setanta Sports.",
+    "Parliament heard that a subscription to the service was too expensive.",
+]
+STEAM = [
+    "The steam engine used the pressure of steam to push a piston.",
+    "Watt improved the steam engine with a separate condenser in 1765.",
+]
+POLITICS = ["Thomas de Maizière served as Federal Minister of the Interior."]
+
+
+def document_with_chunks(
+    title: str,
+    texts: list[str],
+    *,
+    enabled: bool = True,
+    status: str = Document.Status.READY,
+) -> Document:
+    document = Document.objects.create(
+        title=title,
+        source=f"test:{uuid.uuid4().hex}",
+        media_type="text/plain",
+        status=status,
+        enabled=enabled,
+    )
+    Chunk.objects.bulk_create(
+        Chunk(
+            document=document,
+            index=i,
+            text=text,
+            text_hash=hashlib.sha256(text.encode()).hexdigest(),
+        )
+        for i, text in enumerate(texts)
+    )
+    return document
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    vocabulary.vocabulary_forget()
+    yield
+    vocabulary.vocabulary_forget()
+
+
+def terms_by_token(question: str) -> dict[str, vocabulary.QuestionTerm]:
+    return {term.token: term for term in question_terms(question).terms}
+
+
+def test_vocabulary_holds_the_stemmed_lexemes_of_searchable_chunks_with_their_frequency():
+    document_with_chunks("Broadcast", BROADCAST)
+    document_with_chunks("Steam", STEAM)
+
+    vocab = vocabulary_get()
+
+    assert vocab.chunk_count == 5
+    assert vocab.frequency("steam") == 2  # in both steam chunks (counted once per chunk)
+    assert vocab.frequency("subscript") == 2  # "subscription", stemmed as the FTS stems it
+    assert vocab.knows("servic") and vocab.knows("premier")
+    assert not vocab.knows("the")  # stop words are not lexemes
+    assert vocab.idf("steam") == pytest.approx(math.log(6 / 2.5))
+    assert vocab.idf("fresno") == pytest.approx(vocab.max_idf) == pytest.approx(math.log(6 / 0.5))
+
+
+def test_disabled_and_unready_documents_are_not_part_of_the_vocabulary():
+    document_with_chunks("Steam", STEAM)
+    document_with_chunks("Broadcast", BROADCAST, enabled=False)
+    document_with_chunks("Politics", POLITICS, status=Document.Status.PROCESSING)
+
+    vocab = vocabulary_get()
+
+    assert vocab.chunk_count == 2
+    assert vocab.knows("piston")
+    assert not vocab.knows("bskyb") and not vocab.knows("minist")
+
+
+def test_the_cached_vocabulary_is_reused_until_the_knowledge_base_changes(
+    django_assert_num_queries,
+):
+    steam = document_with_chunks("Steam", STEAM)
+    first = vocabulary_get()
+    with django_assert_num_queries(1):  # the fingerprint only
+        assert vocabulary_get() is first
+
+    broadcast = document_with_chunks("Broadcast", BROADCAST)
+    added = vocabulary_get()
+    assert added is not first and added.knows("bskyb") and added.chunk_count == 5
+
+    Document.objects.filter(pk=broadcast.pk).update(enabled=False)  # no save(), no updated_at
+    disabled = vocabulary_get()
+    assert not disabled.knows("bskyb") and disabled.chunk_count == 2
+
+    # Re-ingesting replaces the chunks: new rows, new ids.
+    steam.chunks.all().delete()
+    Chunk.objects.create(
+        document=steam, index=0, text="A locomotive pulled the train.", text_hash="x"
+    )
+    replaced = vocabulary_get()
+    assert replaced.knows("locomot") and not replaced.knows("piston")
+
+    steam.delete()
+    assert vocabulary_get().chunk_count == 0
+
+
+def test_question_terms_are_parsed_and_stemmed_like_the_full_text_search():
+    document_with_chunks("Broadcast", BROADCAST)
+
+    terms = question_terms("Which services did BSkyB charge subscriptions for?")
+
+    assert [term.lexeme for term in terms.terms] == ["servic", "bskyb", "charg", "subscript"]
+    assert all(term.known for term in terms.terms)
+    assert terms.unknown == [] and terms.unknown_share == 0.0
+
+
+def test_a_misspelt_known_word_is_excused_as_a_typo_of_it():
+    document_with_chunks("Broadcast", BROADCAST)
+
+    terms = question_terms("What additional srevice did the UK parliment hear about?")
+    by_token = {term.token: term for term in terms.terms}
+
+    assert by_token["srevice"].near == "servic" and by_token["srevice"].typo
+    assert by_token["parliment"].near == "parliament" and by_token["parliment"].typo
+    assert {term.token for term in terms.near_known} == {"srevice", "parliment"}
+    assert "srevice" not in {term.token for term in terms.unknown}
+
+
+def test_an_english_word_the_knowledge_base_lacks_is_unknown_even_one_letter_from_a_known_one():
+    document_with_chunks("Broadcast", BROADCAST)  # holds "heard" → "heard", not "hear"
+    document_with_chunks("Steam", ["The new engine brought higher pressure."])
+
+    by_token = terms_by_token("How long did the drought last?")
+
+    drought = by_token["drought"]
+    assert drought.near == "brought"  # one edit away...
+    assert drought.word_pieces == 1 and not drought.typo  # ...but a real word, not a typo
+    assert not drought.specific  # lower case, one piece: a common word
+
+
+def test_names_and_jargon_the_knowledge_base_lacks_are_unknown_and_specific():
+    document_with_chunks("Broadcast", BROADCAST)
+
+    terms = question_terms("Which company provides train service in Fresno to ctenophora?")
+
+    specific = {term.token for term in terms.unknown_specific}
+    assert specific == {"Fresno", "ctenophora"}
+    assert {term.token for term in terms.unknown} == {"company", "provides", "train"} | specific
+    # "service" is known, everything else unknown: the share is the unknown terms' IDF weight.
+    assert 0.8 < terms.unknown_share < 1.0
+
+
+def test_capitals_count_only_in_ordinary_sentence_case():
+    document_with_chunks("Broadcast", BROADCAST)
+
+    shouted = question_terms("WHICH COMPANY PROVIDES TRAIN SERVICE IN FRESNO")
+    titled = question_terms("Which Company Provides Train Service In Fresno")
+    normal = question_terms("Which company provides train service in Fresno")
+
+    assert not any(term.capitalized for term in shouted.terms)
+    assert not any(term.capitalized for term in titled.terms)
+    assert [term.token for term in normal.terms if term.capitalized] == ["Fresno"]
+
+
+def test_the_first_word_is_not_taken_for_a_name():
+    document_with_chunks("Broadcast", BROADCAST)
+
+    assert not terms_by_token("Company rules about trains?")["Company"].capitalized
+
+
+def test_numbers_and_hyphenated_compounds_are_not_counted_as_unknown():
+    document_with_chunks("Steam", STEAM)
+
+    terms = question_terms("Was the steam-powered engine improved in 1851-1860 or 10000 times?")
+
+    assert "steam-pow" not in {term.lexeme for term in terms.terms}  # parts count instead
+    assert {"steam", "power", "engin"} <= {term.lexeme for term in terms.terms}
+    assert {term.token for term in terms.terms if term.numeric} >= {"1851", "10000"}
+    assert all(not term.numeric for term in terms.unknown)
+
+
+def test_accents_are_folded_on_both_sides():
+    document_with_chunks("Politics", POLITICS)
+
+    maiziere = terms_by_token("What did Thomas de Maiziere serve as?")["Maiziere"]
+
+    assert maiziere.known and maiziere.frequency == 1
+    assert fold("Maizière") == "maiziere"
+
+
+def test_short_unknown_words_are_never_excused_as_typos():
+    document_with_chunks("Steam", STEAM)
+
+    assert vocabulary_get().nearest("wat") is None  # "watt" is one edit away, but too short
+    assert vocabulary_get().nearest("pistn") == "piston"
+
+
+def test_edits1_gives_every_single_damerau_edit():
+    edits = set(edits1("abc"))
+
+    assert {"bc", "ac", "ab"} <= edits  # deletions
+    assert {"bac", "acb"} <= edits  # transpositions
+    assert {"xbc", "axc", "abx"} <= edits  # substitutions
+    assert {"xabc", "abxc", "abcx"} <= edits  # insertions
+    assert "abc" not in edits and "cab" not in edits
+
+
+def test_an_empty_knowledge_base_knows_nothing():
+    terms = question_terms("What is the refund policy?")
+
+    assert vocabulary_get().chunk_count == 0
+    assert [term.known for term in terms.terms] == [False, False]
+    assert terms.unknown_share == 1.0
