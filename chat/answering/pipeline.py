@@ -197,6 +197,58 @@ def _document_ids_validate(values: Sequence[int] | None) -> list[int] | None:
     return sorted(set(values))
 
 
+# --- Database steps (each one round trip, run through database_sync_to_async) --------------------
+def _exchange_prepare(
+    *,
+    user: AbstractBaseUser,
+    message_id: uuid.UUID,
+    question: str | None,
+    conversation_id: uuid.UUID | None,
+    is_private: bool,
+    top_k: int | None,
+    document_ids: list[int] | None,
+    regenerate: bool,
+) -> tuple[int, float, services.ExchangeClaim | services.ExchangeExisting]:
+    """Check the document filter, read the settings and store (or find) the exchange:
+    (top_k, evidence threshold, the claim or the earlier exchange)."""
+    if document_ids:
+        unknown = selectors.unknown_document_ids(document_ids)
+        if unknown:
+            raise AnswerError.validation(
+                "document_ids", f"Unknown document ids: {', '.join(map(str, unknown))}."
+            )
+    chat_settings = chat_settings_get()
+    top_k = top_k or chat_settings.default_top_k
+    threshold = evidence_threshold(chat_settings)
+    mode = Message.Mode.EXTRACTIVE
+    if regenerate:
+        begun = services.exchange_regenerate(
+            user=user, message_id=message_id, mode=mode, top_k=top_k
+        )
+    else:
+        begun = services.exchange_begin(
+            user=user,
+            message_id=message_id,
+            question=question,
+            conversation_id=conversation_id,
+            is_private=is_private,
+            mode=mode,
+            top_k=top_k,
+        )
+    return top_k, threshold, begun
+
+
+def _retrieve(
+    *, question: str, top_k: int, document_ids: list[int] | None, query_vector: np.ndarray
+) -> SearchResult | None:
+    """The ranked chunks for the question; None when the knowledge base is empty."""
+    if knowledge_base_is_empty():
+        return None
+    return chunks_search(
+        query=question, top_k=top_k, document_ids=document_ids, query_vector=query_vector
+    )
+
+
 # --- The pipeline --------------------------------------------------------------------------------
 async def answer_stream(
     *,
@@ -226,32 +278,30 @@ async def answer_stream(
     top_k = _top_k_validate(options.top_k)
     supplied_vector = _embedding_validate(options.embedding)
     document_ids = _document_ids_validate(options.document_ids)
-    if document_ids:
-        unknown = await database_sync_to_async(selectors.unknown_document_ids)(document_ids)
-        if unknown:
-            raise AnswerError.validation(
-                "document_ids", f"Unknown document ids: {', '.join(map(str, unknown))}."
-            )
-    chat_settings = await database_sync_to_async(chat_settings_get)()
-    top_k = top_k or chat_settings.default_top_k
-    threshold = evidence_threshold(chat_settings)
-    mode = Message.Mode.EXTRACTIVE
-
-    if options.regenerate:
-        begun = await database_sync_to_async(services.exchange_regenerate)(
-            user=user, message_id=message_uuid, mode=mode, top_k=top_k
+    # The question is embedded (CPU, a worker thread) while the exchange is stored.
+    embedded = None
+    if supplied_vector is None and not options.regenerate:
+        embedded = asyncio.ensure_future(
+            sync_to_async(embedding.embed_query, thread_sensitive=False)(question)
         )
-    else:
-        begun = await database_sync_to_async(services.exchange_begin)(
+    try:
+        top_k, threshold, begun = await database_sync_to_async(_exchange_prepare)(
             user=user,
             message_id=message_uuid,
             question=question,
             conversation_id=conversation_uuid,
             is_private=is_private,
-            mode=mode,
             top_k=top_k,
+            document_ids=document_ids,
+            regenerate=options.regenerate,
         )
+    except BaseException:
+        if embedded is not None:
+            embedded.cancel()
+        raise
     if isinstance(begun, services.ExchangeExisting):
+        if embedded is not None:
+            embedded.cancel()
         stored = await _stored_answer_wait(begun)
         for event in stored_answer_events(stored):
             yield exchange.event(event.type, event.data)
@@ -272,19 +322,21 @@ async def answer_stream(
     status = Message.Status.STREAMING
     try:
         refusal: Refusal | None = None
-        result: SearchResult | None = None
         retrieval_started = time.perf_counter()
-        if await database_sync_to_async(knowledge_base_is_empty)():
+        if supplied_vector is not None:
+            vector, truncated = supplied_vector, False
+        elif embedded is not None:
+            vector, truncated = await embedded
+        else:
+            vector, truncated = await sync_to_async(embedding.embed_query, thread_sensitive=False)(
+                question
+            )
+        result = await database_sync_to_async(_retrieve)(
+            question=question, top_k=top_k, document_ids=document_ids, query_vector=vector
+        )
+        if result is None:
             refusal = EMPTY_KB_REFUSAL
         else:
-            vector, truncated = supplied_vector, False
-            if vector is None:
-                vector, truncated = await sync_to_async(
-                    embedding.embed_query, thread_sensitive=False
-                )(question)
-            result = await database_sync_to_async(chunks_search)(
-                query=question, top_k=top_k, document_ids=document_ids, query_vector=vector
-            )
             exchange.best_similarity = result.best_similarity
             if truncated:
                 exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)

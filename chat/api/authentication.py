@@ -3,7 +3,6 @@ and the browser session (CSRF-checked), for DRF views and the async streaming vi
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
@@ -42,24 +41,26 @@ def _csrf_failure(request: HttpRequest) -> str | None:
     return check.process_view(request, None, (), {})
 
 
-async def request_user(request: HttpRequest) -> AbstractBaseUser:
+def request_user(request: HttpRequest) -> AbstractBaseUser:
     """The active user of a request to an async API view: token first, then the session
     (whose unsafe requests must carry the CSRF token, as in DRF's SessionAuthentication).
+    Synchronous (database): async views call it through `database_sync_to_async`.
 
-    Raises AnswerError: unauthorized (401) without valid credentials.
+    Raises AnswerError: unauthorized (401) without valid credentials, forbidden (403) on a
+    CSRF failure.
     """
     header = request.headers.get("Authorization", "").split()
     if header and header[0].lower() in KEYWORDS:
         if len(header) != 2:
             raise AnswerError("unauthorized", "Invalid token header.")
-        token = await Token.objects.select_related("user").filter(key=header[1]).afirst()
+        token = Token.objects.select_related("user").filter(key=header[1]).first()
         if token is None or not token.user.is_active:
             raise AnswerError("unauthorized", "Invalid token.")
         return token.user
-    user = await request.auser()
+    user = request.user
     if not user.is_authenticated or not user.is_active:
         raise AnswerError("unauthorized", "Authentication credentials were not provided.")
-    reason = await sync_to_async(_csrf_failure)(request)
+    reason = _csrf_failure(request)
     if reason:
         raise AnswerError("forbidden", f"CSRF Failed: {reason}")
     return user

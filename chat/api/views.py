@@ -14,6 +14,7 @@ from contextlib import aclosing
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
@@ -68,6 +69,15 @@ async def _sse(head: list[Event], stream: AsyncIterator[Event]) -> AsyncIterator
             yield sse_frame(event)
 
 
+def _admit(request: HttpRequest) -> tuple[AbstractBaseUser, int | None]:
+    """The staff user of the request and, counting this request, the seconds to wait when
+    over the rate limit (one database round trip for both)."""
+    user = request_user(request)
+    if not user.is_staff:
+        raise AnswerError.forbidden("The API is for staff only.")
+    return user, chat_rate_limited(user)
+
+
 @csrf_exempt
 async def chat_api(request: HttpRequest) -> HttpResponse:
     """POST /api/chat: see ChatApiSchema.post for the contract."""
@@ -79,12 +89,9 @@ async def chat_api(request: HttpRequest) -> HttpResponse:
             headers={"Allow": "POST"},
         )
     try:
-        user = await request_user(request)
-        if not user.is_staff:
-            raise AnswerError.forbidden("The API is for staff only.")
+        user, retry_after = await database_sync_to_async(_admit)(request)
     except AnswerError as error:
         return answer_error_response(error)
-    retry_after = await database_sync_to_async(chat_rate_limited)(user)
     if retry_after is not None:
         return error_response(
             "rate-limited",
