@@ -81,12 +81,18 @@ class Command(BaseCommand):
             counts[outcome.action] += 1
         written = sum(o.chunks for o in outcomes if o.action in {"new", "updated"})
         rate = written / seconds if seconds > 0 else 0.0
-        verb = "Would ingest" if dry_run else "Ingested"
-        line = (
-            f"{verb} {len(outcomes)} file(s) in {seconds:.1f} s: {counts['new']} new, "
-            f"{counts['updated']} updated, {counts['unchanged']} unchanged, "
-            f"{counts['failed']} failed; {written} chunks ({rate:.1f} chunks/s)."
-        )
+        if dry_run:
+            line = (
+                f"Would ingest {len(outcomes)} file(s): {counts['new']} new, "
+                f"{counts['updated']} updated, {counts['unchanged']} unchanged, "
+                f"{counts['failed']} failed; {written} chunks."
+            )
+        else:
+            line = (
+                f"Ingested {len(outcomes)} file(s) in {seconds:.1f} s: {counts['new']} new, "
+                f"{counts['updated']} updated, {counts['unchanged']} unchanged, "
+                f"{counts['failed']} failed; {written} chunks ({rate:.1f} chunks/s)."
+            )
         if skipped:
             line += f" Skipped {skipped} file(s) of unsupported types."
         if dry_run:
