@@ -93,27 +93,35 @@ _context_cache: dict[str, tuple[str, int]] = {}
 def _contexts(sections: Iterable[str | None]) -> dict[str | None, tuple[str, int]]:
     """(context, its word pieces without special tokens) per section, measured in one
     batched tokenizer call for the sections not seen before."""
-    sections = set(sections)
-    todo = [s for s in sections if s and s not in _context_cache]
-    if todo:
-        if len(_context_cache) > 10_000:
-            _context_cache.clear()
-        candidates = [
-            (section, SECTION_SEPARATOR.join(parts[i:]))
-            for section in todo
-            for parts in [section.split(SECTION_SEPARATOR)]
-            for i in range(len(parts))
-        ]
-        counts = embedding.token_counts([candidate for _, candidate in candidates])
-        for (section, candidate), count in zip(candidates, counts, strict=True):
-            if section not in _context_cache and count - SPECIAL_TOKENS <= CONTEXT_MAX_TOKENS:
-                _context_cache[section] = (candidate, count - SPECIAL_TOKENS)
-        for section in todo:
-            if section not in _context_cache:  # even the innermost heading is too long
-                innermost = section.split(SECTION_SEPARATOR)[-1]
-                cut, _ = embedding.truncate_to_limit(innermost, CONTEXT_MAX_TOKENS + SPECIAL_TOKENS)
-                _context_cache[section] = (cut, embedding.token_count(cut) - SPECIAL_TOKENS)
-    return {s: _context_cache[s] if s else ("", 0) for s in sections}
+    found: dict[str | None, tuple[str, int]] = {}
+    todo: list[str] = []
+    for section in set(sections):
+        cached = _context_cache.get(section) if section else ("", 0)
+        if cached is None:
+            todo.append(section)
+        else:
+            found[section] = cached
+    if not todo:
+        return found
+    candidates = [
+        (section, SECTION_SEPARATOR.join(parts[i:]))
+        for section in todo
+        for parts in [section.split(SECTION_SEPARATOR)]
+        for i in range(len(parts))
+    ]
+    counts = embedding.token_counts([candidate for _, candidate in candidates])
+    for (section, candidate), count in zip(candidates, counts, strict=True):
+        if section not in found and count - SPECIAL_TOKENS <= CONTEXT_MAX_TOKENS:
+            found[section] = (candidate, count - SPECIAL_TOKENS)
+    for section in todo:
+        if section not in found:  # even the innermost heading is too long: cut it
+            innermost = section.split(SECTION_SEPARATOR)[-1]
+            cut, _ = embedding.truncate_to_limit(innermost, CONTEXT_MAX_TOKENS + SPECIAL_TOKENS)
+            found[section] = (cut, embedding.token_count(cut) - SPECIAL_TOKENS)
+    if len(_context_cache) > 10_000:
+        _context_cache.clear()
+    _context_cache.update((section, found[section]) for section in todo)
+    return found
 
 
 def chunks_build(
