@@ -295,18 +295,20 @@ def retrieval_measure(
     questions: Sequence[str], vectors: np.ndarray, *, progress: Progress | None = None
 ) -> RetrievalTimings:
     """Time chunks_search (hybrid, top_k 5) for each question, once with its precomputed
-    vector and once embedding the question, after a few unmeasured warm-up searches."""
+    vector and once embedding the question (which of the two goes first alternates, so that
+    neither always finds the other's pages cached), after a few unmeasured warm-up searches."""
     for question, vector in list(zip(questions, vectors, strict=True))[:3]:
         chunks_search(query=question, top_k=RETRIEVAL_TOP_K, query_vector=vector)
         chunks_search(query=question, top_k=RETRIEVAL_TOP_K)
     search_ms, with_embedding_ms = [], []
-    for question, vector in zip(questions, vectors, strict=True):
-        started = time.perf_counter()
-        chunks_search(query=question, top_k=RETRIEVAL_TOP_K, query_vector=vector)
-        middle = time.perf_counter()
-        chunks_search(query=question, top_k=RETRIEVAL_TOP_K)
-        search_ms.append((middle - started) * 1000)
-        with_embedding_ms.append((time.perf_counter() - middle) * 1000)
+    for i, (question, vector) in enumerate(zip(questions, vectors, strict=True)):
+        for given in (True, False) if i % 2 == 0 else (False, True):
+            started = time.perf_counter()
+            chunks_search(
+                query=question, top_k=RETRIEVAL_TOP_K, query_vector=vector if given else None
+            )
+            elapsed = (time.perf_counter() - started) * 1000
+            (search_ms if given else with_embedding_ms).append(elapsed)
         if progress:
             progress(1)
     return RetrievalTimings(search_ms=search_ms, with_embedding_ms=with_embedding_ms)

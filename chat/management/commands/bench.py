@@ -94,6 +94,12 @@ class Command(BaseCommand):
             raise CommandError(f"Ingestion failed: {exc}") from exc
         except (ServerError, ClientError) as exc:
             raise CommandError(f"The server benchmark failed: {exc}") from exc
+        except KeyboardInterrupt:
+            self.stderr.write(
+                "\nInterrupted: the benchmark server (if started) was stopped and the throwaway "
+                "database dropped."
+            )
+            raise SystemExit(130) from None
 
         self.stdout.write(report_text(figures))
         if figures.get("errors"):
