@@ -22,11 +22,12 @@ from contextlib import ExitStack, contextmanager, redirect_stdout
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from django.contrib.auth import get_user_model
 from tqdm import tqdm
 
 from chat.benchmark import clients as bench_clients
-from chat.benchmark.conversation import PAIRS, conversation_build
+from chat.benchmark.conversation import PAIRS, LongConversation, conversation_build
 from chat.benchmark.corpus import (
     NOISE_SIGMA,
     RETRIEVAL_TOP_K,
@@ -35,7 +36,7 @@ from chat.benchmark.corpus import (
     question_vectors,
     retrieval_measure,
 )
-from chat.benchmark.server import database_sessions_end, server_running
+from chat.benchmark.server import RunningServer, database_sessions_end, server_running
 from chat.benchmark.stats import latency_summary
 from chat.evaluation.dataset import Dataset
 from chat.evaluation.isolated import database_url, isolated_database
@@ -108,53 +109,14 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
             "questions": options.questions,
         }
         say(f"Ingesting {len(dataset.documents)} documents of {dataset.name}…")
-        ingest = ingest_measure(dataset)
-        figures["ingest"] = {
-            "documents": ingest.documents,
-            "chunks": ingest.chunks,
-            "seconds": round(ingest.seconds, 2),
-            "chunks_per_s": round(ingest.chunks_per_s, 1),
-            "raw_embed_seconds": round(ingest.raw_seconds, 2),
-            "raw_embed_chunks_per_s": round(ingest.raw_chunks_per_s, 1),
-            "ratio": round(ingest.ratio, 3),
-        }
+        figures["ingest"] = _ingest_step(dataset)
 
         sample = questions_sample(dataset, options.questions)
         vectors = question_vectors(sample)
         corpus = SyntheticCorpus()
-        figures["corpus"] = {
-            "real_chunks": corpus.real,
-            "synthetic": (
-                f"real chunk texts with a number token appended; real embeddings + Gaussian "
-                f"noise sigma={NOISE_SIGMA}, renormalised; bulk-loaded with COPY, HNSW and GIN "
-                f"indexes dropped during the load and rebuilt after"
-            ),
-            "sizes": {},
-        }
-        figures["retrieval_ms"] = {}
-        for size in options.sizes:
-            with _bar(max(0, size - corpus.size), f"corpus → {size:,} chunks", "chunk") as bar:
-                grown = corpus.grow_to(size, progress=bar.update)
-            figures["corpus"]["sizes"][str(size)] = {
-                "chunks": grown.chunks,
-                "synthetic_chunks": grown.synthetic,
-                "added": grown.added,
-                "load_s": round(grown.load_seconds, 1),
-                "index_rebuild_s": round(grown.index_seconds, 1),
-            }
-            with _bar(len(sample), f"retrieval at {grown.chunks:,} chunks", "q") as bar:
-                timings = retrieval_measure(sample, vectors, progress=bar.update)
-            plain = latency_summary(timings.search_ms)
-            embedded = latency_summary(timings.with_embedding_ms)
-            figures["retrieval_ms"][str(size)] = {
-                "p50": plain["p50"],
-                "p95": plain["p95"],
-                "p50_with_embedding": embedded["p50"],
-                "p95_with_embedding": embedded["p95"],
-                "chunks": grown.chunks,
-                "questions": len(sample),
-                "top_k": RETRIEVAL_TOP_K,
-            }
+        figures["corpus"], figures["retrieval_ms"] = _retrieval_steps(
+            corpus, options.sizes, sample, vectors
+        )
 
         clients = bench_clients.clients_create(max(options.concurrency) + 1)
         owner = get_user_model().objects.get(username=clients[0].username)
@@ -162,45 +124,122 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
             conversation = conversation_build(
                 user=owner, questions=sample, vectors=vectors, progress=bar.update
             )
-        loads = min(CONVERSATION_LOADS_MAX, max(CONVERSATION_LOADS_MIN, options.questions))
-        try:
-            with server_running(
-                database_url=database_url(), env={"CHAT_RATE_LIMIT": SERVER_RATE_LIMIT}
-            ) as server:
-                figures["server"] = {
-                    "address": server.http_url,
-                    "corpus_chunks": corpus.size,
-                    "users": "one per client",
-                    "rate_limit": f"CHAT_RATE_LIMIT={SERVER_RATE_LIMIT} in the server's "
-                    "environment (checked on every request, never reached)",
-                }
-                say(f"Server (daphne) up at {server.http_url}, pid {server.process.pid}.")
-                asyncio.run(
-                    _server_measure(
-                        server,
-                        figures,
-                        clients=clients,
-                        sample=sample,
-                        options=options,
-                        conversation=conversation,
-                        loads=loads,
-                    )
+        figures.update(
+            _server_step(
+                corpus_size=corpus.size,
+                clients=clients,
+                sample=sample,
+                options=options,
+                conversation=conversation,
+                say=say,
+            )
+        )
+    return figures
+
+
+def _ingest_step(dataset: Dataset) -> dict[str, Any]:
+    ingest = ingest_measure(dataset)
+    return {
+        "documents": ingest.documents,
+        "chunks": ingest.chunks,
+        "seconds": round(ingest.seconds, 2),
+        "chunks_per_s": round(ingest.chunks_per_s, 1),
+        "raw_embed_seconds": round(ingest.raw_seconds, 2),
+        "raw_embed_chunks_per_s": round(ingest.raw_chunks_per_s, 1),
+        "ratio": round(ingest.ratio, 3),
+    }
+
+
+def _retrieval_steps(
+    corpus: SyntheticCorpus, sizes: Sequence[int], sample: list[str], vectors: np.ndarray
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Grow the corpus to each size in turn and time retrieval there: (corpus, retrieval)."""
+    described: dict[str, Any] = {
+        "real_chunks": corpus.real,
+        "synthetic": (
+            f"real chunk texts with a number token appended; real embeddings + Gaussian "
+            f"noise sigma={NOISE_SIGMA}, renormalised; bulk-loaded with COPY, HNSW and GIN "
+            f"indexes dropped during the load and rebuilt after"
+        ),
+        "sizes": {},
+    }
+    retrieval: dict[str, Any] = {}
+    for size in sizes:
+        with _bar(max(0, size - corpus.size), f"corpus → {size:,} chunks", "chunk") as bar:
+            grown = corpus.grow_to(size, progress=bar.update)
+        described["sizes"][str(size)] = {
+            "chunks": grown.chunks,
+            "synthetic_chunks": grown.synthetic,
+            "added": grown.added,
+            "load_s": round(grown.load_seconds, 1),
+            "index_rebuild_s": round(grown.index_seconds, 1),
+        }
+        with _bar(len(sample), f"retrieval at {grown.chunks:,} chunks", "q") as bar:
+            timings = retrieval_measure(sample, vectors, progress=bar.update)
+        plain = latency_summary(timings.search_ms)
+        embedded = latency_summary(timings.with_embedding_ms)
+        retrieval[str(size)] = {
+            "p50": plain["p50"],
+            "p95": plain["p95"],
+            "p50_with_embedding": embedded["p50"],
+            "p95_with_embedding": embedded["p95"],
+            "chunks": grown.chunks,
+            "questions": len(sample),
+            "top_k": RETRIEVAL_TOP_K,
+        }
+    return described, retrieval
+
+
+def _server_step(
+    *,
+    corpus_size: int,
+    clients: list[bench_clients.Client],
+    sample: list[str],
+    options: BenchOptions,
+    conversation: LongConversation,
+    say: Say,
+) -> dict[str, Any]:
+    """Start the server on the current database, measure against it, always stop it."""
+    figures: dict[str, Any] = {}
+    loads = min(CONVERSATION_LOADS_MAX, max(CONVERSATION_LOADS_MIN, options.questions))
+    try:
+        with server_running(
+            database_url=database_url(), env={"CHAT_RATE_LIMIT": SERVER_RATE_LIMIT}
+        ) as server:
+            figures["server"] = {
+                "address": server.http_url,
+                "corpus_chunks": corpus_size,
+                "users": "one per client",
+                "rate_limit": f"CHAT_RATE_LIMIT={SERVER_RATE_LIMIT} in the server's "
+                "environment (checked on every request, never reached)",
+            }
+            say(f"Server (daphne) up at {server.http_url}, pid {server.process.pid}.")
+            asyncio.run(
+                _server_measure(
+                    server,
+                    figures,
+                    clients=clients,
+                    sample=sample,
+                    options=options,
+                    conversation=conversation,
+                    loads=loads,
                 )
-                server.check_alive()
-                figures["server_peak_rss_mb"] = server.peak_rss_mb()
-        finally:
-            database_sessions_end()
+            )
+            server.check_alive()
+            figures["server_peak_rss_mb"] = server.peak_rss_mb()
+    finally:
+        database_sessions_end()  # so that the throwaway database can be dropped
     return figures
 
 
 async def _server_measure(
-    server,
+    server: RunningServer,
     figures: dict[str, Any],
     *,
     clients: list[bench_clients.Client],
     sample: list[str],
     options: BenchOptions,
-    conversation,
+    conversation: LongConversation,
     loads: int,
 ) -> None:
     # Warm-up (not measured): the first answer loads the server's model.

@@ -171,3 +171,19 @@ def test_bench_refuses_bad_options_with_a_clear_error(arguments, message):
     with pytest.raises(CommandError) as error:
         call_command("bench", *arguments)
     assert message in str(error.value)
+
+
+def test_questions_are_spread_over_the_dataset_and_shared_by_the_clients(tiny_dataset):
+    from chat.benchmark.run import questions_per_client, questions_sample
+    from chat.evaluation.dataset import dataset_load
+
+    dataset = dataset_load(tiny_dataset)
+    assert questions_sample(dataset, 2) == [QUESTIONS[0]["question"], QUESTIONS[1]["question"]]
+    # More than the file holds: the file is repeated.
+    assert questions_sample(dataset, 4)[3] == QUESTIONS[0]["question"]
+
+    sample = ["a", "b", "c", "d", "e"]
+    assert questions_per_client(sample, 1) == [sample]
+    assert questions_per_client(sample, 2) == [["a", "b", "c"], ["d", "e", "a"]]
+    # More clients than questions: each still asks one.
+    assert questions_per_client(["a", "b"], 3) == [["a"], ["b"], ["a"]]
