@@ -32,9 +32,11 @@ the measurements in chat/answering/evidence_signals.py).
 
 from __future__ import annotations
 
+import logging
 import math
 import string
 import threading
+import time
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -44,6 +46,8 @@ from django.db import connection
 from knowledge import embedding
 from knowledge.models import Document
 
+logger = logging.getLogger(__name__)
+
 TYPO_MIN_LENGTH = 4  # shorter lexemes are too easily one edit from an unrelated word
 # PostgreSQL's parser aliases: compounds are also emitted part by part (the parts are what
 # count); numbers of every kind are flagged numeric.
@@ -52,11 +56,9 @@ NUMERIC_ALIASES = frozenset({"int", "uint", "float", "sfloat", "version", "scien
 _EDIT_LETTERS = string.ascii_lowercase + string.digits
 
 _FINGERPRINT_SQL = """
-    SELECT
-        (SELECT count(*) FROM knowledge_document WHERE enabled AND status = %(ready)s),
-        (SELECT coalesce(sum(id), 0) FROM knowledge_document WHERE enabled AND status = %(ready)s),
-        (SELECT max(updated_at) FROM knowledge_document WHERE enabled AND status = %(ready)s),
-        (SELECT coalesce(max(id), 0) FROM knowledge_chunk)
+    SELECT count(*), coalesce(sum(id), 0), max(updated_at),
+           (SELECT coalesce(max(id), 0) FROM knowledge_chunk)
+    FROM knowledge_document WHERE enabled AND status = %s
 """
 _SEARCHABLE_VECTORS_SQL = (
     "SELECT c.search_vector FROM knowledge_chunk c "
@@ -188,16 +190,27 @@ class QuestionTerms:
 
 
 # --- The cached vocabulary -------------------------------------------------------------------
+RECHECK_SECONDS = 2.0  # how long a process trusts its vocabulary before reading the fingerprint
+
+
+@dataclass
+class _Cache:
+    vocabulary: Vocabulary | None = None
+    checked_at: float = 0.0  # time.monotonic() of the last fingerprint read that matched
+    rebuilding: bool = False
+
+
 _lock = threading.Lock()
-_cached: Vocabulary | None = None
+_cache = _Cache()
 
 
 def knowledge_base_fingerprint() -> tuple:
-    """Changes whenever the searchable chunks may have changed (one cheap round trip)."""
+    """Changes whenever the searchable chunks may have changed (one cheap round trip): a
+    document added, deleted, disabled, enabled or saved, or chunks written."""
     with connection.cursor() as cursor:
-        cursor.execute(_FINGERPRINT_SQL, {"ready": Document.Status.READY})
+        cursor.execute(_FINGERPRINT_SQL, [Document.Status.READY])
         count, id_sum, updated, max_chunk = cursor.fetchone()
-    return (connection.alias, connection.settings_dict["NAME"], count, id_sum, updated, max_chunk)
+    return (connection.settings_dict["NAME"], count, id_sum, updated, max_chunk)
 
 
 def vocabulary_build(fingerprint: tuple | None = None) -> Vocabulary:
@@ -214,7 +227,7 @@ def vocabulary_build(fingerprint: tuple | None = None) -> Vocabulary:
         rows = cursor.fetchall()
     frequency: dict[str, int] = {}
     for word, ndoc in rows:
-        key = fold(word)
+        key = word if word.isascii() else fold(word)
         # Two spellings that fold together ("maizière", "maiziere") may share chunks: the sum
         # can overcount, never exceed the chunk count.
         frequency[key] = min(frequency.get(key, 0) + ndoc, chunk_count)
@@ -223,25 +236,58 @@ def vocabulary_build(fingerprint: tuple | None = None) -> Vocabulary:
     )
 
 
-def vocabulary_get() -> Vocabulary:
-    """The current vocabulary: the cached one while the knowledge base is unchanged."""
-    global _cached
+def vocabulary_get(*, wait: bool = False) -> Vocabulary:
+    """The knowledge base's current vocabulary, from the process cache.
+
+    The fingerprint is read at most every RECHECK_SECONDS. When it changed, the first caller
+    rebuilds: synchronously if the process has no vocabulary of this database yet (or `wait`),
+    otherwise in a background thread while callers keep the previous vocabulary — a rebuild
+    reads every lexeme (seconds at 100k chunks) and must not stall questions during ingestion.
+    """
+    now = time.monotonic()
+    database = connection.settings_dict["NAME"]
+    cached = _cache.vocabulary
+    usable = cached is not None and cached.fingerprint[0] == database
+    if usable and not wait and now - _cache.checked_at < RECHECK_SECONDS:
+        return cached
     fingerprint = knowledge_base_fingerprint()
-    cached = _cached
-    if cached is not None and cached.fingerprint == fingerprint:
+    if usable and cached.fingerprint == fingerprint:
+        _cache.checked_at = now
+        return cached
+    if usable and not wait:
+        with _lock:
+            start = not _cache.rebuilding
+            _cache.rebuilding = True
+        if start:
+            threading.Thread(
+                target=_rebuild_in_background, name="vocabulary-rebuild", daemon=True
+            ).start()
         return cached
     with _lock:
-        if _cached is not None and _cached.fingerprint == fingerprint:
-            return _cached
-        _cached = vocabulary_build(fingerprint)
-        return _cached
+        current = _cache.vocabulary
+        if current is not None and current.fingerprint == fingerprint:
+            return current  # built by another thread while this one waited
+        vocabulary = vocabulary_build(fingerprint)
+        _cache.vocabulary, _cache.checked_at = vocabulary, time.monotonic()
+        return vocabulary
+
+
+def _rebuild_in_background() -> None:
+    try:
+        with _lock:
+            vocabulary = vocabulary_build()
+            _cache.vocabulary, _cache.checked_at = vocabulary, time.monotonic()
+    except Exception:  # the next question tries again; answering never depends on it
+        logger.exception("Rebuilding the knowledge base vocabulary failed")
+    finally:
+        _cache.rebuilding = False
+        connection.close()  # this thread's own connection
 
 
 def vocabulary_forget() -> None:
     """Drop the cached vocabulary (tests; the fingerprint makes it unnecessary otherwise)."""
-    global _cached
     with _lock:
-        _cached = None
+        _cache.vocabulary, _cache.checked_at = None, 0.0
 
 
 # --- Question terms --------------------------------------------------------------------------
