@@ -284,8 +284,8 @@ async def answer_stream(
         embedded = asyncio.ensure_future(
             sync_to_async(embedding.embed_query, thread_sensitive=False)(question)
         )
-    try:
-        top_k, threshold, begun = await database_sync_to_async(_exchange_prepare)(
+    prepare = asyncio.ensure_future(
+        database_sync_to_async(_exchange_prepare)(
             user=user,
             message_id=message_uuid,
             question=question,
@@ -295,9 +295,14 @@ async def answer_stream(
             document_ids=document_ids,
             regenerate=options.regenerate,
         )
-    except BaseException:
+    )
+    try:
+        top_k, threshold, begun = await asyncio.shield(prepare)
+    except BaseException as exc:
         if embedded is not None:
             embedded.cancel()
+        if isinstance(exc, asyncio.CancelledError):
+            await _release_unstarted(prepare)
         raise
     if isinstance(begun, services.ExchangeExisting):
         if embedded is not None:
@@ -437,6 +442,19 @@ async def answer_stream(
             status=status,
             citations=cited,
             replayed=False,
+        )
+
+
+async def _release_unstarted(prepare: asyncio.Future) -> None:
+    """Cancelled while the exchange was being stored: once the store is done, an answer it
+    claimed is marked interrupted (empty) instead of being left `streaming`."""
+    try:
+        _, _, begun = await prepare
+    except BaseException:
+        return
+    if isinstance(begun, services.ExchangeClaim):
+        await database_sync_to_async(services.answer_finish)(
+            answer_id=begun.answer.pk, status=Message.Status.INTERRUPTED, content=""
         )
 
 

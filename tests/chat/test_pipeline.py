@@ -399,6 +399,29 @@ async def test_cancelling_the_consumer_mid_stream_stores_the_partial_answer_as_i
     assert await answer.citations.acount() == 0  # no marker was sent yet
 
 
+async def test_cancelling_before_the_first_event_leaves_no_answer_streaming(
+    policies_kb, staff_user
+):
+    message_id = uuid.uuid4()
+
+    async def consume():
+        async for _event in answer_stream(
+            user=staff_user, question=LEAVE_QUESTION, message_id=message_id
+        ):
+            pass
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0)  # the exchange is being stored
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    answer = await sync_to_async(stored)(message_id)
+    assert answer.status == Message.Status.INTERRUPTED and answer.content == ""
+    # A retry now gets the stored (empty, interrupted) answer at once, not a 409 later.
+    replay = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    assert replay[-1].data["status"] == "interrupted"
+
+
 async def test_closing_the_stream_early_stores_what_was_sent_as_interrupted(
     policies_kb, staff_user
 ):
