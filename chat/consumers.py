@@ -56,6 +56,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
         self.task: asyncio.Task | None = None
         self.exchange: _Exchange | None = None
+        self.access: str | None = None
         # Accept first, then close with a code: the browser sees why and does not reconnect.
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
@@ -87,6 +88,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # --- Client messages ------------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.access is None:  # refused in connect(): the socket is closing
+            return
         try:
             payload = json.loads(text_data or "")
         except ValueError:
@@ -110,8 +113,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
             return
         if self.access == "reader":
-            await self._refuse("This conversation belongs to someone else: you can read it, "
-                               "but only its owner can ask questions in it.")  # fmt: skip
+            await self._refuse(
+                "This conversation belongs to someone else: you can read it, but only its "
+                "owner can ask questions in it."
+            )
             return
         retry_after = await database_sync_to_async(chat_rate_limited)(self.user)
         if retry_after is not None:

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.ui.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LiveServer
+from tests.live_server import daphne_server, database_url_of
+from tests.ui.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -92,6 +93,7 @@ def _five_sources_conversation(owner) -> str:
 def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Live]:
     """The live server over a small real knowledge base, and two staff users."""
     from django.contrib.auth import get_user_model
+    from django.db import connection
 
     from knowledge.services import document_ingest
 
@@ -111,17 +113,17 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Live]
             outcome = document_ingest(path=path)
             assert outcome.document is not None and outcome.action != "failed", outcome.error
         show_more = _five_sources_conversation(users["anna"])
-    server = LiveServer(
+    server = daphne_server(
+        database_url_of(connection.settings_dict),
         # A short pause between answer pieces makes the streaming visible (and stoppable).
-        env={"CHAT_STREAM_DELAY_MS": "100", "CHAT_RATE_LIMIT": "200/m"}
+        env={"CHAT_STREAM_DELAY_MS": "100", "CHAT_RATE_LIMIT": "200/m"},
     )
-    server.start()
     try:
-        with django_db_blocker.unblock():
-            warm_up(server.url, users["ben"])
-        yield Live(url=server.url, sources=sources, show_more_conversation=show_more)
+        with server as url:
+            with django_db_blocker.unblock():
+                warm_up(url, users["ben"])
+            yield Live(url=url, sources=sources, show_more_conversation=show_more)
     finally:
-        server.stop()
         with django_db_blocker.unblock():
             _cleanup(sources)
 

@@ -386,3 +386,22 @@ def test_a_fragment_request_after_the_session_ended_sends_the_page_to_login(clie
     )
     assert response.status_code == 204
     assert response["HX-Redirect"].startswith("/login/?next=")
+
+
+def test_conversation_page_queries_do_not_grow_with_its_length(staff_client, staff_user, handbook):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    chunks = chunks_of(handbook)
+
+    def queries_for(exchanges: int) -> int:
+        conversation = Conversation.objects.create(owner=staff_user, title=f"{exchanges}")
+        for i in range(exchanges):
+            exchange_create(
+                conversation, question=f"Q{i}?", answer="A [1]. B [2]. C [3].", cited=chunks[:3]
+            )
+        with CaptureQueriesContext(connection) as captured:
+            assert staff_client.get(f"/c/{conversation.pk}/").status_code == 200
+        return len(captured)
+
+    assert queries_for(6) == queries_for(1)
