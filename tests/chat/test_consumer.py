@@ -176,6 +176,21 @@ async def test_answer_streams_as_the_fragment_sequence(staff_user, leave_kb):
     assert f'data-conversation-url="/c/{conversation_id}/"' in fragments[-1]
 
 
+async def test_a_question_too_long_for_the_model_is_answered_with_a_visible_warning(
+    staff_user, leave_kb
+):
+    question = LEAVE_QUESTION + " Please explain every detail of the rules." * 60
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=send_payload(question))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    answer = await Message.objects.aget(conversation_id=conversation_id, role="assistant")
+    assert answer.warning
+    final = next(f for f in fragments if 'data-status="complete"' in f)
+    assert "alert-warning" in final and "longer than the search model can read" in final
+
+
 async def test_refusal_is_rendered_with_its_suggestions(staff_user, leave_kb):
     communicator = await socket_for(staff_user, uuid.uuid4())
     await communicator.send_to(text_data=send_payload(UNRELATED_QUESTION))
