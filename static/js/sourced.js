@@ -525,7 +525,7 @@
     updateSettingsSummary();
     if ($("#messages")) scrollToBottom();
     var highlighted = $("[data-highlighted]");
-    if (highlighted) highlighted.scrollIntoView({ block: "center" });
+    if (highlighted) highlighted.scrollIntoView({ block: "center", behavior: "instant" });
   }
 
   if (document.readyState === "loading") {

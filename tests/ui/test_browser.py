@@ -260,6 +260,19 @@ def answer_content(message_id: str) -> str:
     return Message.objects.get(pk=message_id).content
 
 
+def wait_in_view(page, element_id: str, scroller_id: str) -> None:
+    """Until the element's top is inside the visible part of its scrolling container."""
+    page.wait_for_function(
+        """([id, scroller]) => {
+          const box = document.getElementById(id).getBoundingClientRect();
+          const view = document.getElementById(scroller).getBoundingClientRect();
+          return box.top >= view.top && box.top < view.bottom;
+        }""",
+        arg=[element_id, scroller_id],
+        timeout=5_000,
+    )
+
+
 def screenshot(page, name: str, **options) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / name), **options)
@@ -346,7 +359,8 @@ def test_source_opens_the_document_view_at_the_cited_chunk(pages):
     page.wait_for_url(f"**#{chunk_anchor}")
     cited = page.locator(f"#{chunk_anchor}")
     assert cited.get_attribute("data-highlighted") is not None
-    assert cited.is_visible() and "Cited passage" in cited.inner_text()
+    assert "Cited passage" in cited.inner_text()
+    wait_in_view(page, chunk_anchor, "document-scroller")  # the page opens at the passage
     screenshot(page, "document.png")
 
 
@@ -367,14 +381,7 @@ def test_show_more_sources_and_a_badge_that_scrolls_to_a_hidden_source(pages, li
     answer.locator(".cite-badge").nth(4).click()  # [5]: behind "Show more sources"
     fifth = sources.nth(4)
     assert fifth.is_visible()
-    page.wait_for_function(
-        """(id) => {
-          const box = document.getElementById(id).getBoundingClientRect();
-          const view = document.getElementById('scroller').getBoundingClientRect();
-          return box.top >= view.top && box.bottom <= view.bottom;
-        }""",
-        arg=fifth.get_attribute("id"),
-    )
+    wait_in_view(page, fifth.get_attribute("id"), "scroller")
 
 
 def test_copy_puts_the_answer_without_markers_on_the_clipboard(pages, live):
