@@ -269,7 +269,7 @@ def documents_reindex(
 
 
 def title_from_name(name: str) -> str:
-    """ "staff-handbook_2026.md" → "Staff handbook 2026"."""
+    """A title from a file name: "staff-handbook_2026.md" → "Staff handbook 2026"."""
     stem = Path(name).stem
     words = " ".join(re.sub(r"[_\-.]+", " ", stem).split()) or stem
     return (words[:1].upper() + words[1:])[:300] if words.islower() else words[:300]
@@ -305,7 +305,13 @@ class _Window:
             return
         _jobs_embed([job for _, job in jobs])
         for position, job in jobs:
-            self._done(position, _job_write(job))
+            try:
+                outcome = _job_write(job)
+            except Exception as exc:  # one document must not stop the others; logged in full
+                logger.exception("Writing %s failed", job.source)
+                error = f"Unexpected error: {exc}"
+                outcome = IngestOutcome(job.source, "failed", job.existing, 0, error)
+            self._done(position, outcome)
 
     def outcomes(self) -> list[IngestOutcome]:
         self.flush()
