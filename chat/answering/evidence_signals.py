@@ -51,7 +51,7 @@ from typing import Literal
 
 import numpy as np
 
-from chat.answering.extractive import candidate_sentences, sentence_vectors
+from chat.answering.extractive import candidate_sentences, sentence_vectors, terms
 from knowledge.retrieval import RetrievedChunk
 from knowledge.vocabulary import QuestionTerms, question_terms
 
@@ -89,16 +89,25 @@ def _at_least(value: float | None, bound: float) -> bool:
 
 
 def passage_similarities(
-    *, question_vector: np.ndarray, chunks: Sequence[RetrievedChunk]
+    *,
+    question: str,
+    question_vector: np.ndarray,
+    chunks: Sequence[RetrievedChunk],
+    shared_words_only: bool = True,
 ) -> dict[int, float]:
     """chunk id → the best cosine between the question and the chunk or one of its sentences.
 
     Sentences are the extractive answer's candidates (same splitting, same vector cache, so the
-    answer that follows embeds nothing twice). A chunk without a usable sentence keeps its own
-    similarity.
+    answer that follows embeds nothing twice). With `shared_words_only`, only sentences sharing
+    a content word with the question are embedded: on squad2-visible that is 12 sentences per
+    question instead of 29, for the same decisions within 0.3 points. A chunk without a compared
+    sentence keeps its own similarity.
     """
     result = {c.chunk_id: float(c.similarity) for c in chunks if c.similarity is not None}
     sentences = candidate_sentences(chunks)
+    if shared_words_only:
+        wanted = set(terms(question))
+        sentences = [s for s in sentences if wanted.intersection(terms(s.text))]
     if not sentences:
         return result
     query = np.asarray(question_vector, dtype=np.float32)
@@ -174,7 +183,9 @@ def evidence_assess(
     if _at_least(best, threshold + UNKNOWN_TERM_MARGIN):
         return decide(signals, {})
 
-    passages = passage_similarities(question_vector=question_vector, chunks=chunks)
+    passages = passage_similarities(
+        question=question, question_vector=question_vector, chunks=chunks
+    )
     passage = max(passages.values(), default=None)
     signals = EvidenceSignals(best_similarity=best, passage_similarity=passage)
     if not _at_least(passage, threshold + PASSAGE_MARGIN) or _at_least(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from chat.answering import extractive
 from chat.answering.evidence_signals import (
     PASSAGE_MARGIN,
     UNKNOWN_TERM_MARGIN,
@@ -130,7 +131,7 @@ def test_a_sentence_matches_the_question_better_than_its_whole_chunk(knowledge_b
     vector, _ = embedding.embed_query(question)
     chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
 
-    passages = passage_similarities(question_vector=vector, chunks=chunks)
+    passages = passage_similarities(question=question, question_vector=vector, chunks=chunks)
 
     steam = next(c for c in chunks if c.document_title == "Steam engine")
     sentence = STEAM[0].split(". ")[0] + "."
@@ -139,6 +140,31 @@ def test_a_sentence_matches_the_question_better_than_its_whole_chunk(knowledge_b
     assert passages[steam.chunk_id] > steam.similarity
     assert set(passages) == {c.chunk_id for c in chunks}
     assert all(passages[c.chunk_id] >= c.similarity - 1e-6 for c in chunks)
+
+
+@pytest.mark.django_db
+def test_only_sentences_sharing_a_word_with_the_question_are_embedded(knowledge_base, monkeypatch):
+    question = "Who did Watt add a separate condenser to?"
+    vector, _ = embedding.embed_query(question)
+    chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
+    embedded: list[str] = []
+    real = embedding.embed_texts
+    monkeypatch.setattr(
+        embedding, "embed_texts", lambda texts, **kw: embedded.extend(texts) or real(texts, **kw)
+    )
+    extractive._vector_cache.clear()
+
+    passage_similarities(question=question, question_vector=vector, chunks=chunks)
+    filtered = list(embedded)
+    extractive._vector_cache.clear()
+    embedded.clear()
+    passage_similarities(
+        question=question, question_vector=vector, chunks=chunks, shared_words_only=False
+    )
+
+    assert filtered and all("Watt" in text or "condenser" in text for text in filtered)
+    assert "Setanta Sports was awarded two of the six Premier League packages in 2006." in embedded
+    assert len(embedded) > len(filtered)
 
 
 @pytest.mark.django_db
@@ -179,7 +205,9 @@ def test_unknown_names_refuse_where_the_similarity_alone_would_answer(knowledge_
     question = "How much did Fresno pay for the Premier League packages?"
     vector, _ = embedding.embed_query(question)
     chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
-    passage = max(passage_similarities(question_vector=vector, chunks=chunks).values())
+    passage = max(
+        passage_similarities(question=question, question_vector=vector, chunks=chunks).values()
+    )
     # A threshold that puts this passage between the two margins.
     threshold = passage - (PASSAGE_MARGIN + UNKNOWN_TERM_MARGIN) / 2
     known_only = vocabulary.question_terms("How much was paid for the Premier League packages?")
