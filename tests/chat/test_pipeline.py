@@ -557,3 +557,30 @@ async def test_one_structured_log_line_per_exchange(policies_kb, staff_user, cap
         answered["best_similarity"] >= 0.35 and answered["total_ms"] >= answered["first_event_ms"]
     )
     assert refused["refused"] is True and refused["citations"] == 0
+
+
+async def test_citations_survive_a_real_reingestion_of_the_changed_file(staff_user, tmp_path):
+    from knowledge.services import document_ingest
+
+    path = tmp_path / "leave-policy.md"
+    path.write_text(
+        "# Leave policy\n\n## Annual leave\n\nFull-time employees receive 25 days of paid annual "
+        "leave per calendar year. Leave requests go through the HR portal.\n",
+        encoding="utf-8",
+    )
+    first = await sync_to_async(document_ingest)(path=path)
+    assert first.action == "new"
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    _, streamed = answer_parts(events)
+    assert streamed and streamed[0]["section"] and "25 days" in streamed[0]["text"]
+
+    path.write_text(
+        "# Leave policy\n\n## Annual leave\n\nFull-time employees receive 30 days of paid annual "
+        "leave per calendar year.\n",
+        encoding="utf-8",
+    )
+    second = await sync_to_async(document_ingest)(path=path)
+    assert second.action == "updated"
+    reloaded = await sync_to_async(reload_citations)(events[0].data["conversation_id"])
+    assert without_stale(reloaded) == without_stale(streamed)
+    assert all(c["stale"] for c in reloaded) and "25 days" in reloaded[0]["text"]
