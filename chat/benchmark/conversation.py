@@ -19,6 +19,9 @@ from knowledge.retrieval import chunks_search
 
 PAIRS = 100
 TOP_K = 5
+# Distinct questions at most: the answers repeat after that (the load time depends on the
+# messages and citations stored, not on their variety; each distinct answer costs a search).
+DISTINCT_QUESTIONS = 20
 
 
 @dataclass(frozen=True)
@@ -37,14 +40,15 @@ def conversation_build(
     progress: Callable[[int], None] | None = None,
 ) -> LongConversation:
     """A shared conversation of `user` with `pairs` question/answer pairs, cycling through the
-    questions. Every answer is the extractive answer over the question's top chunks (no
-    evidence check, so every answer cites at least one source)."""
+    first `DISTINCT_QUESTIONS` questions. Every answer is the extractive answer over the
+    question's top chunks (no evidence check, so every answer cites at least one source)."""
     if not questions:
         raise ValueError("No questions to build the conversation from.")
     conversation_id = uuid.uuid4()
+    distinct = min(len(questions), DISTINCT_QUESTIONS)
     answers: dict[int, tuple[str, list]] = {}  # question index → (content, cited chunks)
     for pair in range(pairs):
-        i = pair % len(questions)
+        i = pair % distinct
         question = question_normalize(questions[i])
         if i not in answers:
             result = chunks_search(query=question, top_k=TOP_K, query_vector=vectors[i])

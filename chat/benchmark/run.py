@@ -107,6 +107,7 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
             "dataset": dataset.name,
             "cpus": os.cpu_count(),
             "questions": options.questions,
+            "load_average": {"start": _load_average()},
         }
         say(f"Ingesting {len(dataset.documents)} documents of {dataset.name}…")
         figures["ingest"] = _ingest_step(dataset)
@@ -134,7 +135,16 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
                 say=say,
             )
         )
+        figures["load_average"]["end"] = _load_average()
     return figures
+
+
+def _load_average() -> float | None:
+    """The machine's 1-minute load average (other processes competing for the CPU)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def _ingest_step(dataset: Dataset) -> dict[str, Any]:
@@ -176,13 +186,16 @@ def _retrieval_steps(
         }
         with _bar(len(sample), f"retrieval at {grown.chunks:,} chunks", "q") as bar:
             timings = retrieval_measure(sample, vectors, progress=bar.update)
-        plain = latency_summary(timings.search_ms)
-        embedded = latency_summary(timings.with_embedding_ms)
+        summaries = {name: latency_summary(values) for name, values in timings.items()}
         retrieval[str(size)] = {
-            "p50": plain["p50"],
-            "p95": plain["p95"],
-            "p50_with_embedding": embedded["p50"],
-            "p95_with_embedding": embedded["p95"],
+            "p50": summaries["hybrid"]["p50"],
+            "p95": summaries["hybrid"]["p95"],
+            "p50_with_embedding": summaries["hybrid_with_embedding"]["p50"],
+            "p95_with_embedding": summaries["hybrid_with_embedding"]["p95"],
+            "p50_vector_only": summaries["vector_only"]["p50"],
+            "p95_vector_only": summaries["vector_only"]["p95"],
+            "p50_lexical_only": summaries["lexical_only"]["p50"],
+            "p95_lexical_only": summaries["lexical_only"]["p95"],
             "chunks": grown.chunks,
             "questions": len(sample),
             "top_k": RETRIEVAL_TOP_K,
@@ -250,9 +263,11 @@ async def _server_measure(
     first: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     total: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     counts: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
-    for concurrency in options.concurrency:
+    for step, concurrency in enumerate(options.concurrency):
         assigned = questions_per_client(sample, concurrency)
-        for transport in TRANSPORTS:
+        # Which transport goes first alternates, so that neither always meets the same
+        # moment of the machine's load (or the caches the other warmed).
+        for transport in TRANSPORTS if step % 2 == 0 else TRANSPORTS[::-1]:
             asked = sum(len(own) for own in assigned)
             with _bar(asked, f"{transport} × {concurrency} clients", "q") as bar:
                 exchanges = await bench_clients.load_run(
