@@ -159,12 +159,43 @@ def test_only_sentences_sharing_a_word_with_the_question_are_embedded(knowledge_
     extractive._vector_cache.clear()
     embedded.clear()
     passage_similarities(
-        question=question, question_vector=vector, chunks=chunks, shared_words_only=False
+        question=question, question_vector=vector, chunks=chunks, max_sentences=None
     )
 
     assert filtered and all("Watt" in text or "condenser" in text for text in filtered)
     assert "Setanta Sports was awarded two of the six Premier League packages in 2006." in embedded
     assert len(embedded) > len(filtered)
+
+
+@pytest.mark.django_db
+def test_at_most_the_sentences_holding_most_question_words_are_embedded(db, monkeypatch):
+    vocabulary.vocabulary_forget()
+    document_create(
+        title="Condensers",
+        texts=[
+            "A condenser cools steam. A condenser was added by Watt. "
+            "Watt added a separate condenser to the Newcomen engine. A condenser is a vessel."
+        ],
+    )
+    question = "Who added a separate condenser to the Newcomen engine?"
+    vector, _ = embedding.embed_query(question)
+    chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
+    embedded: list[str] = []
+    real = embedding.embed_texts
+    monkeypatch.setattr(
+        embedding, "embed_texts", lambda texts, **kw: embedded.extend(texts) or real(texts, **kw)
+    )
+    extractive._vector_cache.clear()
+
+    passages = passage_similarities(
+        question=question, question_vector=vector, chunks=chunks, max_sentences=1
+    )
+
+    assert embedded == ["Watt added a separate condenser to the Newcomen engine."]
+    sentence_cosine = float(real(embedded)[0] @ vector)
+    assert passages[chunks[0].chunk_id] == pytest.approx(
+        max(sentence_cosine, chunks[0].similarity), abs=1e-5
+    )
 
 
 @pytest.mark.django_db
