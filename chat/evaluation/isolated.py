@@ -3,9 +3,10 @@ user's data: created and migrated on entry, dropped on exit."""
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from urllib.parse import quote
 
 from django.db import connections
@@ -16,14 +17,18 @@ def isolated_database(prefix: str) -> Iterator[str]:
     """Switch the default connection (in every thread) to a fresh, migrated database."""
     connection = connections["default"]
     old_name = connection.settings_dict["NAME"]
+    old_test = connection.settings_dict.get("TEST", {})
     name = f"{prefix}_{os.getpid()}"
-    connection.settings_dict["TEST"] = {**connection.settings_dict.get("TEST", {}), "NAME": name}
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    connection.settings_dict["TEST"] = {**old_test, "NAME": name}
+    # createcachetable prints "already exists" for the cache migration's table: not news.
+    with redirect_stdout(io.StringIO()):
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         yield name
     finally:
         connections.close_all()
         connection.creation.destroy_test_db(old_name, verbosity=0)
+        connection.settings_dict["TEST"] = old_test
 
 
 def database_url() -> str:

@@ -10,72 +10,8 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
 
-DOCUMENTS = [
-    {
-        "id": "Lighthouses",
-        "title": "Lighthouses",
-        "format": "markdown",
-        "text": "# Lighthouses\n\n"
-        "The Eddystone Lighthouse stands on rocks fourteen kilometres south of Plymouth. "
-        "The present tower was designed by James Douglass and lit in 1882.\n\n"
-        "A lighthouse keeper trimmed the wicks and wound the clockwork every few hours. "
-        "Most lighthouses in Britain were automated by the end of the twentieth century.\n\n"
-        "The Fresnel lens, invented by Augustin-Jean Fresnel in 1822, made the beam visible "
-        "from much further away than mirrors could.",
-    },
-    {
-        "id": "Bees",
-        "title": "Honey bees",
-        "format": "markdown",
-        "text": "# Honey bees\n\n"
-        "A honey bee colony has one queen, thousands of female workers and, in summer, a few "
-        "hundred male drones.\n\n"
-        "Worker bees communicate the direction of flowers with the waggle dance, first "
-        "described by Karl von Frisch.\n\n"
-        "Honey is made from nectar that the bees evaporate in the comb until it holds less "
-        "than a fifth water.",
-    },
-]
-QUESTIONS = [
-    {
-        "id": "q1",
-        "question": "Who designed the present Eddystone Lighthouse tower?",
-        "kind": "answerable",
-        "expect": "answer",
-        "document": "Lighthouses",
-        "answers": ["James Douglass"],
-    },
-    {
-        "id": "q2",
-        "question": "Who first described the waggle dance of bees?",
-        "kind": "answerable",
-        "expect": "answer",
-        "document": "Bees",
-        "answers": ["Karl von Frisch"],
-    },
-    {
-        "id": "q3",
-        "question": "What is the boiling point of liquid nitrogen at sea level?",
-        "kind": "off_kb",
-        "expect": "refusal",
-        "document": None,
-    },
-]
-
-
-@pytest.fixture
-def tiny_dataset(tmp_path):
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps({"name": "tiny", "documents": DOCUMENTS, "questions": QUESTIONS}))
-    return path
-
-
-def _databases() -> set[str]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT datname FROM pg_database")
-        return {row[0] for row in cursor.fetchall()}
+from tests.chat.conftest import QUESTIONS, databases
 
 
 def _accepts_connections(address: str) -> bool:
@@ -90,7 +26,7 @@ def _accepts_connections(address: str) -> bool:
 def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
     tiny_dataset, tmp_path
 ):
-    databases_before = _databases()
+    databases_before = databases()
     out, err = StringIO(), StringIO()
     json_path = tmp_path / "bench.json"
 
@@ -151,7 +87,7 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
 
     # The server is stopped and the throwaway database dropped.
     assert not _accepts_connections(figures["server"]["address"])
-    assert not {name for name in _databases() - databases_before if name.startswith("sourced_")}
+    assert not {name for name in databases() - databases_before if name.startswith("sourced_")}
 
 
 @pytest.mark.parametrize(
