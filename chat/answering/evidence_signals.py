@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 
 from chat.answering.extractive import (
     candidate_sentences,
@@ -62,7 +64,7 @@ from knowledge.vocabulary import QuestionTerms, question_terms
 
 PASSAGE_MARGIN = 0.09
 UNKNOWN_TERM_MARGIN = 0.20
-PASSAGE_MAX_SENTENCES = 6  # sentences compared per question (see passage_similarities)
+PASSAGE_MAX_SENTENCES = 4  # sentences compared per question (see passage_similarities)
 # pgvector sums in float32; compare at a resolution the model cannot tell apart anyway (the
 # same rounding as chat/answering/evidence.py).
 SIMILARITY_DECIMALS = 6
@@ -107,7 +109,7 @@ def passage_similarities(
     answer that follows does not embed them again). Only sentences sharing a content word with
     the question are compared, and at most `max_sentences` of them, those holding most of the
     question's words (the extractive answer's lexical score): embedding a sentence costs about
-    as much as embedding the question, and on squad2-visible the 6 best of the 29 candidate
+    as much as embedding the question, and on squad2-visible the 4 best of the 29 candidate
     sentences per question give the same decisions as all of them. None compares them all. A
     chunk without a compared sentence keeps its own similarity.
     """
@@ -160,6 +162,51 @@ def evidence_sufficient(
     return True, "sufficient"
 
 
+def _decision(
+    signals: EvidenceSignals,
+    passages: dict[int, float],
+    *,
+    threshold: float,
+    threshold_on: ThresholdOn,
+) -> EvidenceDecision:
+    ok, reason = evidence_sufficient(
+        best_similarity=signals.best_similarity,
+        threshold=threshold,
+        passage_similarity=signals.passage_similarity,
+        unknown_specific_terms=signals.unknown_specific_terms,
+        threshold_on=threshold_on,
+    )
+    return EvidenceDecision(ok, reason, signals, passages)
+
+
+def _settled_by_chunk(best: float | None, threshold: float, threshold_on: ThresholdOn) -> bool:
+    """Nothing more to measure: below the threshold (on the chunk) or clear of every margin."""
+    if threshold_on == "chunk" and not _at_least(best, threshold):
+        return True
+    return _at_least(best, threshold + UNKNOWN_TERM_MARGIN)
+
+
+def _settled_by_passage(passage: float | None, threshold: float) -> bool:
+    """The question's terms cannot change the outcome: no close passage, or a strong one."""
+    return not _at_least(passage, threshold + PASSAGE_MARGIN) or _at_least(
+        passage, threshold + UNKNOWN_TERM_MARGIN
+    )
+
+
+def _best_of(chunks: Sequence[RetrievedChunk]) -> float | None:
+    similarities = [c.similarity for c in chunks if c.similarity is not None]
+    return max(similarities) if similarities else None
+
+
+def _with_terms(signals: EvidenceSignals, terms: QuestionTerms) -> EvidenceSignals:
+    return EvidenceSignals(
+        best_similarity=signals.best_similarity,
+        passage_similarity=signals.passage_similarity,
+        unknown_specific_terms=tuple(term.token for term in terms.unknown_specific),
+        unknown_share=round(terms.unknown_share, 4),
+    )
+
+
 def evidence_assess(
     *,
     question: str,
@@ -171,45 +218,49 @@ def evidence_assess(
 ) -> EvidenceDecision:
     """Collect the signals the decision needs, lazily, and decide.
 
-    Reads the database (the vocabulary's fingerprint, the question's parse) and may embed the
-    retrieved chunks' sentences: synchronous and CPU-bound, so async callers run it in a worker
-    thread (`database_sync_to_async`).
+    Reads the database (the vocabulary's fingerprint, the question's parse) and may embed up to
+    PASSAGE_MAX_SENTENCES sentences: async callers use `evidence_assess_async`, which keeps the
+    embedding off the database thread. `terms`, when given, replaces the vocabulary lookup.
     """
-    similarities = [c.similarity for c in chunks if c.similarity is not None]
-    best = max(similarities) if similarities else None
+    rule = {"threshold": threshold, "threshold_on": threshold_on}
+    best = _best_of(chunks)
     signals = EvidenceSignals(best_similarity=best)
-
-    def decide(signals: EvidenceSignals, passages: dict[int, float]) -> EvidenceDecision:
-        ok, reason = evidence_sufficient(
-            best_similarity=signals.best_similarity,
-            threshold=threshold,
-            passage_similarity=signals.passage_similarity,
-            unknown_specific_terms=signals.unknown_specific_terms,
-            threshold_on=threshold_on,
-        )
-        return EvidenceDecision(ok, reason, signals, passages)
-
-    # Settled by the best chunk alone: below the threshold, or clear of every margin.
-    if not chunks or (threshold_on == "chunk" and not _at_least(best, threshold)):
-        return decide(signals, {})
-    if _at_least(best, threshold + UNKNOWN_TERM_MARGIN):
-        return decide(signals, {})
-
+    if not chunks or _settled_by_chunk(best, threshold, threshold_on):
+        return _decision(signals, {}, **rule)
     passages = passage_similarities(
         question=question, question_vector=question_vector, chunks=chunks
     )
-    passage = max(passages.values(), default=None)
-    signals = EvidenceSignals(best_similarity=best, passage_similarity=passage)
-    if not _at_least(passage, threshold + PASSAGE_MARGIN) or _at_least(
-        passage, threshold + UNKNOWN_TERM_MARGIN
-    ):
-        return decide(signals, passages)
-
-    terms = terms or question_terms(question)
     signals = EvidenceSignals(
-        best_similarity=best,
-        passage_similarity=passage,
-        unknown_specific_terms=tuple(term.token for term in terms.unknown_specific),
-        unknown_share=round(terms.unknown_share, 4),
+        best_similarity=best, passage_similarity=max(passages.values(), default=None)
     )
-    return decide(signals, passages)
+    if _settled_by_passage(signals.passage_similarity, threshold):
+        return _decision(signals, passages, **rule)
+    terms = terms or question_terms(question)
+    return _decision(_with_terms(signals, terms), passages, **rule)
+
+
+async def evidence_assess_async(
+    *,
+    question: str,
+    question_vector: np.ndarray,
+    chunks: Sequence[RetrievedChunk],
+    threshold: float,
+    threshold_on: ThresholdOn = "chunk",
+) -> EvidenceDecision:
+    """`evidence_assess` for async callers: the sentence embedding (CPU, no database) runs in a
+    worker thread, the vocabulary lookup through `database_sync_to_async`."""
+    rule = {"threshold": threshold, "threshold_on": threshold_on}
+    best = _best_of(chunks)
+    signals = EvidenceSignals(best_similarity=best)
+    if not chunks or _settled_by_chunk(best, threshold, threshold_on):
+        return _decision(signals, {}, **rule)
+    passages = await sync_to_async(passage_similarities, thread_sensitive=False)(
+        question=question, question_vector=question_vector, chunks=chunks
+    )
+    signals = EvidenceSignals(
+        best_similarity=best, passage_similarity=max(passages.values(), default=None)
+    )
+    if _settled_by_passage(signals.passage_similarity, threshold):
+        return _decision(signals, passages, **rule)
+    terms = await database_sync_to_async(question_terms)(question)
+    return _decision(_with_terms(signals, terms), passages, **rule)
