@@ -1,15 +1,17 @@
-"""The evidence check (SPEC §4): answer only when the knowledge base holds close enough text."""
+"""The evidence check (SPEC §4): answer only when the knowledge base holds close enough text.
+
+This module holds the refusals, the admin's threshold and the comparison with it; the decision
+itself (the threshold plus the further signals) is chat/answering/evidence_signals.py.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from chat.models import ChatSettings
-from knowledge.retrieval import RetrievedChunk
 
 EMPTY_KB_MESSAGE = "The knowledge base is empty. Please contact an admin."
 NO_EVIDENCE_MESSAGE = (
@@ -58,19 +60,3 @@ def meets_threshold(similarity: float | None, threshold: float) -> bool:
     if similarity is None:
         return False
     return round(similarity, SIMILARITY_DECIMALS) >= round(threshold, SIMILARITY_DECIMALS)
-
-
-def qualifying_chunks(chunks: Sequence[RetrievedChunk], threshold: float) -> list[RetrievedChunk]:
-    """The retrieved chunks close enough to the question to answer from, in retrieval order."""
-    return [chunk for chunk in chunks if meets_threshold(chunk.similarity, threshold)]
-
-
-def evidence_check(
-    chunks: Sequence[RetrievedChunk], threshold: float
-) -> tuple[list[RetrievedChunk], Refusal | None]:
-    """(qualifying chunks, None) or ([], the no-evidence refusal) when the best cosine
-    similarity is below the threshold. The empty knowledge base is checked before retrieval."""
-    qualifying = qualifying_chunks(chunks, threshold)
-    if not qualifying:
-        return [], NO_EVIDENCE_REFUSAL
-    return qualifying, None

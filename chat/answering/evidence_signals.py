@@ -68,6 +68,7 @@ import numpy as np
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 
+from chat.answering.evidence import NO_EVIDENCE_REFUSAL, Refusal, meets_threshold
 from chat.answering.extractive import (
     candidate_sentences,
     lexical_scores,
@@ -80,12 +81,11 @@ from knowledge.vocabulary import QuestionTerms, question_terms
 PASSAGE_MARGIN = 0.09
 UNKNOWN_TERM_MARGIN = 0.20
 PASSAGE_MAX_SENTENCES = 4  # sentences compared per question (see passage_similarities)
-# pgvector sums in float32; compare at a resolution the model cannot tell apart anyway (the
-# same rounding as chat/answering/evidence.py).
-SIMILARITY_DECIMALS = 6
 
 Reason = Literal["sufficient", "below-threshold", "no-close-passage", "unknown-terms"]
 ThresholdOn = Literal["chunk", "passage"]
+# What the chat compares the admin's threshold with (the measurements above): the best passage.
+THRESHOLD_ON: ThresholdOn = "passage"
 
 
 @dataclass(frozen=True)
@@ -103,12 +103,6 @@ class EvidenceDecision:
     signals: EvidenceSignals
     # chunk id → passage similarity, for the chunks whose sentences were compared.
     passage_by_chunk: dict[int, float] = field(default_factory=dict, repr=False)
-
-
-def _at_least(value: float | None, bound: float) -> bool:
-    if value is None:
-        return False
-    return round(value, SIMILARITY_DECIMALS) >= round(bound, SIMILARITY_DECIMALS)
 
 
 def passage_similarities(
@@ -168,11 +162,11 @@ def evidence_sufficient(
     if passage_similarity is not None:
         passage = passage_similarity if passage is None else max(passage, passage_similarity)
     on_threshold = best_similarity if threshold_on == "chunk" else passage
-    if not _at_least(on_threshold, threshold):
+    if not meets_threshold(on_threshold, threshold):
         return False, "below-threshold"
-    if not _at_least(passage, threshold + PASSAGE_MARGIN):
+    if not meets_threshold(passage, threshold + PASSAGE_MARGIN):
         return False, "no-close-passage"
-    if unknown_specific_terms and not _at_least(passage, threshold + UNKNOWN_TERM_MARGIN):
+    if unknown_specific_terms and not meets_threshold(passage, threshold + UNKNOWN_TERM_MARGIN):
         return False, "unknown-terms"
     return True, "sufficient"
 
@@ -196,14 +190,14 @@ def _decision(
 
 def _settled_by_chunk(best: float | None, threshold: float, threshold_on: ThresholdOn) -> bool:
     """Nothing more to measure: below the threshold (on the chunk) or clear of every margin."""
-    if threshold_on == "chunk" and not _at_least(best, threshold):
+    if threshold_on == "chunk" and not meets_threshold(best, threshold):
         return True
-    return _at_least(best, threshold + UNKNOWN_TERM_MARGIN)
+    return meets_threshold(best, threshold + UNKNOWN_TERM_MARGIN)
 
 
 def _settled_by_passage(passage: float | None, threshold: float) -> bool:
     """The question's terms cannot change the outcome: no close passage, or a strong one."""
-    return not _at_least(passage, threshold + PASSAGE_MARGIN) or _at_least(
+    return not meets_threshold(passage, threshold + PASSAGE_MARGIN) or meets_threshold(
         passage, threshold + UNKNOWN_TERM_MARGIN
     )
 
@@ -279,3 +273,23 @@ async def evidence_assess_async(
         return _decision(signals, passages, **rule)
     terms = await database_sync_to_async(question_terms)(question)
     return _decision(_with_terms(signals, terms), passages, **rule)
+
+
+def evidence_outcome(
+    chunks: Sequence[RetrievedChunk], decision: EvidenceDecision, threshold: float
+) -> tuple[list[RetrievedChunk], Refusal | None]:
+    """(the chunks to answer from, None), or ([], the no-evidence refusal).
+
+    A chunk qualifies when it, or one of its compared sentences, meets the admin's threshold;
+    retrieval order is kept. A sufficient decision always leaves at least one: its best passage
+    is above the threshold.
+    """
+    if not decision.sufficient:
+        return [], NO_EVIDENCE_REFUSAL
+    passage = decision.passage_by_chunk
+    qualifying = [
+        chunk
+        for chunk in chunks
+        if meets_threshold(passage.get(chunk.chunk_id, chunk.similarity), threshold)
+    ]
+    return (qualifying, None) if qualifying else ([], NO_EVIDENCE_REFUSAL)

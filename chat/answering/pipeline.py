@@ -15,8 +15,10 @@ Then the events, in order (SPEC §6; `data` shown):
 - `warning {message}` — optional, first: the question was longer than the embedding model
   reads, only its beginning was embedded (also stored as `Message.warning`).
 - either `refusal {conversation_id, message_id, reply_to, message, suggestions}` — alone and
-  last: the knowledge base is empty, or the best cosine similarity is below the evidence
-  threshold (SPEC §4 texts); stored as an assistant message with status `refused`;
+  last: the knowledge base is empty, or the evidence check finds no close enough passage
+  (below the admin's threshold, or short of the further margins of
+  chat/answering/evidence_signals.py; SPEC §4 texts); stored as an assistant message with status
+  `refused`;
 - or `answer_start {conversation_id, message_id, reply_to, title, is_private}` →
   `answer_delta {text}` (one or more; joined they are the answer's content, each sentence
   followed by its marker " [n]") → `sources {message_id, citations: [{n, chunk_id,
@@ -65,9 +67,9 @@ from chat.answering.evidence import (
     EMPTY_KB_REFUSAL,
     Refusal,
     chat_settings_get,
-    evidence_check,
     evidence_threshold,
 )
+from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess_async, evidence_outcome
 from chat.answering.extractive import ExtractiveAnswer, extractive_answer
 from chat.answering.questions import question_normalize
 from chat.models import Message
@@ -113,6 +115,7 @@ class _Exchange:
     first_event_ms: float | None = None
     retrieval_ms: float | None = None
     best_similarity: float | None = None
+    evidence: str | None = None  # the evidence decision's reason (evidence_signals.Reason)
     warning: str = ""
     pieces: list[str] = field(default_factory=list)
     answer: ExtractiveAnswer | None = None
@@ -351,7 +354,15 @@ async def answer_stream(
 
         qualifying = []
         if refusal is None and result is not None:
-            qualifying, refusal = evidence_check(result.chunks, threshold)
+            decision = await evidence_assess_async(
+                question=question,
+                question_vector=result.query_vector,
+                chunks=result.chunks,
+                threshold=threshold,
+                threshold_on=THRESHOLD_ON,
+            )
+            exchange.evidence = decision.reason
+            qualifying, refusal = evidence_outcome(result.chunks, decision, threshold)
         if refusal is not None:
             status = Message.Status.REFUSED
             exchange.first_event_ms = exchange.first_event_ms or exchange.elapsed_ms()
@@ -550,6 +561,7 @@ def _log(exchange: _Exchange, **fields: Any) -> None:
         "best_similarity": (
             None if exchange.best_similarity is None else round(exchange.best_similarity, 4)
         ),
+        "evidence": exchange.evidence,
         "first_event_ms": exchange.first_event_ms,
         "total_ms": exchange.elapsed_ms(),
         **fields,

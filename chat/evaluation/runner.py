@@ -20,11 +20,20 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth import get_user_model
 
+from chat.answering.evidence_signals import (
+    THRESHOLD_ON,
+    EvidenceSignals,
+    evidence_sufficient,
+    passage_similarities,
+)
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.evaluation.dataset import Dataset, DatasetQuestion, contains_gold
 from knowledge.retrieval import chunks_search
+from knowledge.vocabulary import question_terms
 
 RECALL_DEPTH = 5
+# The thresholds --calibrate tries: 0.200, 0.205, ... 0.800.
+CALIBRATION_GRID = [round(0.2 + 0.005 * i, 3) for i in range(121)]
 
 
 class IngestionFailed(RuntimeError):
@@ -40,6 +49,7 @@ class QuestionResult:
     cited_texts: list[str] = field(default_factory=list)
     retrieved_texts: list[str] = field(default_factory=list)
     best_similarity: float | None = None
+    signals: EvidenceSignals | None = None  # every evidence signal, for --calibrate
     first_event_ms: float = 0.0  # the first event of any type
     first_content_ms: float = 0.0  # the first answer_delta or the refusal
     total_ms: float = 0.0
@@ -93,11 +103,25 @@ async def question_ask(user: Any, question: DatasetQuestion) -> QuestionResult:
     return result
 
 
-def retrieval_probe(result: QuestionResult) -> None:
-    """What retrieval returns for the question before the evidence check (for recall@k)."""
-    search = chunks_search(query=result.question.question, top_k=RECALL_DEPTH)
+def retrieval_probe(result: QuestionResult, *, signals: bool = False) -> None:
+    """What retrieval returns for the question before the evidence check (for recall@k); with
+    `signals`, also every signal the evidence check may use (it computes them only as needed),
+    so --calibrate can replay the decision at any threshold."""
+    question = result.question.question
+    search = chunks_search(query=question, top_k=RECALL_DEPTH)
     result.retrieved_texts = [chunk.text for chunk in search.chunks]
     result.best_similarity = search.best_similarity
+    if signals and search.chunks:
+        passages = passage_similarities(
+            question=question, question_vector=search.query_vector, chunks=search.chunks
+        )
+        result.signals = EvidenceSignals(
+            best_similarity=search.best_similarity,
+            passage_similarity=max(passages.values(), default=None),
+            unknown_specific_terms=tuple(
+                term.token for term in question_terms(question).unknown_specific
+            ),
+        )
 
 
 def dataset_evaluate(
@@ -105,8 +129,10 @@ def dataset_evaluate(
     *,
     questions: list[DatasetQuestion] | None = None,
     progress: Callable[[int], None] | None = None,
+    signals: bool = False,
 ) -> list[QuestionResult]:
-    """Ask every question (in the current database, which must hold the dataset's KB)."""
+    """Ask every question (in the current database, which must hold the dataset's KB); with
+    `signals`, also collect every evidence signal per question (for `threshold_calibrate`)."""
     user, _ = get_user_model().objects.get_or_create(
         username="evaluation", defaults={"is_staff": True}
     )
@@ -115,7 +141,7 @@ def dataset_evaluate(
         results = []
         for question in questions if questions is not None else dataset.questions:
             result = await question_ask(user, question)
-            await sync_to_async(retrieval_probe, thread_sensitive=True)(result)
+            await sync_to_async(retrieval_probe, thread_sensitive=True)(result, signals=signals)
             results.append(result)
             if progress:
                 progress(1)
@@ -188,26 +214,44 @@ def latency_figures(results: list[QuestionResult]) -> dict[str, float]:
     }
 
 
-def threshold_calibrate(results: list[QuestionResult]) -> dict[str, Any]:
-    """From the labels: the lowest cosine threshold that refuses every off-KB question by
-    similarity alone, and what it costs in false refusals; plus the threshold that keeps false
-    refusals at or below 3% and the off-KB share it refuses. Informs the admin's setting."""
-    off_kb = [r.best_similarity or 0.0 for r in results if r.question.kind == "off_kb"]
-    answerable = [r.best_similarity or 0.0 for r in results if r.question.kind == "answerable"]
+def _refused_at(signals: EvidenceSignals | None, threshold: float) -> bool:
+    if signals is None:  # nothing retrieved
+        return True
+    sufficient, _ = evidence_sufficient(
+        best_similarity=signals.best_similarity,
+        threshold=threshold,
+        passage_similarity=signals.passage_similarity,
+        unknown_specific_terms=signals.unknown_specific_terms,
+        threshold_on=THRESHOLD_ON,
+    )
+    return not sufficient
+
+
+def threshold_calibrate(results: list[QuestionResult], current: float) -> dict[str, Any]:
+    """From the labels, replaying the evidence decision (all its signals, as collected by
+    `dataset_evaluate(signals=True)`) at every threshold of CALIBRATION_GRID: the lowest
+    threshold that refuses every off-KB question and the false refusals it costs; the highest
+    that keeps false refusals at or below 3% and the off-KB share it refuses; and the current
+    threshold's pair. Informs the admin's setting for their own corpus."""
+    off_kb = [r.signals for r in results if r.question.kind == "off_kb"]
+    answerable = [r.signals for r in results if r.question.kind == "answerable"]
     if not off_kb or not answerable:
         return {"note": "needs answerable and off_kb questions"}
-    refuse_all = round(max(off_kb) + 1e-4, 4)
-    ordered = sorted(answerable)
-    keep = ordered[int(len(ordered) * 0.03)] if len(ordered) > 33 else ordered[0]
+
+    def rates(threshold: float) -> dict[str, float]:
+        return {
+            "threshold": threshold,
+            "false_refusal_rate": _rate([_refused_at(s, threshold) for s in answerable]),
+            "off_kb_refusal_rate": _rate([_refused_at(s, threshold) for s in off_kb]),
+        }
+
+    grid = [rates(threshold) for threshold in CALIBRATION_GRID]
+    refuse_all = [g for g in grid if g["off_kb_refusal_rate"] == 1.0]
+    keep = [g for g in grid if g["false_refusal_rate"] <= 0.03]
     return {
-        "refuse_all_off_kb": {
-            "threshold": refuse_all,
-            "false_refusal_rate": _rate([s < refuse_all for s in answerable]),
-        },
-        "false_refusals_at_most_3pct": {
-            "threshold": round(keep, 4),
-            "off_kb_refusal_rate": _rate([s < keep for s in off_kb]),
-        },
+        "current": rates(current),
+        "refuse_all_off_kb": refuse_all[0] if refuse_all else {"note": "no threshold on the grid"},
+        "false_refusals_at_most_3pct": keep[-1] if keep else {"note": "no threshold on the grid"},
     }
 
 

@@ -16,13 +16,14 @@ from chat import selectors, services
 from chat.answering.citations import citation_as_dict
 from chat.answering.errors import AnswerError
 from chat.answering.evidence import EMPTY_KB_MESSAGE, NO_EVIDENCE_MESSAGE
+from chat.answering.evidence_signals import PASSAGE_MARGIN
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.models import ChatSettings, Citation, Conversation, Message
+from knowledge import embedding
 from knowledge.models import Document
 from tests.chat.conftest import collect
 from tests.chat.kb import (
     assert_answer_is_grounded,
-    basis,
     chunks_replace,
     document_create,
     event_types,
@@ -144,48 +145,67 @@ async def test_knowledge_base_of_only_disabled_documents_counts_as_empty(policie
     assert events[0].data["message"] == EMPTY_KB_MESSAGE
 
 
+OFFICE_SENTENCE = "The office opens at eight in the morning on weekdays."
+
+
 @pytest.fixture
 def vector_kb(db):
-    """Chunks with known unit vectors: the best cosine of a supplied embedding is exact."""
-    return document_create(
+    """One-sentence chunks embedded by the real model: a question vector built at a chosen
+    cosine to the office sentence's own vector has exactly that similarity to the chunk and to
+    its sentence, so the best passage the evidence check sees is known."""
+    document_create(
         title="Vectors",
-        texts=[
-            "The office opens at eight in the morning on weekdays.",
-            "The canteen serves lunch from noon until two.",
-        ],
-        vectors=[basis(0), basis(1)],
+        texts=[OFFICE_SENTENCE, "The canteen serves lunch from noon until two."],
     )
+    return embedding.embed_texts([OFFICE_SENTENCE])[0]
+
+
+T = 0.35
 
 
 @pytest.mark.parametrize(
-    ("cosine", "refused"), [(0.34, True), (0.35, False), (0.36, False)], ids=str
+    ("cosine", "reason"),
+    [
+        (T - 0.01, "below-threshold"),
+        (T + PASSAGE_MARGIN - 0.01, "no-close-passage"),
+        (T + PASSAGE_MARGIN + 0.01, "sufficient"),
+    ],
+    ids=str,
 )
-async def test_threshold_boundary(vector_kb, staff_user, cosine, refused):
-    embedding = vector_at_cosine(basis(0), cosine, away_axis=7)
-    events = await collect(
-        user=staff_user,
-        question="When does the office open?",
-        options=AnswerOptions(embedding=embedding),
-    )
-    assert (events[0].type == "refusal") is refused
-    if not refused:
+async def test_evidence_boundaries_around_the_default_threshold(
+    vector_kb, staff_user, cosine, reason, caplog
+):
+    question_vector = vector_at_cosine(vector_kb, cosine, away_axis=7)
+    with caplog.at_level(logging.INFO, logger="sourced.exchange"):
+        events = await collect(
+            user=staff_user,
+            question="When does the office open?",
+            options=AnswerOptions(embedding=question_vector),
+        )
+    logged = json.loads(caplog.records[-1].getMessage())
+    assert logged["evidence"] == reason
+    assert (events[0].type == "refusal") is (reason != "sufficient")
+    if reason == "sufficient":
         content, citations = answer_parts(events)
-        assert [c["similarity"] for c in citations] == [cosine]
-        assert content == "The office opens at eight in the morning on weekdays. [1]"
+        assert [c["similarity"] for c in citations] == [pytest.approx(cosine, abs=1e-5)]
+        assert content == f"{OFFICE_SENTENCE} [1]"
+    else:
+        assert events[0].data["message"] == NO_EVIDENCE_MESSAGE
 
 
 async def test_threshold_comes_from_chat_settings_and_the_environment_overrides_it(
     vector_kb, staff_user, settings
 ):
-    embedding = vector_at_cosine(basis(0), 0.45, away_axis=7)
+    # Clear of the default threshold's margin (0.35 + 0.09), short of a 0.5 threshold's.
+    question_vector = vector_at_cosine(vector_kb, 0.5, away_axis=7)
     await ChatSettings.objects.aupdate_or_create(pk=1, defaults={"evidence_threshold": 0.5})
     events = await collect(
-        user=staff_user, question="When?", options=AnswerOptions(embedding=embedding)
+        user=staff_user, question="When?", options=AnswerOptions(embedding=question_vector)
     )
     assert events[0].type == "refusal"
     settings.CHAT_EVIDENCE_THRESHOLD = "0.4"
     events = await collect(
-        user=staff_user, question="When?", options=AnswerOptions(embedding=embedding)
+        user=staff_user, question="When?", options=AnswerOptions(embedding=question_vector)
     )
     assert events[0].type == "answer_start"
 
