@@ -14,7 +14,10 @@ from django.db import connections
 
 @contextmanager
 def isolated_database(prefix: str) -> Iterator[str]:
-    """Switch the default connection (in every thread) to a fresh, migrated database."""
+    """Switch the default connection to a fresh, migrated database: the settings are shared by
+    every thread, so any connection opened inside the block (this thread's, a worker's, a
+    server started with `database_url()`) uses it. Connections other threads already hold stay
+    where they are: enter from a thread that runs the work itself (a management command)."""
     connection = connections["default"]
     old_name = connection.settings_dict["NAME"]
     old_test = connection.settings_dict.get("TEST", {})

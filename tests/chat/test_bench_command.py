@@ -4,6 +4,7 @@ asserted), the answers over the real server succeed, and nothing is left behind.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from io import StringIO
 from urllib.parse import urlsplit
@@ -26,7 +27,6 @@ def _accepts_connections(address: str) -> bool:
 def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
     tiny_dataset, tmp_path
 ):
-    databases_before = databases()
     out, err = StringIO(), StringIO()
     json_path = tmp_path / "bench.json"
 
@@ -87,7 +87,7 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
 
     # The server is stopped and the throwaway database dropped.
     assert not _accepts_connections(figures["server"]["address"])
-    assert not {name for name in databases() - databases_before if name.startswith("sourced_")}
+    assert f"sourced_bench_{os.getpid()}" not in databases()
 
 
 @pytest.mark.parametrize(
