@@ -2,24 +2,38 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from django.db import connection, transaction
 
-from knowledge import embedding
+from knowledge import embedding, retrieval, vocabulary
 from knowledge.models import Document
 from knowledge.retrieval import (
+    LexicalQuery,
+    LexicalTerm,
     chunks_search,
     chunks_search_lexical,
     chunks_search_vector,
     knowledge_base_is_empty,
-    reciprocal_rank_fusion,
+    lexical_query,
+    scores_fuse,
     vector_search_queryset,
     vector_search_settings,
 )
 from tests.retrieval_helpers import basis_vector, document_with_chunks
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_vocabulary():
+    """Term weights come from the knowledge base's vocabulary: build it from this test's data."""
+    vocabulary.vocabulary_forget()
+    yield
+    vocabulary.vocabulary_forget()
+
 
 LEAVE_TEXTS = [
     "Every full-time employee receives 25 days of annual leave per year.",
@@ -220,7 +234,7 @@ def test_hybrid_result_carries_similarity_score_and_location():
     )
     document_with_chunks(title="Other", texts=OTHER_TEXTS)
 
-    result = chunks_search(query="how many days of annual leave do I get", top_k=5)
+    result = chunks_search(query="how many days of annual leave does an employee receive", top_k=5)
 
     best = result.chunks[0]
     assert best.document_id == document.pk
@@ -248,13 +262,99 @@ def test_document_filter_restricts_results_to_the_chosen_documents():
     assert chunks_search(query="annual leave", top_k=10, document_ids=[]).chunks == []
 
 
-def test_reciprocal_rank_fusion_rewards_agreement_and_breaks_ties_by_id():
-    fused = reciprocal_rank_fusion([[30, 10, 20], [10, 40]])
+def test_fusion_adds_the_relative_lexical_score_to_the_similarity_and_breaks_ties_by_id():
+    fused = scores_fuse({1: (0.50, 0.0), 2: (0.40, 4.0), 3: (0.45, 2.0), 4: (None, 4.0)})
 
-    assert [item for item, _ in fused] == [10, 30, 40, 20]
-    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
-    # 30 and 40 are both first in one list only: equal scores, lower id first.
-    assert reciprocal_rank_fusion([[40], [30]]) == [(30, 1 / 61), (40, 1 / 61)]
+    # 2: 0.40 + 0.5 * 4/4; 3: 0.45 + 0.5 * 2/4; 1: no term of the question; 4: no embedding,
+    # lexical only (tied with 1: the lower id first).
+    assert fused == [
+        (2, pytest.approx(0.90)),
+        (3, pytest.approx(0.70)),
+        (1, pytest.approx(0.50)),
+        (4, pytest.approx(0.50)),
+    ]
+    assert [item for item, _ in scores_fuse({7: (0.3, 0.0), 5: (0.3, 0.0)})] == [5, 7]
+    assert scores_fuse({}) == []
+
+
+PARENTAL_TEXTS = [
+    "Annual leave: staff take annual leave in agreement with their manager. Leave requests "
+    "for annual leave go through the leave calendar; unused leave lapses.",
+    "Sick leave is paid from the first day of absence.",
+    "Paternity leave lasts two weeks, taken within eight weeks of the birth.",
+]
+
+
+def test_rare_question_terms_outweigh_common_ones_in_the_lexical_ranking():
+    """'leave' is in every chunk, 'paternity' in one: the chunk about paternity leave ranks
+    first although the annual-leave chunk repeats 'leave' many times."""
+    document = document_with_chunks(title="Leave policy", texts=PARENTAL_TEXTS)
+    paternity = document.chunks.get(index=2).pk
+
+    lexical = chunks_search_lexical(question="how long is paternity leave", limit=10)
+    hybrid = chunks_search(query="how long is paternity leave", top_k=3)
+
+    assert lexical[0][0] == paternity
+    assert lexical[0][1] > lexical[1][1] > 0
+    assert hybrid.chunks[0].chunk_id == paternity
+    assert hybrid.chunks[0].lexical_rank == 1
+
+
+def test_term_weights_are_inverse_document_frequencies():
+    document_with_chunks(title="Leave policy", texts=PARENTAL_TEXTS)
+
+    query = lexical_query('how long is "paternity leave" -sick')
+
+    assert [term.query for term in query.terms] == ["'long'", "'patern' <-> 'leav'"]
+    # 'long' is in no chunk; a phrase is held by at most as many chunks as its rarest word
+    # ('patern': 1 of 3).
+    assert [term.frequency for term in query.terms] == [0, 1]
+    assert query.terms[1].weight == pytest.approx(math.log(4 / 1.5))
+    assert query.excluded == ("!'sick'",)
+    assert lexical_query("what is it and who") is None
+    assert lexical_query("-leave") is None
+
+
+def test_lexical_candidates_come_from_the_rarest_terms_within_the_budget():
+    query = LexicalQuery(
+        terms=(
+            LexicalTerm(query="'rare'", frequency=3, weight=5.0),
+            LexicalTerm(query="'mid'", frequency=400, weight=2.0),
+            LexicalTerm(query="'common'", frequency=5000, weight=0.5),
+        ),
+        excluded=("!'skip'",),
+    )
+
+    assert query.candidate_query(budget=1000) == "('rare' | 'mid') & !'skip'"
+    assert query.candidate_query(budget=10) == "('rare') & !'skip'"
+    # The rarest term is always looked for, however many chunks hold it.
+    assert query.candidate_query(budget=1) == "('rare') & !'skip'"
+
+
+def test_chunks_holding_only_common_terms_are_left_out_of_the_lexical_candidates(monkeypatch):
+    document = document_with_chunks(title="Leave policy", texts=PARENTAL_TEXTS)
+    monkeypatch.setattr(retrieval, "LEXICAL_CANDIDATE_BUDGET", 1)
+
+    hits = chunks_search_lexical(question="paternity leave", limit=10)
+    hybrid = chunks_search(query="paternity leave", top_k=3)
+
+    assert [chunk_id for chunk_id, _ in hits] == [document.chunks.get(index=2).pk]
+    # The vector side still brings the other chunks; their 'leave' still counts for them.
+    assert len(hybrid.chunks) == 3
+    assert hybrid.chunks[0].chunk_id == document.chunks.get(index=2).pk
+    assert all(chunk.similarity is not None for chunk in hybrid.chunks)
+
+
+def test_excluded_words_and_quoted_phrases_shape_the_lexical_matches():
+    document = document_with_chunks(title="Handbook", texts=LEAVE_TEXTS + PARENTAL_TEXTS)
+    by_index = {chunk.index: chunk.pk for chunk in document.chunks.all()}
+
+    excluded = chunks_search_lexical(question="annual leave -unused", limit=10)
+    phrase = chunks_search_lexical(question='"paternity leave"', limit=10)
+
+    # Two texts mention unused leave; the other leave texts remain.
+    assert {chunk_id for chunk_id, _ in excluded} == {by_index[0], by_index[3], by_index[4]}
+    assert [chunk_id for chunk_id, _ in phrase] == [by_index[4]]
 
 
 def test_hybrid_ranking_is_deterministic():
