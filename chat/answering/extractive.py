@@ -3,20 +3,35 @@
 From the qualifying chunks (retrieval order, best first) every sentence is a candidate. Each is
 scored on two kinds of evidence:
 
-- semantic: cosine similarity of the sentence's embedding to the question's (all candidate
-  sentences are embedded in one batch; vectors are cached by text);
 - lexical: the share of the question's content words the sentence holds, each word weighted
   by how rare it is among the candidates (an IDF over the candidate sentences), so a sentence
   holding the question's distinctive words beats one holding only the common topic word;
+- semantic: cosine similarity of the sentence's embedding to the question's (embedded in one
+  batch; vectors are cached by text, shared with the evidence check);
 
-plus a small prior for the chunk's own similarity, so the top-ranked chunk wins ties. The best
-sentence is always taken; up to two more join it when they score close to it and do not
-repeat what is already said. Sentences are then put in reading order (chunk by chunk, in the
-order the chunks were first chosen) and each is followed by its chunk's marker `[n]`, numbered
-in order of first use. Everything is deterministic: ties break on chunk rank and position.
+plus a small prior for the chunk's own similarity, so the top-ranked chunk wins ties. Embedding
+a sentence costs about as much as embedding the question, and the answer's first words wait for
+it, so only the MAX_COMPARED_SENTENCES candidates best on the cheap part of the score (lexical
+share and chunk prior) are embedded and compared. The best sentence is always taken; up to two
+more join it when they score close to it and do not repeat what is already said. Sentences are
+then put in reading order (chunk by chunk, in the order the chunks were first chosen) and each
+is followed by its chunk's marker `[n]`, numbered in order of first use. Everything is
+deterministic: ties break on chunk rank and position.
 
 Every answer sentence is an exact substring of the chunk it cites (`Sentence.text ==
 chunk.text[start:end]`).
+
+Measured on ../shared/eval/squad2-visible.json (the 400 answerable questions, top 5 chunks,
+the pipeline's evidence check; a harness scoring the selection on cached retrieval results):
+the selection cites a chunk holding the gold answer for all but 5 of the answered questions
+whose qualifying chunks hold one (89.0% against a ceiling of 90.25%), and its text holds the
+gold answer for 83.75%. The misses need reading the sentence, not matching it: other signals
+tried (IDF over chunks, the previous sentence's words or vector, question bigrams, a lighter
+stemmer, length normalisation, expected-answer types for who/when/how many, a chunk-rank
+penalty, MMR or coverage-driven followers, a logistic model over all of them fitted on half the
+articles) moved neither figure on the other half. Comparing only the 12 best candidates of
+26 (median; up to 37) leaves every best sentence unchanged and both figures equal or better;
+a few followers change.
 """
 
 from __future__ import annotations
@@ -37,6 +52,8 @@ from knowledge.retrieval import RetrievedChunk
 MAX_SENTENCES = 3
 MAX_CANDIDATE_CHUNKS = 8
 MIN_WORDS = 3
+# Candidates embedded and compared with the question, the best on lexical share + chunk prior.
+MAX_COMPARED_SENTENCES = 12
 WEIGHT_SEMANTIC = 0.55
 WEIGHT_LEXICAL = 0.35
 WEIGHT_CHUNK = 0.10
@@ -293,6 +310,26 @@ def sentence_vectors(texts: Sequence[str]) -> np.ndarray:
 
 
 # --- Selection -----------------------------------------------------------------------------------
+def _prior_scores(question: str, candidates: Sequence[Sentence]) -> list[float]:
+    """The part of each candidate's score that needs no embedding: lexical share (IDF over all
+    the candidates) and the chunk's similarity."""
+    lexical = lexical_scores(question, [candidate.text for candidate in candidates])
+    return [
+        WEIGHT_LEXICAL * lexical[i] + WEIGHT_CHUNK * float(candidate.chunk.similarity or 0.0)
+        for i, candidate in enumerate(candidates)
+    ]
+
+
+def _compared(prior: Sequence[float], candidates: Sequence[Sentence]) -> list[int]:
+    """Indexes of the candidates worth embedding: the MAX_COMPARED_SENTENCES best on the prior
+    score, in their original order."""
+    best = sorted(
+        range(len(candidates)),
+        key=lambda i: (-round(prior[i], 9), candidates[i].rank, candidates[i].position),
+    )[:MAX_COMPARED_SENTENCES]
+    return sorted(best)
+
+
 def extractive_answer(
     *, question: str, question_vector: np.ndarray, chunks: Sequence[RetrievedChunk]
 ) -> ExtractiveAnswer:
@@ -307,18 +344,15 @@ def extractive_answer(
         top = chunks[0]
         start, end = _trim(top.text, 0, len(top.text))
         candidates = [Sentence(chunk=top, rank=0, position=0, start=start, end=end)]
+    prior = _prior_scores(question, candidates)
+    compared = _compared(prior, candidates)
+    candidates = [candidates[i] for i in compared]
     texts = [sentence.text for sentence in candidates]
     vectors = sentence_vectors(texts)
     query = np.asarray(question_vector, dtype=np.float32)
     query = query / (np.linalg.norm(query) or 1.0)
     semantic = vectors @ query
-    lexical = lexical_scores(question, texts)
-    scores = [
-        WEIGHT_SEMANTIC * float(semantic[i])
-        + WEIGHT_LEXICAL * lexical[i]
-        + WEIGHT_CHUNK * float(candidate.chunk.similarity or 0.0)
-        for i, candidate in enumerate(candidates)
-    ]
+    scores = [WEIGHT_SEMANTIC * float(semantic[k]) + prior[i] for k, i in enumerate(compared)]
     order = sorted(
         range(len(candidates)),
         key=lambda i: (-round(scores[i], 9), candidates[i].rank, candidates[i].position),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from chat.answering import extractive
 from chat.answering.extractive import candidate_sentences, extractive_answer, sentence_spans
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
@@ -106,3 +107,15 @@ def test_chunk_without_any_full_sentence_is_quoted_whole():
         question="VPN?", question_vector=np.ones(384, dtype=np.float32), chunks=chunks
     )
     assert answer.text == "VPN: yes [1]"
+
+
+def test_only_the_best_matching_candidates_are_embedded_and_the_answer_is_still_found():
+    texts = LEAVE_TEXTS + EXPENSES_TEXTS + SECURITY_TEXTS
+    assert len(candidate_sentences(retrieved(texts))) > extractive.MAX_COMPARED_SENTENCES
+    with extractive._cache_lock:
+        extractive._vector_cache.clear()
+    answer = answer_for("How long must passwords be?", texts)
+    assert len(extractive._vector_cache) == extractive.MAX_COMPARED_SENTENCES
+    first = answer.sentences[0]
+    assert first.text == "Passwords must be at least 14 characters long and must never be reused."
+    assert first.chunk.text == SECURITY_TEXTS[0]
