@@ -9,6 +9,11 @@ answer rendered whole from the database (the very partial a reload uses).
 
 Generation runs in its own task, so Stop and a disconnect can cancel it; the pipeline then
 stores the part already streamed as `interrupted`.
+
+Each socket does its database work on a thread of its own (as Django gives each HTTP request
+one). Channels would otherwise send the database calls of every socket of the process, its own
+included, to one shared thread, where concurrent users queue behind each other (measured at 20
+clients: 0.9 s p50 only waiting for the rate-limit check, 7 s p50 to the first answer text).
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.cache import cache
@@ -51,6 +58,12 @@ class _Exchange:
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        # Every thread-sensitive call of this socket (Channels' connection clean-up before each
+        # message, the checks, the answers) runs on this socket's own thread.
+        async with ThreadSensitiveContext():
+            await super().__call__(scope, receive, send)
+
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
@@ -177,8 +190,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         options: AnswerOptions,
         is_private: bool,
     ) -> None:
+        # database_sync_to_async, not cache.aadd: it gives the (pooled) connection back after.
         lock = f"sourced:chat:in-flight:{self.conversation_id}"
-        if not await cache.aadd(lock, self.channel_name, IN_FLIGHT_SECONDS):
+        if not await database_sync_to_async(cache.add)(lock, self.channel_name, IN_FLIGHT_SECONDS):
             await self._refuse(
                 "Another question in this conversation is still being answered "
                 "(in another tab?). Please wait for it to finish."
@@ -193,7 +207,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 is_private=is_private,
             )
         finally:
-            await cache.adelete(lock)
+            await database_sync_to_async(cache.delete)(lock)
 
     async def _answer_locked(
         self,

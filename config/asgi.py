@@ -1,11 +1,28 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+
+Server processes import this module, management commands and the ingestion worker do not, so
+it sets the defaults that only a server wants (each can still be set in the environment; see
+config/settings.py):
+
+- DB_POOL=1: database connections come from a pool;
+- EMBEDDING_THREADS=1: torch embeds on one thread per request. A question embeds a handful of
+  short texts, and with concurrent questions on a small machine, two threads per request fight
+  each other and the database (measured: first event 2.5x slower under load);
+- EMBEDDING_WARM_UP=1: the embedding model is loaded in the background at startup, not by the
+  first question (about 14 s on a busy 2-core machine).
+"""
 
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_asgi_app = get_asgi_application()
+SERVER_DEFAULTS = {"DB_POOL": "1", "EMBEDDING_THREADS": "1", "EMBEDDING_WARM_UP": "1"}
+_added = [name for name in SERVER_DEFAULTS if name not in os.environ]
+os.environ.update({name: SERVER_DEFAULTS[name] for name in _added})
+django_asgi_app = get_asgi_application()  # reads the settings (unless already read)
+for _name in _added:  # not passed on to processes this one starts
+    del os.environ[_name]
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -13,6 +30,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
+from knowledge.embedding import embedding_warm_up_start  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -23,3 +41,5 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+embedding_warm_up_start()

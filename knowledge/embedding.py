@@ -7,8 +7,10 @@ cut explicitly and the caller is told.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,6 +26,8 @@ MAX_TOKENS = 256
 DIMENSIONS = 384
 
 _model_lock = threading.Lock()
+_warm_up_started = threading.Event()
+logger = logging.getLogger(__name__)
 
 
 def model_path() -> Path:
@@ -66,6 +70,11 @@ def get_model():
 def _load_model():
     from sentence_transformers import SentenceTransformer
 
+    if settings.EMBEDDING_THREADS > 0:
+        import torch
+
+        # Before any embedding: threads that start using torch later inherit it.
+        torch.set_num_threads(settings.EMBEDDING_THREADS)
     model = SentenceTransformer(str(model_path()), device="cpu")
     model.max_seq_length = MAX_TOKENS
     return model
@@ -115,3 +124,35 @@ def embed_query(text: str) -> tuple[np.ndarray, bool]:
     """The question's vector and whether the question had to be cut to fit the model."""
     fitted, truncated = truncate_to_limit(text)
     return embed_texts([fitted])[0], truncated
+
+
+def embedding_warm_up() -> None:
+    """Load the tokenizer and the model and embed one text, so that the first question does
+    not pay for it (about 14 s on a busy 2-core machine: imports, weights, torch's first run)."""
+    started = time.perf_counter()
+    embed_query("How many days of annual leave do I get?")
+    import torch
+
+    logger.info(
+        "Embedding model ready in %.1f s (torch threads: %d).",
+        time.perf_counter() - started,
+        torch.get_num_threads(),
+    )
+
+
+def embedding_warm_up_start() -> None:
+    """`embedding_warm_up` in a background thread, once per process, when
+    settings.EMBEDDING_WARM_UP is on (config/asgi.py turns it on in server processes). Requests
+    are served meanwhile; a question that comes first waits for the model being loaded (the
+    load holds the model lock) instead of loading it a second time."""
+    if not settings.EMBEDDING_WARM_UP or _warm_up_started.is_set():
+        return
+    _warm_up_started.set()
+
+    def run() -> None:
+        try:
+            embedding_warm_up()
+        except Exception:  # the first question loads it again and reports the error
+            logger.exception("Warming up the embedding model failed")
+
+    threading.Thread(target=run, name="embedding-warm-up", daemon=True).start()

@@ -3,12 +3,15 @@ regenerate, the rate limit and escaping — over a real socket, real database, r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
 import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
@@ -271,6 +274,28 @@ async def test_one_question_at_a_time_per_conversation(staff_user, leave_kb, set
     await communicator.disconnect()
     assert "wait for the current answer" in "".join(fragments)
     assert await Message.objects.filter(conversation_id=conversation_id).acount() == 2
+
+
+async def test_an_answer_is_not_held_up_by_database_work_elsewhere_in_the_process(
+    staff_user, leave_kb
+):
+    """Channels runs every consumer's database calls on one process-wide thread unless told
+    otherwise: while that thread is busy (here: blocked), a socket still connects and its
+    question is answered."""
+    release = threading.Event()
+    blocker = asyncio.ensure_future(database_sync_to_async(release.wait)(60))
+    try:
+        conversation_id = uuid.uuid4()
+        communicator = await socket_for(staff_user, conversation_id)
+        await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+        fragments = await fragments_until_idle(communicator)
+        await communicator.disconnect()
+    finally:
+        release.set()
+        await blocker
+    answer = await Message.objects.aget(conversation_id=conversation_id, role="assistant")
+    assert answer.status == Message.Status.COMPLETE
+    assert "25 days" in "".join(fragments)
 
 
 async def test_regenerate_replaces_the_answer_in_place(staff_user, leave_kb):

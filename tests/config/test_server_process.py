@@ -1,0 +1,84 @@
+"""What a server process (one that imports config.asgi, as daphne does) does differently from
+management commands and tests: pooled database connections, the embedding model loaded at
+startup on one torch thread, and none of it passed on to processes it starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.live_server import database_url_of
+
+pytestmark = pytest.mark.django_db
+
+SERVER_DEFAULTS = ("DB_POOL", "EMBEDDING_THREADS", "EMBEDDING_WARM_UP")
+
+PROBE = """
+import json, os, sys, threading, time
+if sys.argv[1] == "server":
+    import config.asgi  # noqa: F401
+else:
+    import django
+    django.setup()
+from django.db import connection
+from knowledge import embedding
+connection.ensure_connection()
+pool = connection.pool
+connection.close()
+warm_up = [t for t in threading.enumerate() if t.name == "embedding-warm-up"]
+for thread in warm_up:
+    thread.join(300)
+threads = []
+if embedding._load_model.cache_info().currsize:
+    import torch
+    probe = threading.Thread(target=lambda: threads.append(torch.get_num_threads()))
+    probe.start()
+    probe.join()
+print(json.dumps({
+    "pool": pool is not None,
+    "pooled_after_close": pool.get_stats()["pool_available"] if pool else None,
+    "model_loaded": embedding._load_model.cache_info().currsize == 1,
+    "torch_threads": threads[0] if threads else None,
+    "environment": sorted(set(os.environ) & set(sys.argv[2].split(","))),
+}))
+"""
+
+
+def probe(kind: str) -> dict:
+    environment = {name: value for name, value in os.environ.items() if name not in SERVER_DEFAULTS}
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, kind, ",".join(SERVER_DEFAULTS)],
+        cwd=settings.BASE_DIR,
+        env={
+            **environment,
+            "DATABASE_URL": database_url_of(connection.settings_dict),
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_a_server_process_pools_connections_and_warms_the_model_up_at_startup():
+    server = probe("server")
+    assert server["pool"] is True
+    assert server["pooled_after_close"] >= 1  # closing gave the connection back, still open
+    assert server["model_loaded"] is True  # no question was asked
+    assert server["torch_threads"] == 1
+    assert server["environment"] == []  # its defaults do not reach processes it starts
+
+
+def test_a_management_process_connects_directly_and_loads_no_model():
+    command = probe("command")
+    assert command["pool"] is False
+    assert command["model_loaded"] is False
+    assert command["torch_threads"] is None
