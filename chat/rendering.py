@@ -10,19 +10,23 @@ with `format_html` around escaped text.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.template.loader import render_to_string
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
+from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from chat.answering.citations import citation_is_stale
 from chat.models import Feedback, Message
+from chat.selectors import CitationRow, MessageRow, message_row
 from knowledge.models import Document
 from knowledge.retrieval import excerpt_of
 
@@ -226,7 +230,7 @@ def _documents_info(document_ids: Iterable[int | None]) -> dict[int, bool]:
     return {document.pk: original_path(document) is not None for document in documents}
 
 
-def _source_from_citation(citation, documents: dict[int, bool]) -> SourceView:
+def _source_of(citation: CitationRow, documents: dict[int, bool]) -> SourceView:
     document_id = citation.document_id_snapshot
     return SourceView(
         n=citation.n,
@@ -240,7 +244,64 @@ def _source_from_citation(citation, documents: dict[int, bool]) -> SourceView:
         external_url=safe_external_url(citation.url),
         document_available=document_id in documents,
         has_file=documents.get(document_id, False),
-        stale=citation_is_stale(citation),
+        stale=citation.stale,
+    )
+
+
+@dataclass(frozen=True)
+class _Surroundings:
+    """What the views of some messages need besides the messages themselves."""
+
+    documents: dict[int, bool]  # see _documents_info
+    questions: dict[Any, str]  # question id → text, for the answers among the messages
+    ratings: dict[Any, int]  # message id → the reader's rating
+
+    def question_of(self, row: MessageRow) -> str:
+        return self.questions.get(row.reply_to_id, "") if row.reply_to_id else ""
+
+
+def _surroundings(
+    rows: Sequence[MessageRow], user, *, conversation_id: uuid.UUID | None = None
+) -> _Surroundings:
+    """`conversation_id`: every row is a message of this conversation (the reader's ratings
+    are then found by conversation rather than by a list of message ids)."""
+    documents = _documents_info(c.document_id_snapshot for row in rows for c in row.citations)
+    questions = {row.id: row.content for row in rows if row.role == Message.Role.USER}
+    missing = {
+        row.reply_to_id
+        for row in rows
+        if row.role == Message.Role.ASSISTANT
+        and row.reply_to_id
+        and row.reply_to_id not in questions
+    }
+    if missing:
+        questions.update(Message.objects.filter(pk__in=missing).values_list("pk", "content"))
+    ratings: dict[Any, int] = {}
+    if user is not None and getattr(user, "is_authenticated", False) and rows:
+        given = Feedback.objects.filter(user=user)
+        if conversation_id is not None:
+            given = given.filter(message__conversation_id=conversation_id)
+        else:
+            given = given.filter(message__in=[row.id for row in rows])
+        ratings = dict(given.values_list("message_id", "rating"))
+    return _Surroundings(documents=documents, questions=questions, ratings=ratings)
+
+
+def _view_of(row: MessageRow, around: _Surroundings, *, can_post: bool) -> MessageView:
+    return MessageView(
+        id=str(row.id),
+        role=row.role,
+        status=row.status,
+        content=row.content,
+        created_at=row.created_at,
+        sources=[_source_of(c, around.documents) for c in row.citations],
+        suggestions=list(row.suggestions),
+        warning=row.warning,
+        error_code=row.error_code,
+        question=around.question_of(row),
+        reply_to_id=str(row.reply_to_id) if row.reply_to_id else "",
+        my_rating=around.ratings.get(row.id),
+        can_post=can_post,
     )
 
 
@@ -248,48 +309,120 @@ def message_views(
     messages: Sequence[Message], *, user=None, can_post: bool = True
 ) -> list[MessageView]:
     """Views of saved messages (citations prefetched or loaded here in one query each)."""
-    messages = list(messages)
-    citations_of: dict[Any, list] = {}
-    for message in messages:
-        citations_of[message.pk] = sorted(message.citations.all(), key=lambda c: c.n)
-    documents = _documents_info(
-        c.document_id_snapshot for cites in citations_of.values() for c in cites
-    )
-    questions = {m.pk: m.content for m in messages if m.role == Message.Role.USER}
-    missing = {
-        m.reply_to_id
-        for m in messages
-        if m.role == Message.Role.ASSISTANT and m.reply_to_id and m.reply_to_id not in questions
-    }
-    if missing:
-        questions.update(Message.objects.filter(pk__in=missing).values_list("pk", "content"))
-    ratings: dict[Any, int] = {}
-    if user is not None and getattr(user, "is_authenticated", False):
-        ratings = dict(
-            Feedback.objects.filter(user=user, message__in=[m.pk for m in messages]).values_list(
-                "message_id", "rating"
-            )
+    rows = [message_row(message) for message in messages]
+    around = _surroundings(rows, user)
+    return [_view_of(row, around, can_post=can_post) for row in rows]
+
+
+# --- A long conversation, reloaded ------------------------------------------------------------
+
+
+class RenderCache:
+    """Rendered output kept in this process by the values it was rendered from, least
+    recently used dropped first, at most `max_chars` characters (output and key text) in all.
+
+    Keys must hold every input of the rendering, so that a hit is exactly what rendering
+    would produce now: a changed input is simply another key."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable) -> Any | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: Hashable, value: Any, chars: int) -> None:
+        if chars > self.max_chars:
+            return
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            if previous is not None:
+                self._chars -= previous[1]
+            self._entries[key] = (value, chars)
+            self._chars += chars
+            while self._chars > self.max_chars:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._chars -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
+
+
+def row_chars(row: MessageRow) -> int:
+    """About how many characters a row holds (for RenderCache's bound)."""
+    return len(row.content) + sum(len(c.text) + len(c.document_title) for c in row.citations)
+
+
+# ~1 MB of HTML and 0.3 MB of text per 200-message conversation with citations: room for ~30.
+RENDERED_MESSAGES_MAX_CHARS = 40_000_000
+rendered_messages = RenderCache(RENDERED_MESSAGES_MAX_CHARS)
+
+
+def transcript_html(
+    rows: Sequence[MessageRow], *, conversation_id: uuid.UUID, user=None, can_post: bool = True
+) -> SafeString:
+    """The messages of a conversation (`rows`, in order) as its page shows them: each the
+    partial of `message_html` without an out-of-band swap.
+
+    A message rendered before from the same inputs comes from `rendered_messages`: its row
+    (text, status, citations and whether each is stale), the question it answers, the
+    reader's rating, whether the reader may post, the state of the cited documents (still
+    there, original file available), the time zone and the URL prefix. Reopening a long
+    conversation renders only what changed; a streaming message is always rendered."""
+    around = _surroundings(rows, user, conversation_id=conversation_id)
+    prefix, zone = get_script_prefix(), timezone.get_current_timezone_name()
+    rendered = []
+    for row in rows:
+        if row.status == Message.Status.STREAMING:
+            rendered.append(mark_safe(message_html(_view_of(row, around, can_post=can_post))))
+            continue
+        key = (
+            prefix,
+            zone,
+            row,
+            around.question_of(row),
+            around.ratings.get(row.id),
+            can_post,
+            tuple(around.documents.get(c.document_id_snapshot) for c in row.citations),
         )
-    views = []
-    for message in messages:
-        views.append(
-            MessageView(
-                id=str(message.pk),
-                role=message.role,
-                status=message.status,
-                content=message.content,
-                created_at=message.created_at,
-                sources=[_source_from_citation(c, documents) for c in citations_of[message.pk]],
-                suggestions=[str(s) for s in (message.suggestions or [])],
-                warning=message.warning,
-                error_code=message.error_code,
-                question=questions.get(message.reply_to_id, "") if message.reply_to_id else "",
-                reply_to_id=str(message.reply_to_id) if message.reply_to_id else "",
-                my_rating=ratings.get(message.pk),
-                can_post=can_post,
-            )
+        html = rendered_messages.get(key)
+        if html is None:
+            # message_html is the autoescaped partial: its output is safe HTML.
+            html = mark_safe(message_html(_view_of(row, around, can_post=can_post)))
+            rendered_messages.put(key, html, len(html) + row_chars(row))
+        rendered.append(html)
+    return mark_safe("".join(rendered))  # safe pieces
+
+
+# Room for a few document lists of some thousand documents each.
+DOCUMENT_OPTIONS_MAX_CHARS = 4_000_000
+rendered_document_options = RenderCache(DOCUMENT_OPTIONS_MAX_CHARS)
+
+
+def document_options_html(documents: Sequence[tuple[int, str]]) -> SafeString:
+    """The settings dialog's checkbox per document ((id, title) pairs, in order), rendered
+    once per distinct list: a large knowledge base has thousands of documents, the same on
+    every page until one is added, renamed or disabled."""
+    key = tuple(documents)
+    html = rendered_document_options.get(key)
+    if html is None:
+        html = mark_safe(  # an autoescaped partial
+            render_to_string("chat/partials/document_options.html", {"documents": key})
         )
-    return views
+        rendered_document_options.put(key, html, 2 * len(html))
+    return html
 
 
 def sources_from_event(citations: Sequence[dict[str, Any]]) -> list[SourceView]:

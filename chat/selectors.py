@@ -4,13 +4,18 @@ ones by their owner only — in lists, pages, the API, the WebSocket and search 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, fields
+from datetime import datetime
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Prefetch, Q, QuerySet
 
+from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
 from chat.models import Citation, Conversation, Message
 from knowledge.models import Document
+
+CITATION_FIELDS = tuple(field.name for field in Citation._meta.concrete_fields)
 
 
 def conversations_visible_to(user: AbstractBaseUser) -> QuerySet[Conversation]:
@@ -51,14 +56,141 @@ def conversation_get_for(user: AbstractBaseUser, conversation_id: uuid.UUID) -> 
     return conversation
 
 
+def citations_with_source_state() -> QuerySet[Citation]:
+    """Citations by number, each with the few columns of its chunk and document that tell
+    whether it is stale (`citation_is_stale`): the chunk's text, the document's enabled flag
+    and status. Not the chunk's search vector or the document's metadata, which are large and
+    unused here."""
+    return (
+        Citation.objects.select_related("chunk__document")
+        .only(
+            *CITATION_FIELDS,
+            "chunk__text",
+            "chunk__document__enabled",
+            "chunk__document__status",
+        )
+        .order_by("n")
+    )
+
+
 def conversation_messages(conversation: Conversation) -> list[Message]:
-    """The conversation's messages in order, citations (with their chunk and document, to
-    tell stale ones) prefetched: a constant number of queries whatever the length."""
-    citations = Citation.objects.select_related("chunk__document").order_by("n")
+    """The conversation's messages in order, citations (with what tells stale ones)
+    prefetched: two queries whatever the length."""
     return list(
         conversation.messages.order_by("created_at", "id").prefetch_related(
-            Prefetch("citations", queryset=citations)
+            Prefetch("citations", queryset=citations_with_source_state())
         )
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CitationRow:
+    """A stored citation as a plain value (what the API and the page show of it)."""
+
+    n: int
+    chunk_id: int | None
+    chunk_id_snapshot: int | None
+    document_id_snapshot: int | None
+    document_title: str
+    page: int | None
+    section: str | None
+    url: str
+    text: str
+    similarity: float
+    stale: bool  # see citation_is_stale
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """A stored message and its citations as a plain, hashable value: equal rows show the
+    same, so a row is also the key of what was rendered from it."""
+
+    id: uuid.UUID
+    role: str
+    content: str
+    status: str
+    reply_to_id: uuid.UUID | None
+    mode: str
+    suggestions: tuple[str, ...]
+    warning: str
+    error_code: str
+    created_at: datetime
+    citations: tuple[CitationRow, ...]
+
+    @property
+    def pk(self) -> uuid.UUID:
+        return self.id
+
+
+# Columns read, in the order of the rows' fields.
+_MESSAGE_COLUMNS = tuple(f.name for f in fields(MessageRow) if f.name != "citations")
+_CITATION_COLUMNS = tuple(f.name for f in fields(CitationRow) if f.name != "stale")
+_SUGGESTIONS = _MESSAGE_COLUMNS.index("suggestions")
+
+
+def _suggestions(value: object) -> tuple[str, ...]:
+    return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+
+def citation_fresh() -> ExpressionWrapper:
+    """SQL for "not stale" (`citation_is_stale` in the database): the cited chunk still
+    exists with the very text cited, in an enabled, ready document. NULL (not fresh) when
+    the chunk is gone: its columns come from LEFT JOINs on primary keys."""
+    return ExpressionWrapper(
+        Q(
+            chunk__text=F("text"),
+            chunk__document__enabled=True,
+            chunk__document__status=Document.Status.READY,
+        ),
+        output_field=BooleanField(),
+    )
+
+
+def conversation_transcript(conversation: Conversation) -> list[MessageRow]:
+    """The conversation's messages in order with their citations, as rows: two queries of
+    plain values whatever the length (no model instances, the stale check done in SQL)."""
+    cited: dict[uuid.UUID, list[CitationRow]] = {}
+    citations = (
+        Citation.objects.filter(message__conversation=conversation)
+        .annotate(fresh=citation_fresh())
+        .order_by("message_id", "n")
+        .values_list("message_id", *_CITATION_COLUMNS, "fresh")
+    )
+    for message_id, *values, fresh in citations:
+        cited.setdefault(message_id, []).append(CitationRow(*values, stale=not fresh))
+    messages = conversation.messages.order_by("created_at", "id").values_list(*_MESSAGE_COLUMNS)
+    return [
+        MessageRow(
+            *values[:_SUGGESTIONS],
+            _suggestions(values[_SUGGESTIONS]),
+            *values[_SUGGESTIONS + 1 :],
+            citations=tuple(cited.get(values[0], ())),
+        )
+        for values in messages
+    ]
+
+
+def message_row(message: Message) -> MessageRow:
+    """The row of a message instance (its citations loaded, ideally prefetched with
+    `citations_with_source_state`, else one query here)."""
+    return MessageRow(
+        id=message.pk,
+        role=message.role,
+        content=message.content,
+        status=message.status,
+        reply_to_id=message.reply_to_id,
+        mode=message.mode,
+        suggestions=_suggestions(message.suggestions),
+        warning=message.warning,
+        error_code=message.error_code,
+        created_at=message.created_at,
+        citations=tuple(
+            CitationRow(
+                *(getattr(citation, column) for column in _CITATION_COLUMNS),
+                stale=citation_is_stale(citation),
+            )
+            for citation in sorted(message.citations.all(), key=lambda c: c.n)
+        ),
     )
 
 
@@ -74,10 +206,9 @@ def message_get_for(user: AbstractBaseUser, message_id: uuid.UUID) -> Message:
 
 
 def message_answer_with_citations(answer_id: uuid.UUID) -> Message | None:
-    citations = Citation.objects.select_related("chunk__document").order_by("n")
     return (
         Message.objects.select_related("conversation")
-        .prefetch_related(Prefetch("citations", queryset=citations))
+        .prefetch_related(Prefetch("citations", queryset=citations_with_source_state()))
         .filter(pk=answer_id)
         .first()
     )

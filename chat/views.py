@@ -21,11 +21,11 @@ from chat.answering.errors import AnswerError
 from chat.decorators import no_access, staff_required
 from chat.history import conversations_search, history_items, query_clean
 from chat.models import ChatSettings, Feedback, Message
-from chat.rendering import message_views
+from chat.rendering import document_options_html, message_views, transcript_html
 from chat.selectors import (
     conversation_get_for,
     conversation_groups_for,
-    conversation_messages,
+    conversation_transcript,
     message_get_for,
 )
 from chat.services import conversation_delete, feedback_give
@@ -105,11 +105,15 @@ def default_top_k() -> int:
 
 
 def composer_context(user, *, is_new: bool, last_question: str) -> dict:
+    documents = list(
+        Document.objects.filter(enabled=True, status=Document.Status.READY).values_list(
+            "pk", "title"
+        )
+    )
     return {
         "top_k": default_top_k(),
-        "documents": Document.objects.filter(enabled=True, status=Document.Status.READY).only(
-            "pk", "title"
-        ),
+        "documents": documents,
+        "document_options": document_options_html(documents),
         "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
         "last_question": last_question,
         "is_new": is_new,
@@ -140,7 +144,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "conversation": None,
         "conversation_id": conversation_id,
         "ws_url": f"/ws/chat/{conversation_id}/",
-        "messages": [],
+        "messages_html": "",
         "can_post": True,
         "greeting": greeting_for(),
         "suggestions": SUGGESTIONS,
@@ -159,13 +163,15 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
     except AnswerError:
         return conversation_not_found(request)
     can_post = found.owner_id == request.user.pk
-    messages = conversation_messages(found)
+    messages = conversation_transcript(found)
     last_question = next((m.content for m in reversed(messages) if m.role == Message.Role.USER), "")
     context = {
         "conversation": found,
         "conversation_id": str(found.pk),
         "ws_url": f"/ws/chat/{found.pk}/",
-        "messages": message_views(messages, user=request.user, can_post=can_post),
+        "messages_html": transcript_html(
+            messages, conversation_id=found.pk, user=request.user, can_post=can_post
+        ),
         "can_post": can_post,
         "autofocus": True,
         **composer_context(request.user, is_new=not messages, last_question=last_question),

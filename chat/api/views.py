@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,6 +33,7 @@ from chat.answering.questions import text_clean
 from chat.api import serializers as s
 from chat.api.authentication import request_user
 from chat.api.errors import answer_error_response, error_response, validation_error_response
+from chat.api.transcript import message_list_json, renders_compact_json
 from chat.models import Feedback
 from chat.ratelimit import chat_rate_limited
 from knowledge.retrieval import chunks_search
@@ -295,7 +297,12 @@ class ConversationMessagesApi(APIView):
         conversation = selectors.conversation_get_for(
             request.user, _uuid_param(conversation_id, "conversation_id")
         )
-        messages = selectors.conversation_messages(conversation)
+        messages = selectors.conversation_transcript(conversation)
+        if renders_compact_json(request):
+            return HttpResponse(
+                message_list_json(conversation, messages, request=request),
+                content_type=JSONRenderer.media_type,
+            )
         body = {"conversation": conversation, "messages": messages}
         return Response(s.MessageListSerializer(body, context={"request": request}).data)
 

@@ -311,3 +311,6 @@ async def _server_measure(
         "citations": conversation.citations,
         "loads": loads,
     }
+    # The same figures on their own, by the way the conversation is opened.
+    figures["conversation_api_load_ms"] = {"p50": api["p50"], "p95": api["p95"]}
+    figures["conversation_page_load_ms"] = {"p50": page["p50"], "p95": page["p95"]}

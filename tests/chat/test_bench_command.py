@@ -78,6 +78,8 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
     assert load["messages"] == 200
     assert load["citations"] >= 100  # every answer cites at least one source
     assert {"p50", "p95"} <= set(load["api"]) and {"p50", "p95"} <= set(load["page"])
+    assert figures["conversation_api_load_ms"] == {k: load["api"][k] for k in ("p50", "p95")}
+    assert figures["conversation_page_load_ms"] == {k: load["page"][k] for k in ("p50", "p95")}
     assert figures["server_peak_rss_mb"] > 0
 
     report = out.getvalue()
