@@ -8,6 +8,8 @@ knowledge base (one round trip: the searchable documents' count, id sum and late
 and the highest chunk id) is re-read at most every RECHECK_SECONDS and a change triggers a
 rebuild — new, re-ingested, deleted, disabled or re-enabled documents all change it. It is the
 whole knowledge base's vocabulary, also when a question is restricted to some documents.
+Hybrid retrieval (knowledge/retrieval.py) weights the question's full-text terms by these
+document frequencies on every search, so a process's first search builds it.
 
 A question's terms come from the same parser and the same `english` configuration that built the
 chunks' vectors (`ts_debug`), so a term is "known" exactly when the full-text search could match
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import string
 import threading
 import time
@@ -311,6 +314,9 @@ def question_tokens(question: str) -> list[tuple[str, str, str]]:
     return tokens
 
 
+_SENTENCE_FIRST_WORD = re.compile(r"(?:^|[.!?…]\s+)[\"'“‘(\[]*([^\s\"'“‘(\[]+)")
+
+
 def _capitals_informative(question: str) -> bool:
     """Capitals mark names only in ordinary sentence case: not in all-caps or Title Case."""
     words = [word for word in question.split() if word[:1].isalpha()]
@@ -320,12 +326,17 @@ def _capitals_informative(question: str) -> bool:
     return capitalised <= (len(words) - 1) / 2
 
 
+def sentence_first_words(text: str) -> list[str]:
+    """The first word of each sentence of `text` (opening quotes and brackets dropped)."""
+    return _SENTENCE_FIRST_WORD.findall(text)
+
+
 def question_terms(question: str, vocabulary: Vocabulary | None = None) -> QuestionTerms:
     """The question's content terms measured against the knowledge base's vocabulary."""
     vocabulary = vocabulary or vocabulary_get()
     tokens = question_tokens(question)
     pieces = _word_pieces([token for _, token, _ in tokens])
-    first_word = question.split()[0] if question.split() else ""
+    first_words = sentence_first_words(question)
     capitals = _capitals_informative(question)
     terms: list[QuestionTerm] = []
     seen: set[str] = set()
@@ -335,7 +346,8 @@ def question_terms(question: str, vocabulary: Vocabulary | None = None) -> Quest
             continue
         seen.add(folded)
         known = vocabulary.knows(folded)
-        leading = first_word.startswith(token)
+        # A capital at the start of a sentence says nothing about a name.
+        leading = any(word.startswith(token) for word in first_words)
         terms.append(
             QuestionTerm(
                 lexeme=folded,

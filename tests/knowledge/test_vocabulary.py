@@ -205,6 +205,14 @@ def test_the_first_word_is_not_taken_for_a_name():
     assert not terms_by_token("Company rules about trains?")["Company"].capitalized
 
 
+def test_the_first_word_of_every_sentence_is_not_taken_for_a_name():
+    document_with_chunks("Broadcast", BROADCAST)
+
+    terms = terms_by_token("What are the rules about trains? Please explain them for Fresno.")
+    assert not terms["Please"].capitalized
+    assert terms["Fresno"].capitalized
+
+
 def test_numbers_and_hyphenated_compounds_are_not_counted_as_unknown():
     document_with_chunks("Steam", STEAM)
 
