@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.urls import get_script_prefix, reverse
 from django.utils import timezone
@@ -372,9 +373,9 @@ rendered_messages = RenderCache(RENDERED_MESSAGES_MAX_CHARS)
 
 def transcript_html(
     rows: Sequence[MessageRow], *, conversation_id: uuid.UUID, user=None, can_post: bool = True
-) -> SafeString:
-    """The messages of a conversation (`rows`, in order) as its page shows them: each the
-    partial of `message_html` without an out-of-band swap.
+) -> bytes:
+    """The messages of a conversation (`rows`, in order) as its page shows them, as UTF-8:
+    each the partial of `message_html` without an out-of-band swap (see `page_with_parts`).
 
     A message rendered before from the same inputs comes from `rendered_messages`: its row
     (text, status, citations and whether each is stale), the question it answers, the
@@ -386,7 +387,7 @@ def transcript_html(
     rendered = []
     for row in rows:
         if row.status == Message.Status.STREAMING:
-            rendered.append(mark_safe(message_html(_view_of(row, around, can_post=can_post))))
+            rendered.append(message_html(_view_of(row, around, can_post=can_post)).encode())
             continue
         key = (
             prefix,
@@ -400,10 +401,10 @@ def transcript_html(
         html = rendered_messages.get(key)
         if html is None:
             # message_html is the autoescaped partial: its output is safe HTML.
-            html = mark_safe(message_html(_view_of(row, around, can_post=can_post)))
+            html = message_html(_view_of(row, around, can_post=can_post)).encode()
             rendered_messages.put(key, html, len(html) + row_chars(row))
         rendered.append(html)
-    return mark_safe("".join(rendered))  # safe pieces
+    return b"".join(rendered)
 
 
 # Room for a few document lists of some thousand documents each.
@@ -411,18 +412,41 @@ DOCUMENT_OPTIONS_MAX_CHARS = 4_000_000
 rendered_document_options = RenderCache(DOCUMENT_OPTIONS_MAX_CHARS)
 
 
-def document_options_html(documents: Sequence[tuple[int, str]]) -> SafeString:
-    """The settings dialog's checkbox per document ((id, title) pairs, in order), rendered
-    once per distinct list: a large knowledge base has thousands of documents, the same on
-    every page until one is added, renamed or disabled."""
+def document_options_html(documents: Sequence[tuple[int, str]]) -> bytes:
+    """The settings dialog's checkbox per document ((id, title) pairs, in order), as UTF-8,
+    rendered once per distinct list: a large knowledge base has thousands of documents, the
+    same on every page until one is added, renamed or disabled."""
     key = tuple(documents)
     html = rendered_document_options.get(key)
     if html is None:
-        html = mark_safe(  # an autoescaped partial
-            render_to_string("chat/partials/document_options.html", {"documents": key})
-        )
+        html = render_to_string(  # an autoescaped partial
+            "chat/partials/document_options.html", {"documents": key}
+        ).encode()
         rendered_document_options.put(key, html, 2 * len(html))
     return html
+
+
+def page_with_parts(
+    request: HttpRequest, template_name: str, context: dict[str, Any], parts: dict[str, bytes]
+) -> HttpResponse:
+    """The page, with each of `parts` (safe HTML, UTF-8) where the template shows the
+    variable of that name.
+
+    Long parts (a 200-message conversation, a list of thousands of documents: megabytes) are
+    spliced into the encoded page instead of going through the template: Django joins the
+    output of every template level into a new string and the response encodes it again,
+    which costs more than rendering the rest of the page. The template sees a marker
+    comment in their place; no escaped text can contain one (its "<" would be "&lt;")."""
+    markers = {name: f"<!--sourced-part:{name}-->" for name in parts}
+    text = render_to_string(
+        template_name,
+        {**context, **{name: mark_safe(marker) for name, marker in markers.items()}},
+        request=request,
+    )
+    names = "|".join(re.escape(name) for name in parts)
+    pieces = re.split(f"<!--sourced-part:({names})-->", text)  # text, name, text, …, text
+    body = [piece.encode() if i % 2 == 0 else parts[piece] for i, piece in enumerate(pieces)]
+    return HttpResponse(b"".join(body))
 
 
 def sources_from_event(citations: Sequence[dict[str, Any]]) -> list[SourceView]:

@@ -21,7 +21,7 @@ from chat.answering.errors import AnswerError
 from chat.decorators import no_access, staff_required
 from chat.history import conversations_search, history_items, query_clean
 from chat.models import ChatSettings, Feedback, Message
-from chat.rendering import document_options_html, message_views, transcript_html
+from chat.rendering import document_options_html, message_views, page_with_parts, transcript_html
 from chat.selectors import (
     conversation_get_for,
     conversation_groups_for,
@@ -113,7 +113,6 @@ def composer_context(user, *, is_new: bool, last_question: str) -> dict:
     return {
         "top_k": default_top_k(),
         "documents": documents,
-        "document_options": document_options_html(documents),
         "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
         "last_question": last_question,
         "is_new": is_new,
@@ -144,7 +143,6 @@ def home(request: HttpRequest) -> HttpResponse:
         "conversation": None,
         "conversation_id": conversation_id,
         "ws_url": f"/ws/chat/{conversation_id}/",
-        "messages_html": "",
         "can_post": True,
         "greeting": greeting_for(),
         "suggestions": SUGGESTIONS,
@@ -153,7 +151,19 @@ def home(request: HttpRequest) -> HttpResponse:
         **composer_context(request.user, is_new=True, last_question=last_question),
         **sidebar_context(request.user),
     }
-    return render(request, "chat/conversation.html", context)
+    return conversation_page(request, context)
+
+
+def conversation_page(
+    request: HttpRequest, context: dict, *, messages_html: bytes = b""
+) -> HttpResponse:
+    """The chat page; its long parts (messages, the documents of the settings dialog) are
+    rendered apart and spliced in (see `page_with_parts`)."""
+    parts = {
+        "messages_html": messages_html,
+        "document_options": document_options_html(context["documents"]),
+    }
+    return page_with_parts(request, "chat/conversation.html", context, parts)
 
 
 @staff_required
@@ -169,15 +179,13 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
         "conversation": found,
         "conversation_id": str(found.pk),
         "ws_url": f"/ws/chat/{found.pk}/",
-        "messages_html": transcript_html(
-            messages, conversation_id=found.pk, user=request.user, can_post=can_post
-        ),
         "can_post": can_post,
         "autofocus": True,
         **composer_context(request.user, is_new=not messages, last_question=last_question),
         **sidebar_context(request.user, active_id=str(found.pk)),
     }
-    return render(request, "chat/conversation.html", context)
+    html = transcript_html(messages, conversation_id=found.pk, user=request.user, can_post=can_post)
+    return conversation_page(request, context, messages_html=html)
 
 
 @staff_required
