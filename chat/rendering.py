@@ -366,8 +366,9 @@ def row_chars(row: MessageRow) -> int:
     return len(row.content) + sum(len(c.text) + len(c.document_title) for c in row.citations)
 
 
-# ~1 MB of HTML and 0.3 MB of text per 200-message conversation with citations: room for ~30.
-RENDERED_MESSAGES_MAX_CHARS = 40_000_000
+# ~1 MB of HTML and 0.3 MB of text per 200-message conversation with citations: room for
+# about 20 such conversations (or many more short ones) per process.
+RENDERED_MESSAGES_MAX_CHARS = 25_000_000
 rendered_messages = RenderCache(RENDERED_MESSAGES_MAX_CHARS)
 
 

@@ -20,8 +20,9 @@ from chat.models import Conversation, Message
 from chat.rendering import RenderCache, row_chars
 from chat.selectors import MessageRow
 
-# ~0.3 MB of JSON and as much text per 200-message conversation with citations: room for ~60.
-MESSAGE_JSON_MAX_CHARS = 40_000_000
+# ~0.3 MB of JSON and as much text per 200-message conversation with citations: room for
+# about 20 such conversations per process.
+MESSAGE_JSON_MAX_CHARS = 12_000_000
 message_json = RenderCache(MESSAGE_JSON_MAX_CHARS)
 
 
