@@ -6,8 +6,10 @@ config/settings.py):
 
 - DB_POOL=1: database connections come from a pool;
 - EMBEDDING_THREADS=1: torch embeds on one thread per request. A question embeds a handful of
-  short texts, and with concurrent questions on a small machine, two threads per request fight
-  each other and the database (measured: first event 2.5x slower under load);
+  short texts, and with concurrent questions on a small machine, threads per request fight each
+  other and the database (measured before the pool: first event 2.5x slower under load with
+  two; with the pool, two threads gave one client 10-25% lower p50s but 20 clients up to 20%
+  higher p95s, within the noise of a loaded 2-core machine);
 - EMBEDDING_WARM_UP=1: the embedding model is loaded in the background at startup, not by the
   first question (about 14 s on a busy 2-core machine).
 """
