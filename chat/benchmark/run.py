@@ -58,6 +58,10 @@ class BenchOptions:
     questions: int  # questions per measurement (see questions_sample / questions_per_client)
 
 
+# Asked once per transport before measuring: not one of the measured questions.
+WARM_UP_QUESTION = "What do these documents cover?"
+
+
 def questions_sample(dataset: Dataset, count: int) -> list[str]:
     """`count` of the dataset's questions spread evenly over the file (all kinds in their
     proportions), repeating the file when it holds fewer."""
@@ -125,11 +129,16 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
             conversation = conversation_build(
                 user=owner, questions=sample, vectors=vectors, progress=bar.update
             )
+        # Every measured run (transport × concurrency) asks questions of its own: the server
+        # keeps what it computed for a question (sentence vectors), so a run repeating the
+        # questions of the one before would be measured with warm caches.
+        runs = len(TRANSPORTS) * len(options.concurrency)
+        pool = questions_sample(dataset, options.questions * runs)
         figures.update(
             _server_step(
                 corpus_size=corpus.size,
                 clients=clients,
-                sample=sample,
+                samples=[pool[run::runs] for run in range(runs)],
                 options=options,
                 conversation=conversation,
                 say=say,
@@ -207,7 +216,7 @@ def _server_step(
     *,
     corpus_size: int,
     clients: list[bench_clients.Client],
-    sample: list[str],
+    samples: list[list[str]],
     options: BenchOptions,
     conversation: LongConversation,
     say: Say,
@@ -232,7 +241,7 @@ def _server_step(
                     server,
                     figures,
                     clients=clients,
-                    sample=sample,
+                    samples=samples,
                     options=options,
                     conversation=conversation,
                     loads=loads,
@@ -250,24 +259,27 @@ async def _server_measure(
     figures: dict[str, Any],
     *,
     clients: list[bench_clients.Client],
-    sample: list[str],
+    samples: list[list[str]],
     options: BenchOptions,
     conversation: LongConversation,
     loads: int,
 ) -> None:
-    # Warm-up (not measured): the first answer loads the server's model.
+    """`samples`: the questions of each measured run, in order (one list per transport ×
+    concurrency)."""
+    # Warm-up (not measured): the first answers load what the server loads lazily.
     for transport in TRANSPORTS:
         await bench_clients.load_run(
-            server, transport=transport, clients=clients[:1], questions=[sample[:1]]
+            server, transport=transport, clients=clients[:1], questions=[[WARM_UP_QUESTION]]
         )
+    run_samples = iter(samples)
     first: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     total: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     counts: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     for step, concurrency in enumerate(options.concurrency):
-        assigned = questions_per_client(sample, concurrency)
         # Which transport goes first alternates, so that neither always meets the same
-        # moment of the machine's load (or the caches the other warmed).
+        # moment of the machine's load.
         for transport in TRANSPORTS if step % 2 == 0 else TRANSPORTS[::-1]:
+            assigned = questions_per_client(next(run_samples), concurrency)
             asked = sum(len(own) for own in assigned)
             with _bar(asked, f"{transport} × {concurrency} clients", "q") as bar:
                 exchanges = await bench_clients.load_run(
