@@ -27,7 +27,7 @@ else:
     import django
     django.setup()
 from django.db import connection
-from knowledge import embedding
+from knowledge import embedding, vocabulary
 connection.ensure_connection()
 pool = connection.pool
 connection.close()
@@ -44,6 +44,7 @@ print(json.dumps({
     "pool": pool is not None,
     "pooled_after_close": pool.get_stats()["pool_available"] if pool else None,
     "model_loaded": embedding._load_model.cache_info().currsize == 1,
+    "vocabulary_built": vocabulary._cache.vocabulary is not None,
     "torch_threads": threads[0] if threads else None,
     "environment": sorted(set(os.environ) & set(sys.argv[2].split(","))),
 }))
@@ -73,6 +74,7 @@ def test_a_server_process_pools_connections_and_warms_the_model_up_at_startup():
     assert server["pool"] is True
     assert server["pooled_after_close"] >= 1  # closing gave the connection back, still open
     assert server["model_loaded"] is True  # no question was asked
+    assert server["vocabulary_built"] is True
     assert server["torch_threads"] == 1
     assert server["environment"] == []  # its defaults do not reach processes it starts
 
@@ -81,4 +83,5 @@ def test_a_management_process_connects_directly_and_loads_no_model():
     command = probe("command")
     assert command["pool"] is False
     assert command["model_loaded"] is False
+    assert command["vocabulary_built"] is False
     assert command["torch_threads"] is None
