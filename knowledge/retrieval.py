@@ -1,4 +1,4 @@
-"""Hybrid retrieval: pgvector cosine k-NN + PostgreSQL full text, fused by score.
+"""Hybrid retrieval: pgvector cosine k-NN + PostgreSQL full text, fused by reciprocal rank.
 
 Only enabled documents in status `ready` are ever searched, optionally narrowed to a chosen set
 of documents. Each side fetches a candidate list deeper than top_k:
@@ -11,23 +11,25 @@ of documents. Each side fetches a candidate list deeper than top_k:
   chunks holding the question's rarest terms are candidates (LEXICAL_CANDIDATE_BUDGET), which
   bounds the cost on a large knowledge base.
 
-Both candidate lists are measured on both sides (cosine similarity and lexical score, one
-query) and ranked by similarity + LEXICAL_WEIGHT × lexical score / best lexical score; when
-one side finds nothing the other stands alone.
+The two rankings are fused by reciprocal rank fusion (k = 60, SPEC §4); when one side finds
+nothing the other stands alone. Lexical-only hits get their cosine similarity in one more query
+(the evidence check needs every chunk's).
 
-Measured on squad2-visible (395 chunks, 400 answerable questions; halves by question document
-in brackets): recall@1 0.883 (0.925 / 0.840), recall@5 0.980 (0.995 / 0.965), against 0.698 /
-0.920 for the former ts_rank + reciprocal rank fusion (k = 60), 0.725 / 0.935 for the vector
-side alone. Reciprocal rank fusion of the same two lists gives 0.815 / 0.980: ranks throw away
-how far apart the scores are. LEXICAL_WEIGHT anywhere in 0.25..0.75 gives recall@1 0.868-0.885,
-recall@5 0.975-0.983 (both halves within 0.02 of their best).
+Measured on squad2-visible (395 chunks, 400 answerable questions; `manage.py evaluate`):
+recall@1 0.812, recall@5 0.975, against 0.698 / 0.920 with ts_rank's lexical side, 0.725 /
+0.935 for the vector side alone. Fusing the same two candidate lists by score instead (cosine +
+0.5 × lexical score / best lexical score) gives recall@1 0.883, recall@5 0.980 (halves by
+question document 0.925 / 0.840 and 0.995 / 0.965) — ranks throw away how far apart the
+scores are — but the same citation accuracy (94.0%) and answer hit rate (89-90%) of the
+extractive answers; RRF is kept as the SPEC says.
 
 Cost at 100k chunks (bench's synthetic corpus, question vector given, 40 dataset questions,
-interleaved with the former code in one process on a loaded 2-core machine): p50 49 ms, p95
+interleaved with the ts_rank version in one process on a loaded 2-core machine): p50 49 ms, p95
 182 ms, against 479 / 1013 ms; the lexical side examines about 500 chunks (p50) instead of
 ranking every chunk holding any word of the question. `manage.py bench --chunks 100000
 --concurrency 1 --questions 30`: hybrid 24 / 50 ms (vector side 9 / 15, lexical side 19 / 35).
-The first search of a process builds the vocabulary (seconds at 100k chunks).
+The first search of a process builds the vocabulary (seconds at 100k chunks; servers build it
+at startup, knowledge/embedding.py).
 """
 
 from __future__ import annotations
@@ -56,8 +58,7 @@ EXCERPT_CHARS = 200
 # Lexical candidates: the chunks holding the question's rarest terms, as many terms as hold
 # together at most this many chunks (the cost of the lexical side grows with it).
 LEXICAL_CANDIDATE_BUDGET = 1000
-# Fusion: cosine similarity + LEXICAL_WEIGHT × lexical score / best candidate's lexical score.
-LEXICAL_WEIGHT = 0.5
+RRF_K = 60  # reciprocal rank fusion's constant (SPEC §4)
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
@@ -298,43 +299,27 @@ def chunks_search_lexical(
     return [(chunk_id, float(rank)) for chunk_id, rank in rows]
 
 
-def candidates_measure(
-    chunk_ids: Sequence[int], *, query_vector: np.ndarray, query: LexicalQuery | None
-) -> dict[int, tuple[float | None, float]]:
-    """{chunk id: (cosine similarity or None without a current embedding, lexical score)} for
-    the given chunks, in one query."""
+def similarities_for(chunk_ids: Sequence[int], query_vector: np.ndarray) -> dict[int, float]:
+    """Cosine similarity of the question to each given chunk that has a current embedding
+    (for lexical-only hits), in one query."""
     if not chunk_ids:
         return {}
-    score_sql, score_params = query.score_sql("c.search_vector") if query else ("0.0", [])
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT c.id, 1 - (e.vector <=> %s::vector), {score_sql} "
-            "FROM knowledge_chunk c LEFT JOIN knowledge_embedding e "
-            "ON e.chunk_id = c.id AND e.model = %s WHERE c.id = ANY(%s)",
-            [
-                "[" + ",".join(map(str, query_vector.tolist())) + "]",
-                *score_params,
-                embedding.model_version(),
-                list(chunk_ids),
-            ],
-        )
-        rows = cursor.fetchall()
-    return {
-        chunk_id: (None if similarity is None else float(similarity), float(lexical))
-        for chunk_id, similarity, lexical in rows
-    }
+    rows = (
+        Embedding.objects.filter(chunk_id__in=list(chunk_ids), model=embedding.model_version())
+        .annotate(distance=CosineDistance("vector", query_vector.tolist()))
+        .values_list("chunk_id", "distance")
+    )
+    return {chunk_id: 1.0 - float(distance) for chunk_id, distance in rows}
 
 
-def scores_fuse(measures: dict[int, tuple[float | None, float]]) -> list[tuple[int, float]]:
-    """Rank candidates by cosine similarity + LEXICAL_WEIGHT × lexical score relative to the
-    best candidate's; ties broken by id for determinism. Without any lexical match this is the
-    cosine order, without embeddings the lexical order."""
-    best_lexical = max((lexical for _, lexical in measures.values()), default=0.0)
-    scale = LEXICAL_WEIGHT / best_lexical if best_lexical > 0 else 0.0
-    scores = {
-        chunk_id: (similarity or 0.0) + scale * lexical
-        for chunk_id, (similarity, lexical) in measures.items()
-    }
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[int]], *, k: int = RRF_K
+) -> list[tuple[int, float]]:
+    """Fuse ranked id lists: score = Σ 1/(k + rank); ties broken by id for determinism."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
@@ -381,12 +366,16 @@ def chunks_search(
 
     if mode == "vector":
         fused = vector_hits[:top_k]
-        similarity = dict(fused)
+    elif mode == "hybrid":
+        rankings = [[cid for cid, _ in hits] for hits in (vector_hits, lexical_hits) if hits]
+        fused = reciprocal_rank_fusion(rankings)[:top_k]
     else:
-        candidates = list(dict.fromkeys(cid for cid, _ in [*vector_hits, *lexical_hits]))
-        measures = candidates_measure(candidates, query_vector=query_vector, query=lexical)
-        similarity = {cid: measure[0] for cid, measure in measures.items()}
-        fused = scores_fuse(measures)[:top_k] if mode == "hybrid" else lexical_hits[:top_k]
+        fused = lexical_hits[:top_k]
+    similarity = dict(vector_hits)
+    # Lexical-only hits: their cosine similarity (the evidence check needs every chunk's).
+    similarity.update(
+        similarities_for([cid for cid, _ in fused if cid not in similarity], query_vector)
+    )
     if not fused:
         return SearchResult(chunks=[], query_vector=query_vector, truncated=truncated)
     vector_rank = {cid: rank for rank, (cid, _) in enumerate(vector_hits, start=1)}

@@ -18,7 +18,7 @@ from knowledge.retrieval import (
     chunks_search_vector,
     knowledge_base_is_empty,
     lexical_query,
-    scores_fuse,
+    reciprocal_rank_fusion,
     vector_search_queryset,
     vector_search_settings,
 )
@@ -262,19 +262,14 @@ def test_document_filter_restricts_results_to_the_chosen_documents():
     assert chunks_search(query="annual leave", top_k=10, document_ids=[]).chunks == []
 
 
-def test_fusion_adds_the_relative_lexical_score_to_the_similarity_and_breaks_ties_by_id():
-    fused = scores_fuse({1: (0.50, 0.0), 2: (0.40, 4.0), 3: (0.45, 2.0), 4: (None, 4.0)})
+def test_reciprocal_rank_fusion_rewards_agreement_and_breaks_ties_by_id():
+    fused = reciprocal_rank_fusion([[30, 10, 20], [10, 40]])
 
-    # 2: 0.40 + 0.5 * 4/4; 3: 0.45 + 0.5 * 2/4; 1: no term of the question; 4: no embedding,
-    # lexical only (tied with 1: the lower id first).
-    assert fused == [
-        (2, pytest.approx(0.90)),
-        (3, pytest.approx(0.70)),
-        (1, pytest.approx(0.50)),
-        (4, pytest.approx(0.50)),
-    ]
-    assert [item for item, _ in scores_fuse({7: (0.3, 0.0), 5: (0.3, 0.0)})] == [5, 7]
-    assert scores_fuse({}) == []
+    assert [item for item, _ in fused] == [10, 30, 40, 20]
+    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+    # 30 and 40 are both first in one list only: equal scores, lower id first.
+    assert reciprocal_rank_fusion([[40], [30]]) == [(30, 1 / 61), (40, 1 / 61)]
+    assert reciprocal_rank_fusion([]) == []
 
 
 PARENTAL_TEXTS = [
