@@ -171,6 +171,19 @@ def evidence_sufficient(
     return True, "sufficient"
 
 
+def signals_sufficient(
+    signals: EvidenceSignals, *, threshold: float, threshold_on: ThresholdOn = "chunk"
+) -> tuple[bool, Reason]:
+    """`evidence_sufficient` on collected signals."""
+    return evidence_sufficient(
+        best_similarity=signals.best_similarity,
+        threshold=threshold,
+        passage_similarity=signals.passage_similarity,
+        unknown_specific_terms=signals.unknown_specific_terms,
+        threshold_on=threshold_on,
+    )
+
+
 def _decision(
     signals: EvidenceSignals,
     passages: dict[int, float],
@@ -178,13 +191,7 @@ def _decision(
     threshold: float,
     threshold_on: ThresholdOn,
 ) -> EvidenceDecision:
-    ok, reason = evidence_sufficient(
-        best_similarity=signals.best_similarity,
-        threshold=threshold,
-        passage_similarity=signals.passage_similarity,
-        unknown_specific_terms=signals.unknown_specific_terms,
-        threshold_on=threshold_on,
-    )
+    ok, reason = signals_sufficient(signals, threshold=threshold, threshold_on=threshold_on)
     return EvidenceDecision(ok, reason, signals, passages)
 
 
@@ -214,6 +221,21 @@ def _with_terms(signals: EvidenceSignals, terms: QuestionTerms) -> EvidenceSigna
         unknown_specific_terms=tuple(term.token for term in terms.unknown_specific),
         unknown_share=round(terms.unknown_share, 4),
     )
+
+
+def evidence_signals_all(
+    *, question: str, question_vector: np.ndarray, chunks: Sequence[RetrievedChunk]
+) -> EvidenceSignals:
+    """Every signal the decision may use, whether or not the threshold would need it (the
+    assessments below collect them only as needed): for replaying the decision at other
+    thresholds (`manage.py evaluate --calibrate`). Reads the database and embeds sentences."""
+    passages = passage_similarities(
+        question=question, question_vector=question_vector, chunks=chunks
+    )
+    signals = EvidenceSignals(
+        best_similarity=_best_of(chunks), passage_similarity=max(passages.values(), default=None)
+    )
+    return _with_terms(signals, question_terms(question))
 
 
 def evidence_assess(

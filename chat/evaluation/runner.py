@@ -23,13 +23,12 @@ from django.contrib.auth import get_user_model
 from chat.answering.evidence_signals import (
     THRESHOLD_ON,
     EvidenceSignals,
-    evidence_sufficient,
-    passage_similarities,
+    evidence_signals_all,
+    signals_sufficient,
 )
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.evaluation.dataset import Dataset, DatasetQuestion, contains_gold
 from knowledge.retrieval import chunks_search
-from knowledge.vocabulary import question_terms
 
 RECALL_DEPTH = 5
 # The thresholds --calibrate tries: 0.200, 0.205, ... 0.800.
@@ -112,15 +111,8 @@ def retrieval_probe(result: QuestionResult, *, signals: bool = False) -> None:
     result.retrieved_texts = [chunk.text for chunk in search.chunks]
     result.best_similarity = search.best_similarity
     if signals and search.chunks:
-        passages = passage_similarities(
+        result.signals = evidence_signals_all(
             question=question, question_vector=search.query_vector, chunks=search.chunks
-        )
-        result.signals = EvidenceSignals(
-            best_similarity=search.best_similarity,
-            passage_similarity=max(passages.values(), default=None),
-            unknown_specific_terms=tuple(
-                term.token for term in question_terms(question).unknown_specific
-            ),
         )
 
 
@@ -217,13 +209,7 @@ def latency_figures(results: list[QuestionResult]) -> dict[str, float]:
 def _refused_at(signals: EvidenceSignals | None, threshold: float) -> bool:
     if signals is None:  # nothing retrieved
         return True
-    sufficient, _ = evidence_sufficient(
-        best_similarity=signals.best_similarity,
-        threshold=threshold,
-        passage_similarity=signals.passage_similarity,
-        unknown_specific_terms=signals.unknown_specific_terms,
-        threshold_on=THRESHOLD_ON,
-    )
+    sufficient, _ = signals_sufficient(signals, threshold=threshold, threshold_on=THRESHOLD_ON)
     return not sufficient
 
 
