@@ -34,7 +34,6 @@ at startup, knowledge/embedding.py).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -218,18 +217,6 @@ def _with_exclusions(text: str, excluded: Sequence[str]) -> str:
     return f"({text}) & " + " & ".join(excluded) if excluded else text
 
 
-def lexical_query_text(question: str) -> str:
-    """PostgreSQL's websearch parse of the question with its terms OR-ed together.
-
-    websearch_to_tsquery AND-s every term, so a natural-language question rarely matches
-    anything whole; OR-ing the same lexemes lets partial matches count. Quoted phrases keep
-    their phrase operator; excluded terms (`-word`) stay AND-ed (`(a | b) & !c`). Empty when
-    the question has only stop words or only exclusions.
-    """
-    wanted, excluded = _websearch_items(question)
-    return _with_exclusions(" | ".join(wanted), excluded) if wanted else ""
-
-
 def _websearch_items(question: str) -> tuple[list[str], list[str]]:
     """The top-level items of websearch_to_tsquery's parse: (wanted, excluded)."""
     with connection.cursor() as cursor:
@@ -260,8 +247,11 @@ def lexical_query(question: str, vocabulary: Vocabulary | None = None) -> Lexica
             vocabulary.frequency(lexeme.replace("''", "'")) for lexeme in _LEXEME.findall(item)
         ] or [0]
         frequency = sum(frequencies) if " | " in item else min(frequencies)
-        weight = math.log((vocabulary.chunk_count + 1) / (frequency + 0.5))
-        terms.append(LexicalTerm(query=item, frequency=frequency, weight=weight))
+        terms.append(
+            LexicalTerm(
+                query=item, frequency=frequency, weight=vocabulary.idf_of_frequency(frequency)
+            )
+        )
     terms.sort(key=lambda term: (term.frequency, term.query))
     return LexicalQuery(terms=tuple(terms), excluded=tuple(excluded))
 

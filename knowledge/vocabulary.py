@@ -118,11 +118,15 @@ class Vocabulary:
 
     def idf(self, lexeme: str) -> float:
         """ln((N + 1) / (df + 0.5)); the largest value for an unknown lexeme."""
-        return math.log((self.chunk_count + 1) / (self.frequency(lexeme) + 0.5))
+        return self.idf_of_frequency(self.frequency(lexeme))
+
+    def idf_of_frequency(self, frequency: int) -> float:
+        """ln((N + 1) / (frequency + 0.5)) over the N searchable chunks."""
+        return math.log((self.chunk_count + 1) / (frequency + 0.5))
 
     @property
     def max_idf(self) -> float:
-        return math.log((self.chunk_count + 1) / 0.5)
+        return self.idf_of_frequency(0)
 
     def nearest(self, lexeme: str) -> str | None:
         """The most frequent known lexeme one Damerau edit from an unknown `lexeme` of at least
