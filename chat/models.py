@@ -66,6 +66,9 @@ class Message(models.Model):
     # What the pipeline noticed: refusal suggestions, a truncated-question warning, notices.
     suggestions = models.JSONField(default=list, blank=True)
     warning = models.TextField(blank=True)
+    # What retrieval searched for (assistant messages): the question as typed, or, for a
+    # follow-up that leans on the conversation, the question read with its context.
+    search_query = models.TextField(blank=True)
     error_code = models.CharField(max_length=50, blank=True)
     # Figures of the exchange (assistant messages).
     top_k = models.PositiveSmallIntegerField(null=True, blank=True)
