@@ -12,6 +12,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, F, Prefetch
 
 from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
+from chat.answering.followups import Turn
 from chat.models import Citation, Conversation, Message
 from knowledge.models import Document
 
@@ -212,6 +213,50 @@ def message_answer_with_citations(answer_id: uuid.UUID) -> Message | None:
         .filter(pk=answer_id)
         .first()
     )
+
+
+def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
+    """The (at most `limit`) questions asked in `question`'s conversation before it, oldest
+    first, each with what became of it: its answer's text, status, search query and cited
+    documents. Three queries."""
+    earlier = list(
+        Message.objects.filter(
+            conversation_id=question.conversation_id,
+            role=Message.Role.USER,
+            created_at__lt=question.created_at,
+        )
+        .order_by("-created_at", "-id")
+        .values_list("id", "content")[:limit]
+    )
+    if not earlier:
+        return []
+    answers = {
+        reply_to: (answer_id, status, content, search_query)
+        for answer_id, reply_to, status, content, search_query in Message.objects.filter(
+            reply_to_id__in=[pk for pk, _ in earlier], role=Message.Role.ASSISTANT
+        ).values_list("id", "reply_to_id", "status", "content", "search_query")
+    }
+    cited: dict[uuid.UUID, list[int]] = {}
+    for message_id, document_id in (
+        Citation.objects.filter(message_id__in=[a[0] for a in answers.values()])
+        .exclude(document_id_snapshot=None)
+        .order_by("message_id", "n")
+        .values_list("message_id", "document_id_snapshot")
+    ):
+        cited.setdefault(message_id, []).append(document_id)
+    turns = []
+    for pk, content in reversed(earlier):
+        answer_id, status, answer, search_query = answers.get(pk, (None, "", "", ""))
+        turns.append(
+            Turn(
+                question=content,
+                search_query=search_query,
+                answer=answer if status == Message.Status.COMPLETE else "",
+                answered=status == Message.Status.COMPLETE,
+                cited_document_ids=tuple(dict.fromkeys(cited.get(answer_id, ()))),
+            )
+        )
+    return turns
 
 
 def documents_list() -> QuerySet[Document]:

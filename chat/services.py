@@ -263,6 +263,7 @@ def answer_finish(
     figures: AnswerFigures = AnswerFigures(),  # noqa: B008 (frozen, never mutated)
     suggestions: Sequence[str] = (),
     warning: str = "",
+    search_query: str = "",
     error_code: str = "",
 ) -> list[Citation] | None:
     """Store the outcome of a streaming answer with its citations, in one transaction.
@@ -283,6 +284,7 @@ def answer_finish(
         answer.content = content
         answer.suggestions = list(suggestions)
         answer.warning = warning
+        answer.search_query = search_query
         answer.error_code = error_code
         for name, value in vars(figures).items():
             if value is not None:

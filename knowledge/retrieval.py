@@ -313,6 +313,17 @@ def reciprocal_rank_fusion(
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
+def _preferred_ranking(rankings: Sequence[Sequence[int]], document_ids: Sequence[int]) -> list[int]:
+    """The candidates of `rankings` that belong to `document_ids`, in fused order."""
+    candidates = {cid for ranking in rankings for cid in ranking}
+    preferred = set(
+        Chunk.objects.filter(pk__in=candidates, document_id__in=list(document_ids)).values_list(
+            "pk", flat=True
+        )
+    )
+    return [cid for cid, _ in reciprocal_rank_fusion(rankings) if cid in preferred]
+
+
 def validate_top_k(top_k: int) -> int:
     if isinstance(top_k, bool) or not isinstance(top_k, int):
         raise ValueError("top_k must be a whole number")
@@ -328,11 +339,15 @@ def chunks_search(
     mode: Mode = "hybrid",
     document_ids: Sequence[int] | None = None,
     query_vector: np.ndarray | None = None,
+    prefer_document_ids: Sequence[int] = (),
 ) -> SearchResult:
     """Rank the knowledge base's chunks for `query`.
 
     `query_vector` (unit length, 384 floats), when given, is used instead of embedding the
-    query. Raises ValueError for a bad top_k or mode.
+    query. `prefer_document_ids` (hybrid mode): the documents a conversation is about (a
+    follow-up question's); their candidates form a third ranking in the fusion, so they win
+    when the other rankings place them close (chat/answering/followups.py). Raises ValueError
+    for a bad top_k or mode.
     """
     validate_top_k(top_k)
     if mode not in MODES:
@@ -358,6 +373,8 @@ def chunks_search(
         fused = vector_hits[:top_k]
     elif mode == "hybrid":
         rankings = [[cid for cid, _ in hits] for hits in (vector_hits, lexical_hits) if hits]
+        if prefer_document_ids and rankings:
+            rankings.append(_preferred_ranking(rankings, prefer_document_ids))
         fused = reciprocal_rank_fusion(rankings)[:top_k]
     else:
         fused = lexical_hits[:top_k]

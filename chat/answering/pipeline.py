@@ -60,23 +60,26 @@ from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 
 from chat import selectors, services
+from chat.answering.answerers import Answerer, AnswerRequest, WrittenAnswer, answerer_for
 from chat.answering.citations import citation_as_dict
 from chat.answering.errors import AnswerError
 from chat.answering.events import Event
 from chat.answering.evidence import (
     EMPTY_KB_REFUSAL,
+    NO_EVIDENCE_REFUSAL,
     Refusal,
     chat_settings_get,
     evidence_threshold,
 )
 from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess_async, evidence_outcome
-from chat.answering.extractive import ExtractiveAnswer, extractive_answer
+from chat.answering.followups import SearchPlan, Turn, search_plan, unknown_own_terms
 from chat.answering.questions import question_normalize
 from chat.models import Message
 from knowledge import embedding
 from knowledge.retrieval import (
     TOP_K_MAX,
     TOP_K_MIN,
+    RetrievedChunk,
     SearchResult,
     chunks_search,
     knowledge_base_is_empty,
@@ -93,6 +96,8 @@ INTERNAL_ERROR_MESSAGE = "Something went wrong while answering. Please try again
 MAX_DOCUMENT_IDS = 200
 POLL_SECONDS = 0.1
 STALE_STREAMING = timedelta(minutes=10)
+# Previous turns read for a follow-up question (the generative mode reads max_history_turns).
+FOLLOWUP_TURNS = 2
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,44 @@ class AnswerOptions:
     regenerate: bool = False
 
 
+@dataclass(frozen=True)
+class _Request:
+    """A validated request (step 1)."""
+
+    user: AbstractBaseUser
+    message_id: uuid.UUID
+    conversation_id: uuid.UUID | None
+    is_private: bool
+    question: str | None  # None when regenerating: the stored question is answered
+    top_k: int | None
+    document_ids: list[int] | None
+    supplied_vector: np.ndarray | None
+    regenerate: bool
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """The exchange as stored (step 2): the settings it runs with, the claim on its answer (or
+    the earlier exchange of the same message id) and the conversation's previous turns."""
+
+    top_k: int
+    threshold: float
+    mode: str
+    begun: services.ExchangeClaim | services.ExchangeExisting
+    history: list[Turn]
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What the search found (steps 3-5): the query used, the qualifying chunks, or why not."""
+
+    query: str
+    contextual: bool
+    query_vector: np.ndarray | None
+    qualifying: list[RetrievedChunk]
+    refusal: Refusal | None
+
+
 @dataclass
 class _Exchange:
     """What one exchange has done so far: for the interruption record and the log line."""
@@ -116,9 +159,10 @@ class _Exchange:
     retrieval_ms: float | None = None
     best_similarity: float | None = None
     evidence: str | None = None  # the evidence decision's reason (evidence_signals.Reason)
+    search_query: str = ""
+    contextual: bool = False
     warning: str = ""
-    pieces: list[str] = field(default_factory=list)
-    answer: ExtractiveAnswer | None = None
+    answerer: Answerer | None = None
 
     def elapsed_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 1)
@@ -137,14 +181,13 @@ class _Exchange:
             total_ms=self.elapsed_ms(),
         )
 
-    def streamed_citations(self) -> list:
-        """Cited chunks whose marker was already sent."""
-        if self.answer is None:
-            return []
-        return [(n, c) for n, c in self.answer.cited_chunks if f" [{n}]" in self.pieces]
+    def written(self, *, complete: bool) -> WrittenAnswer:
+        if self.answerer is None:
+            return WrittenAnswer(content="", cited=[])
+        return self.answerer.written(complete=complete)
 
 
-# --- Validation ----------------------------------------------------------------------------------
+# --- Step 1: validate ----------------------------------------------------------------------------
 def _uuid(value: object, name: str) -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
@@ -200,56 +243,188 @@ def _document_ids_validate(values: Sequence[int] | None) -> list[int] | None:
     return sorted(set(values))
 
 
-# --- Database steps (each one round trip, run through database_sync_to_async) --------------------
-def _exchange_prepare(
+def _request_validate(
     *,
     user: AbstractBaseUser,
-    message_id: uuid.UUID,
     question: str | None,
-    conversation_id: uuid.UUID | None,
+    message_id: uuid.UUID | str,
+    conversation_id: uuid.UUID | str | None,
     is_private: bool,
-    top_k: int | None,
-    document_ids: list[int] | None,
-    regenerate: bool,
-) -> tuple[int, float, services.ExchangeClaim | services.ExchangeExisting]:
-    """Check the document filter, read the settings and store (or find) the exchange:
-    (top_k, evidence threshold, the claim or the earlier exchange)."""
-    if document_ids:
-        unknown = selectors.unknown_document_ids(document_ids)
+    options: AnswerOptions,
+) -> _Request:
+    """Every input checked before anything is stored (AnswerError otherwise)."""
+    return _Request(
+        user=user,
+        message_id=_uuid(message_id, "message_id"),
+        conversation_id=(
+            None if conversation_id is None else _uuid(conversation_id, "conversation_id")
+        ),
+        is_private=is_private,
+        question=None if options.regenerate else question_normalize(question),
+        top_k=_top_k_validate(options.top_k),
+        document_ids=_document_ids_validate(options.document_ids),
+        supplied_vector=_embedding_validate(options.embedding),
+        regenerate=options.regenerate,
+    )
+
+
+# --- Step 2: store the exchange (one database round trip) ---------------------------------------
+def _exchange_store(request: _Request) -> _Stored:
+    """Check the document filter, read the settings, store (or find) the exchange and read the
+    conversation's previous turns."""
+    if request.document_ids:
+        unknown = selectors.unknown_document_ids(request.document_ids)
         if unknown:
             raise AnswerError.validation(
                 "document_ids", f"Unknown document ids: {', '.join(map(str, unknown))}."
             )
     chat_settings = chat_settings_get()
-    top_k = top_k or chat_settings.default_top_k
-    threshold = evidence_threshold(chat_settings)
+    top_k = request.top_k or chat_settings.default_top_k
     mode = Message.Mode.EXTRACTIVE
-    if regenerate:
+    if request.regenerate:
         begun = services.exchange_regenerate(
-            user=user, message_id=message_id, mode=mode, top_k=top_k
+            user=request.user, message_id=request.message_id, mode=mode, top_k=top_k
         )
     else:
         begun = services.exchange_begin(
-            user=user,
-            message_id=message_id,
-            question=question,
-            conversation_id=conversation_id,
-            is_private=is_private,
+            user=request.user,
+            message_id=request.message_id,
+            question=request.question,
+            conversation_id=request.conversation_id,
+            is_private=request.is_private,
             mode=mode,
             top_k=top_k,
         )
-    return top_k, threshold, begun
+    history = []
+    if isinstance(begun, services.ExchangeClaim):
+        history = selectors.conversation_turns_before(
+            begun.question, limit=max(chat_settings.max_history_turns, FOLLOWUP_TURNS)
+        )
+    return _Stored(
+        top_k=top_k,
+        threshold=evidence_threshold(chat_settings),
+        mode=mode,
+        begun=begun,
+        history=history,
+    )
 
 
+# --- Steps 3-5: the search query, retrieval, the evidence check ----------------------------------
 def _retrieve(
-    *, question: str, top_k: int, document_ids: list[int] | None, query_vector: np.ndarray
+    *,
+    query: str,
+    top_k: int,
+    document_ids: list[int] | None,
+    query_vector: np.ndarray,
+    prefer_document_ids: Sequence[int] = (),
 ) -> SearchResult | None:
-    """The ranked chunks for the question; None when the knowledge base is empty."""
+    """The ranked chunks for the query; None when the knowledge base is empty."""
     if knowledge_base_is_empty():
         return None
     return chunks_search(
-        query=question, top_k=top_k, document_ids=document_ids, query_vector=query_vector
+        query=query,
+        top_k=top_k,
+        document_ids=document_ids,
+        query_vector=query_vector,
+        prefer_document_ids=prefer_document_ids,
     )
+
+
+async def _embed(query: str) -> tuple[np.ndarray, bool]:
+    return await sync_to_async(embedding.embed_query, thread_sensitive=False)(query)
+
+
+async def _search_once(
+    exchange: _Exchange,
+    *,
+    question: str,
+    query: str,
+    query_vector: np.ndarray,
+    contextual: bool,
+    plan: SearchPlan,
+    request: _Request,
+    stored: _Stored,
+) -> _Found:
+    """Retrieve for `query` (`question`, or the question read in context) and check the
+    evidence."""
+    threshold = stored.threshold
+    result = await database_sync_to_async(_retrieve)(
+        query=query,
+        top_k=stored.top_k,
+        document_ids=request.document_ids,
+        query_vector=query_vector,
+        prefer_document_ids=plan.prefer_documents if contextual else (),
+    )
+    if result is None:
+        return _Found(query, contextual, query_vector, [], EMPTY_KB_REFUSAL)
+    exchange.best_similarity = result.best_similarity
+    decision = await evidence_assess_async(
+        question=query,
+        question_vector=result.query_vector,
+        chunks=result.chunks,
+        threshold=threshold,
+        threshold_on=THRESHOLD_ON,
+    )
+    exchange.evidence = decision.reason
+    qualifying, refusal = evidence_outcome(result.chunks, decision, threshold)
+    if contextual and refusal is None and await database_sync_to_async(unknown_own_terms)(question):
+        exchange.evidence = "unknown-terms"  # the follow-up's own words: see followups.py
+        qualifying, refusal = [], NO_EVIDENCE_REFUSAL
+    return _Found(query, contextual, result.query_vector, qualifying, refusal)
+
+
+async def _search(
+    exchange: _Exchange,
+    *,
+    request: _Request,
+    stored: _Stored,
+    question: str,
+    embedded: asyncio.Future | None,
+) -> _Found:
+    """Search for the question read with its conversation (chat/answering/followups.py): the
+    planned query first and, when the evidence check refuses it, the plan's fallback once
+    more before refusing."""
+    started = time.perf_counter()
+    plan = search_plan(question, stored.history)
+    if plan.contextual:
+        if embedded is not None:
+            embedded.cancel()
+        vector, truncated = await _embed(plan.query)
+    elif request.supplied_vector is not None:
+        vector, truncated = request.supplied_vector, False
+    elif embedded is not None:
+        vector, truncated = await embedded
+    else:
+        vector, truncated = await _embed(question)
+    if truncated:
+        exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)
+    found = await _search_once(
+        exchange,
+        question=question,
+        query=plan.query,
+        query_vector=vector,
+        contextual=plan.contextual,
+        plan=plan,
+        request=request,
+        stored=stored,
+    )
+    if found.refusal is not None and found.refusal is not EMPTY_KB_REFUSAL and plan.fallback:
+        fallback_vector, _ = await _embed(plan.fallback)
+        retried = await _search_once(
+            exchange,
+            question=question,
+            query=plan.fallback,
+            query_vector=fallback_vector,
+            contextual=not plan.contextual,
+            plan=plan,
+            request=request,
+            stored=stored,
+        )
+        if retried.refusal is None:
+            found = retried
+    exchange.retrieval_ms = round((time.perf_counter() - started) * 1000, 1)
+    exchange.search_query, exchange.contextual = found.query, found.contextual
+    return found
 
 
 # --- The pipeline --------------------------------------------------------------------------------
@@ -271,55 +446,33 @@ async def answer_stream(
     ignored.
     """
     exchange = _Exchange()
-    options = options or AnswerOptions()
-    message_uuid = _uuid(message_id, "message_id")
-    conversation_uuid = (
-        None if conversation_id is None else _uuid(conversation_id, "conversation_id")
+    # 1. Validate.
+    request = _request_validate(
+        user=user,
+        question=question,
+        message_id=message_id,
+        conversation_id=conversation_id,
+        is_private=is_private,
+        options=options or AnswerOptions(),
     )
-    if not options.regenerate:
-        question = question_normalize(question)
-    top_k = _top_k_validate(options.top_k)
-    supplied_vector = _embedding_validate(options.embedding)
-    document_ids = _document_ids_validate(options.document_ids)
-    # The question is embedded (CPU, a worker thread) while the exchange is stored.
+    # 2. Store the exchange; the question is embedded meanwhile (CPU, a worker thread).
     embedded = None
-    if supplied_vector is None and not options.regenerate:
-        embedded = asyncio.ensure_future(
-            sync_to_async(embedding.embed_query, thread_sensitive=False)(question)
-        )
-    prepare = asyncio.ensure_future(
-        database_sync_to_async(_exchange_prepare)(
-            user=user,
-            message_id=message_uuid,
-            question=question,
-            conversation_id=conversation_uuid,
-            is_private=is_private,
-            top_k=top_k,
-            document_ids=document_ids,
-            regenerate=options.regenerate,
-        )
-    )
-    try:
-        top_k, threshold, begun = await asyncio.shield(prepare)
-    except BaseException as exc:
+    if request.supplied_vector is None and not request.regenerate:
+        embedded = asyncio.ensure_future(_embed(request.question))
+    stored = await _exchange_store_or_release(request, embedded)
+    if isinstance(stored.begun, services.ExchangeExisting):
         if embedded is not None:
             embedded.cancel()
-        if isinstance(exc, asyncio.CancelledError):
-            await _release_unstarted(prepare)
-        raise
-    if isinstance(begun, services.ExchangeExisting):
-        if embedded is not None:
-            embedded.cancel()
-        stored = await _stored_answer_wait(begun)
-        for event in stored_answer_events(stored):
+        answer = await _stored_answer_wait(stored.begun)
+        for event in stored_answer_events(answer):
             yield exchange.event(event.type, event.data)
-        _log_replay(exchange, stored, user=user)
+        _log_replay(exchange, answer, user=user)
         return
 
     conversation, question_message, answer_message = (
-        begun.conversation,
-        begun.question,
-        begun.answer,
+        stored.begun.conversation,
+        stored.begun.question,
+        stored.begun.answer,
     )
     question = question_message.content
     ids = {
@@ -327,77 +480,66 @@ async def answer_stream(
         "message_id": str(answer_message.pk),
         "reply_to": str(question_message.pk),
     }
+    top_k = stored.top_k
     status = Message.Status.STREAMING
     try:
-        refusal: Refusal | None = None
-        retrieval_started = time.perf_counter()
-        if supplied_vector is not None:
-            vector, truncated = supplied_vector, False
-        elif embedded is not None:
-            vector, truncated = await embedded
-        else:
-            vector, truncated = await sync_to_async(embedding.embed_query, thread_sensitive=False)(
-                question
-            )
-        result = await database_sync_to_async(_retrieve)(
-            question=question, top_k=top_k, document_ids=document_ids, query_vector=vector
+        # 3-5. Build the search query from the conversation, retrieve, check the evidence.
+        found = await _search(
+            exchange, request=request, stored=stored, question=question, embedded=embedded
         )
-        if result is None:
-            refusal = EMPTY_KB_REFUSAL
-        else:
-            exchange.best_similarity = result.best_similarity
-            if truncated:
-                exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)
-        exchange.retrieval_ms = round((time.perf_counter() - retrieval_started) * 1000, 1)
         if exchange.warning:
             yield exchange.event("warning", {"message": exchange.warning})
-
-        qualifying = []
-        if refusal is None and result is not None:
-            decision = await evidence_assess_async(
-                question=question,
-                question_vector=result.query_vector,
-                chunks=result.chunks,
-                threshold=threshold,
-                threshold_on=THRESHOLD_ON,
-            )
-            exchange.evidence = decision.reason
-            qualifying, refusal = evidence_outcome(result.chunks, decision, threshold)
-        if refusal is not None:
+        if found.refusal is not None:
             status = Message.Status.REFUSED
             exchange.first_event_ms = exchange.first_event_ms or exchange.elapsed_ms()
             await database_sync_to_async(services.answer_finish)(
                 answer_id=answer_message.pk,
                 status=status,
-                content=refusal.message,
-                suggestions=refusal.suggestions,
+                content=found.refusal.message,
+                suggestions=found.refusal.suggestions,
                 warning=exchange.warning,
+                search_query=found.query,
                 figures=exchange.figures(top_k),
             )
             yield exchange.event(
-                "refusal", _refusal_data(ids, refusal.message, refusal.suggestions)
+                "refusal",
+                _refusal_data(ids, found.refusal.message, found.refusal.suggestions, found.query),
             )
             return
 
+        # 6. Answer: the answerer of the mode writes the text, streamed as it comes.
         yield exchange.event(
             "answer_start",
-            {**ids, "title": conversation.title, "is_private": conversation.is_private},
+            {
+                **ids,
+                "title": conversation.title,
+                "is_private": conversation.is_private,
+                "search_query": found.query,
+            },
         )
-        exchange.answer = await sync_to_async(extractive_answer, thread_sensitive=False)(
-            question=question, question_vector=result.query_vector, chunks=qualifying
+        exchange.answerer = answerer_for(stored.mode)
+        request_for_answerer = AnswerRequest(
+            question=question,
+            search_query=found.query,
+            query_vector=found.query_vector,
+            chunks=found.qualifying,
+            history=stored.history,
         )
         delay = settings.CHAT_STREAM_DELAY_MS / 1000
-        for piece in exchange.answer.pieces():
-            exchange.pieces.append(piece)  # handed to the transport: part of what was said
+        async for piece in exchange.answerer.stream(request_for_answerer):
             yield exchange.event("answer_delta", {"text": piece})
             if delay:
                 await asyncio.sleep(delay)
+
+        # 7. Store and finish.
+        written = exchange.written(complete=True)
         citations = await database_sync_to_async(services.answer_finish)(
             answer_id=answer_message.pk,
             status=Message.Status.COMPLETE,
-            content=exchange.answer.text,
-            cited=exchange.answer.cited_chunks,
+            content=written.content,
+            cited=written.cited,
             warning=exchange.warning,
+            search_query=found.query,
             figures=exchange.figures(top_k),
         )
         if citations is None:
@@ -414,13 +556,15 @@ async def answer_stream(
     except (asyncio.CancelledError, GeneratorExit):
         if status == Message.Status.STREAMING:
             status = Message.Status.INTERRUPTED
+            partial = exchange.written(complete=False)
             await asyncio.shield(
                 database_sync_to_async(services.answer_finish)(
                     answer_id=answer_message.pk,
                     status=status,
-                    content="".join(exchange.pieces),
-                    cited=exchange.streamed_citations(),
+                    content=partial.content,
+                    cited=partial.cited,
                     warning=exchange.warning,
+                    search_query=exchange.search_query,
                     figures=exchange.figures(top_k),
                 )
             )
@@ -428,22 +572,19 @@ async def answer_stream(
     except Exception:
         errors_logger.exception("answering message %s failed", question_message.pk)
         status = Message.Status.ERROR
+        partial = exchange.written(complete=False)
         await database_sync_to_async(services.answer_finish)(
             answer_id=answer_message.pk,
             status=status,
-            content="".join(exchange.pieces),
-            cited=exchange.streamed_citations(),
+            content=partial.content,
+            cited=partial.cited,
             warning=exchange.warning,
+            search_query=exchange.search_query,
             error_code="internal",
             figures=exchange.figures(top_k),
         )
         yield exchange.event("error", {"code": "internal", "message": INTERNAL_ERROR_MESSAGE})
     finally:
-        cited = (
-            len(exchange.streamed_citations())
-            if status != Message.Status.COMPLETE
-            else (len(exchange.answer.cited_chunks) if exchange.answer else 0)
-        )
         _log(
             exchange,
             conversation=ids["conversation_id"],
@@ -451,16 +592,30 @@ async def answer_stream(
             user=user.pk,
             top_k=top_k,
             status=status,
-            citations=cited,
+            citations=len(exchange.written(complete=status == Message.Status.COMPLETE).cited),
             replayed=False,
         )
+
+
+async def _exchange_store_or_release(request: _Request, embedded: asyncio.Future | None) -> _Stored:
+    """Step 2, shielded: cancelled meanwhile, the store still completes and an answer it
+    claimed is released (`_release_unstarted`)."""
+    prepare = asyncio.ensure_future(database_sync_to_async(_exchange_store)(request))
+    try:
+        return await asyncio.shield(prepare)
+    except BaseException as exc:
+        if embedded is not None:
+            embedded.cancel()
+        if isinstance(exc, asyncio.CancelledError):
+            await _release_unstarted(prepare)
+        raise
 
 
 async def _release_unstarted(prepare: asyncio.Future) -> None:
     """Cancelled while the exchange was being stored: once the store is done, an answer it
     claimed is marked interrupted (empty) instead of being left `streaming`."""
     try:
-        _, _, begun = await prepare
+        begun = (await prepare).begun
     except BaseException:
         return
     if isinstance(begun, services.ExchangeClaim):
@@ -469,8 +624,15 @@ async def _release_unstarted(prepare: asyncio.Future) -> None:
         )
 
 
-def _refusal_data(ids: dict[str, str], message: str, suggestions: list[str]) -> dict[str, Any]:
-    return {**ids, "message": message, "suggestions": list(suggestions)}
+def _refusal_data(
+    ids: dict[str, str], message: str, suggestions: list[str], search_query: str
+) -> dict[str, Any]:
+    return {
+        **ids,
+        "message": message,
+        "suggestions": list(suggestions),
+        "search_query": search_query,
+    }
 
 
 async def _stored_answer_wait(existing: services.ExchangeExisting) -> Message:
@@ -513,7 +675,12 @@ def stored_answer_events(answer: Message) -> list[Event]:
     if answer.warning:
         events.append(Event("warning", {"message": answer.warning}))
     if answer.status == Message.Status.REFUSED:
-        events.append(Event("refusal", _refusal_data(ids, answer.content, answer.suggestions)))
+        events.append(
+            Event(
+                "refusal",
+                _refusal_data(ids, answer.content, answer.suggestions, answer.search_query),
+            )
+        )
         return events
     if answer.status == Message.Status.ERROR:
         events.append(
@@ -526,7 +693,12 @@ def stored_answer_events(answer: Message) -> list[Event]:
     events.append(
         Event(
             "answer_start",
-            {**ids, "title": conversation.title, "is_private": conversation.is_private},
+            {
+                **ids,
+                "title": conversation.title,
+                "is_private": conversation.is_private,
+                "search_query": answer.search_query,
+            },
         )
     )
     if answer.content:
@@ -562,6 +734,8 @@ def _log(exchange: _Exchange, **fields: Any) -> None:
             None if exchange.best_similarity is None else round(exchange.best_similarity, 4)
         ),
         "evidence": exchange.evidence,
+        "search_query": exchange.search_query,
+        "contextual": exchange.contextual,
         "first_event_ms": exchange.first_event_ms,
         "total_ms": exchange.elapsed_ms(),
         **fields,

@@ -2,8 +2,10 @@
 
 The protocol is ../shared/eval/README.md: ingest every document into a fresh knowledge base
 (a throwaway database on the same server), ask every question through `answer_stream` in the
-default settings, each as a new conversation, and report per kind: citation accuracy, answer
-hit rate, false refusals, refusal rates, retrieval recall@1/@5, and latencies.
+default settings, each as a new conversation — or, for a question that `follows` another, in the
+conversation of the question it follows, right after it — and report per kind: citation
+accuracy, answer hit rate, false refusals, refusal rates, retrieval recall@1/@5, and latencies;
+the same figures over the follow-up questions alone under "followup".
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class IngestionFailed(RuntimeError):
 @dataclass
 class QuestionResult:
     question: DatasetQuestion
+    conversation_id: str = ""
+    search_query: str = ""  # what retrieval searched for (the question, or read in context)
     refused: bool = False
     error: str = ""
     content: str = ""
@@ -68,7 +72,7 @@ def dataset_ingest(dataset: Dataset) -> tuple[int, int, float]:
 
     with tempfile.TemporaryDirectory() as folder:
         for document in dataset.documents:
-            (Path(folder) / document.file_name).write_text(document.text, encoding="utf-8")
+            document.write_to(Path(folder))
         started = time.perf_counter()
         outcomes = documents_ingest(paths=[Path(folder)], title=None, enabled=True, dry_run=False)
         seconds = time.perf_counter() - started
@@ -78,18 +82,28 @@ def dataset_ingest(dataset: Dataset) -> tuple[int, int, float]:
     return len(outcomes), sum(o.chunks for o in outcomes), seconds
 
 
-async def question_ask(user: Any, question: DatasetQuestion) -> QuestionResult:
-    """One question through the answering pipeline, as a new conversation."""
-    result = QuestionResult(question=question)
+async def question_ask(
+    user: Any, question: DatasetQuestion, *, conversation_id: str | None = None
+) -> QuestionResult:
+    """One question through the answering pipeline: in conversation `conversation_id` (an
+    earlier question's), or as a new conversation."""
+    result = QuestionResult(question=question, conversation_id=conversation_id or "")
     started = time.perf_counter()
     async for event in answer_stream(
-        user=user, question=question.question, message_id=uuid.uuid4(), options=AnswerOptions()
+        user=user,
+        question=question.question,
+        message_id=uuid.uuid4(),
+        conversation_id=conversation_id or uuid.uuid4(),
+        options=AnswerOptions(),
     ):
         elapsed = (time.perf_counter() - started) * 1000
         if not result.first_event_ms:
             result.first_event_ms = elapsed
         if event.type in ("answer_delta", "refusal") and not result.first_content_ms:
             result.first_content_ms = elapsed
+        if event.type in ("answer_start", "refusal"):
+            result.conversation_id = event.data["conversation_id"]
+            result.search_query = event.data.get("search_query") or question.question
         if event.type == "refusal":
             result.refused = True
         elif event.type == "answer_delta":
@@ -103,10 +117,11 @@ async def question_ask(user: Any, question: DatasetQuestion) -> QuestionResult:
 
 
 def retrieval_probe(result: QuestionResult, *, signals: bool = False) -> None:
-    """What retrieval returns for the question before the evidence check (for recall@k); with
-    `signals`, also every signal the evidence check may use (it computes them only as needed),
-    so --calibrate can replay the decision at any threshold."""
-    question = result.question.question
+    """What retrieval returns for the question before the evidence check (for recall@k), searched
+    as the pipeline searched it (a follow-up in its conversation's context); with `signals`,
+    also every signal the evidence check may use (it computes them only as needed), so
+    --calibrate can replay the decision at any threshold."""
+    question = result.search_query or result.question.question
     search = chunks_search(query=question, top_k=RECALL_DEPTH)
     result.retrieved_texts = [chunk.text for chunk in search.chunks]
     result.best_similarity = search.best_similarity
@@ -130,9 +145,13 @@ def dataset_evaluate(
     )
 
     async def ask_all() -> list[QuestionResult]:
-        results = []
+        results: list[QuestionResult] = []
+        conversations: dict[str, str] = {}  # question id → its conversation
         for question in questions if questions is not None else dataset.questions:
-            result = await question_ask(user, question)
+            result = await question_ask(
+                user, question, conversation_id=conversations.get(question.follows or "")
+            )
+            conversations[question.id] = result.conversation_id
             await sync_to_async(retrieval_probe, thread_sensitive=True)(result, signals=signals)
             results.append(result)
             if progress:
@@ -160,29 +179,7 @@ def figures_compute(
     }
     if threshold is not None:
         figures["evidence_threshold"] = threshold
-    answerable = by_kind.get("answerable", [])
-    figures["answerable"] = {
-        "count": len(answerable),
-        "citation_accuracy": _rate(
-            [any(contains_gold(t, r.question.answers) for t in r.cited_texts) for r in answerable]
-        ),
-        "answer_hit_rate": _rate(
-            [contains_gold(r.content, r.question.answers) for r in answerable]
-        ),
-        "false_refusal_rate": _rate([r.refused for r in answerable]),
-        "recall_at_1": _rate(
-            [
-                any(contains_gold(t, r.question.answers) for t in r.retrieved_texts[:1])
-                for r in answerable
-            ]
-        ),
-        "recall_at_5": _rate(
-            [
-                any(contains_gold(t, r.question.answers) for t in r.retrieved_texts[:5])
-                for r in answerable
-            ]
-        ),
-    }
+    figures["answerable"] = _answerable_figures(by_kind.get("answerable", []))
     for kind in ("off_kb", "adversarial"):
         group = by_kind.get(kind, [])
         figures[kind] = {"count": len(group), "refusal_rate": _rate([r.refused for r in group])}
@@ -190,7 +187,37 @@ def figures_compute(
     for kind, group in by_kind.items():
         figures.setdefault(kind, {})["latency_ms"] = latency_figures(group)
     figures["errors"] = sum(bool(r.error) for r in results)
+    followups = [r for r in results if r.question.follows]
+    if followups:
+        adversarial = [r.refused for r in followups if r.question.kind == "adversarial"]
+        answerable = _answerable_figures([r for r in followups if r.question.kind == "answerable"])
+        figures["followup"] = {
+            "count": len(followups),
+            **{key: value for key, value in answerable.items() if key != "count"},
+            "answerable_count": answerable["count"],
+            "adversarial_count": len(adversarial),
+            "adversarial_refusal_rate": _rate(adversarial),
+        }
     return figures
+
+
+def _answerable_figures(answerable: list[QuestionResult]) -> dict[str, Any]:
+    """Citation accuracy, answer hit rate, false refusals and recall@1/@5 of answerable
+    questions."""
+
+    def cites_gold(texts: list[str], result: QuestionResult) -> bool:
+        return any(contains_gold(t, result.question.answers) for t in texts)
+
+    return {
+        "count": len(answerable),
+        "citation_accuracy": _rate([cites_gold(r.cited_texts, r) for r in answerable]),
+        "answer_hit_rate": _rate(
+            [contains_gold(r.content, r.question.answers) for r in answerable]
+        ),
+        "false_refusal_rate": _rate([r.refused for r in answerable]),
+        "recall_at_1": _rate([cites_gold(r.retrieved_texts[:1], r) for r in answerable]),
+        "recall_at_5": _rate([cites_gold(r.retrieved_texts[:5], r) for r in answerable]),
+    }
 
 
 def latency_figures(results: list[QuestionResult]) -> dict[str, float]:
@@ -258,6 +285,19 @@ def figures_table(figures: dict[str, Any]) -> str:
         ("", "", "retrieval recall@5", f"{a['recall_at_5']:.1%}"),
         ("off_kb", off["count"], "refusal rate", f"{off['refusal_rate']:.1%}"),
         ("adversarial", adv["count"], "refusal rate", f"{adv['refusal_rate']:.1%}"),
+    ]
+    follow = figures.get("followup")
+    if follow:
+        rows += [
+            ("follow-ups", follow["count"], "answerable", str(follow["answerable_count"])),
+            ("", "", "citation accuracy", f"{follow['citation_accuracy']:.1%}"),
+            ("", "", "answer hit rate", f"{follow['answer_hit_rate']:.1%}"),
+            ("", "", "false refusals", f"{follow['false_refusal_rate']:.1%}"),
+            ("", "", "retrieval recall@1", f"{follow['recall_at_1']:.1%}"),
+            ("", "", "retrieval recall@5", f"{follow['recall_at_5']:.1%}"),
+            ("", "", "adversarial refused", f"{follow['adversarial_refusal_rate']:.1%}"),
+        ]
+    rows += [
         ("all", figures["questions"], "first event p50 / p95", _pair(lat, "first_event")),
         ("", "", "total p50 / p95", _pair(lat, "total")),
     ]

@@ -1,0 +1,100 @@
+"""How an answer's text is written, behind one small interface (SPEC §5).
+
+The pipeline (chat/answering/pipeline.py) has already searched, checked the evidence and decided
+to answer; an `Answerer` then turns the qualifying chunks into text:
+
+    answerer = answerer_for(mode)
+    async for piece in answerer.stream(request):   # the answer_delta texts, as produced
+        ...
+    written = answerer.written(complete=True)      # the stored text and its citations
+
+`written(complete=False)` is what to keep when the stream stopped early (Stop, a disconnect, a
+failure): the text already streamed and only the citations whose marker was sent. An answerer
+is used for one answer only. The extractive answerer is the first implementation; the
+generative one (a language model) plugs in the same way.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from asgiref.sync import sync_to_async
+
+from chat.answering.extractive import ExtractiveAnswer, extractive_answer
+from chat.answering.followups import Turn
+from chat.models import Message
+from knowledge.retrieval import RetrievedChunk
+
+
+@dataclass(frozen=True)
+class AnswerRequest:
+    """What an answerer gets: the question as typed, what it was searched as (its vector), the
+    qualifying chunks (best first) and the conversation's previous turns (oldest first)."""
+
+    question: str
+    search_query: str
+    query_vector: np.ndarray
+    chunks: Sequence[RetrievedChunk]
+    history: Sequence[Turn] = field(default=())
+
+
+@dataclass(frozen=True)
+class WrittenAnswer:
+    """The answer's text as stored and its citations: (number, chunk), numbered by first use."""
+
+    content: str
+    cited: list[tuple[int, RetrievedChunk]]
+
+
+class Answerer(abc.ABC):
+    """Writes one answer from the qualifying chunks."""
+
+    mode: str
+
+    @abc.abstractmethod
+    def stream(self, request: AnswerRequest) -> AsyncIterator[str]:
+        """The answer's text in pieces, as they are produced."""
+
+    @abc.abstractmethod
+    def written(self, *, complete: bool) -> WrittenAnswer:
+        """The answer to store: all of it (`complete`), or the part streamed so far."""
+
+
+class ExtractiveAnswerer(Answerer):
+    """No language model: the sentences of the chunks that best answer the question, verbatim,
+    each followed by its chunk's marker (chat/answering/extractive.py). The sentences are chosen
+    for what was searched, so a follow-up ("And in London?") is answered in its context."""
+
+    mode = Message.Mode.EXTRACTIVE
+
+    def __init__(self) -> None:
+        self._answer: ExtractiveAnswer | None = None
+        self._streamed: list[str] = []
+
+    async def stream(self, request: AnswerRequest) -> AsyncIterator[str]:
+        self._answer = await sync_to_async(extractive_answer, thread_sensitive=False)(
+            question=request.search_query,
+            question_vector=request.query_vector,
+            chunks=request.chunks,
+        )
+        for piece in self._answer.pieces():
+            self._streamed.append(piece)  # handed to the transport: part of what was said
+            yield piece
+
+    def written(self, *, complete: bool) -> WrittenAnswer:
+        if self._answer is None:
+            return WrittenAnswer(content="", cited=[])
+        if complete:
+            return WrittenAnswer(content=self._answer.text, cited=self._answer.cited_chunks)
+        sent = [(n, c) for n, c in self._answer.cited_chunks if f" [{n}]" in self._streamed]
+        return WrittenAnswer(content="".join(self._streamed), cited=sent)
+
+
+def answerer_for(mode: str) -> Answerer:
+    """A new answerer for `mode` (a `Message.Mode`)."""
+    if mode == Message.Mode.EXTRACTIVE:
+        return ExtractiveAnswerer()
+    raise ValueError(f"no answerer for mode {mode!r}")

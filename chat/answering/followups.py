@@ -1,0 +1,187 @@
+"""Follow-up questions (SPEC §5): a question that leans on the conversation is searched with the
+context of the previous question, without a language model.
+
+"What is the nightly hotel cap in Lisbon?" → "And in London?" is searched as "nightly hotel cap
+London": the previous turn's search query keeps the content words the follow-up does not
+replace (a name the follow-up brings replaces the previous names, a number the previous
+numbers), and the follow-up's own words are added. Chains carry over because each turn's stored
+search query already holds its own context ("When did Ride leave NASA?" → "What did she do
+next?" → "How long was she there?" keeps "Ride").
+
+A question *leans on the conversation* when it starts like a continuation ("And …", "What
+about …", "How about …"), refers back ("it", "she", "this album", "those", "the same"), asks
+for more ("anything else?", "who else …", "… too?") or has no content word of its own. Such a
+question is searched in context right away (and, should that fail the evidence check, as
+written: the previous question may have been off-topic). Any other question is searched as
+written; only when that search fails the evidence check is it tried once more in context before
+refusing (`SearchPlan.fallback`), so a self-contained question after a follow-up ("What is the
+daily meal allowance abroad?") is never polluted by the previous topic.
+
+Read in context, a follow-up borrows the previous question's words, and with them enough
+similarity to pass the evidence check on the previous topic: "Can I spend it on a gym
+membership?" after a question on the learning budget. So a question searched in context must
+also hold no word of its own that the knowledge base has never held (`unknown_own_terms`;
+typos of known words and numbers excused), else it is refused.
+
+The documents the previous answer cited are the conversation's subject: retrieval prefers
+their chunks when the scores are close (`SearchPlan.prefer_documents`, see
+knowledge/retrieval.py `chunks_prefer_documents`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from chat.answering.extractive import STOP_WORDS, terms
+from knowledge.vocabulary import question_terms
+
+# At most this many content words are carried over from the previous query (in its order).
+MAX_CARRIED_TERMS = 8
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_CONTINUATION_START = re.compile(
+    r"^\s*(?:and|also|but|so|then|plus|or|what about|how about|what of|and what about|"
+    r"same for|what if|is that|are those|does that|do they|did they|was that)\b",
+    re.IGNORECASE,
+)
+# Words that point back into the conversation.
+_ANAPHORS = {
+    "it", "its", "itself", "they", "them", "their", "theirs", "themselves", "he", "him", "his",
+    "himself", "she", "her", "hers", "herself", "this", "that", "these", "those", "there",
+    "such", "same", "else", "former", "latter", "too", "either",
+}  # fmt: skip
+# "that"/"there" in these uses point nowhere: "Is there a dress code?", "Did you know that …".
+_NON_ANAPHORIC = re.compile(
+    r"\b(?:is|are|was|were|will|would|be|been)\s+there\b|\bthere\s+(?:is|are|was|were)\b|"
+    r"\b(?:so|such|now|given|provided|except|know|say|says|said|mean|means|ensure|check)\s+"
+    r"that\b|\bthat\s+(?:is|are|was|were|has|have|had|can|will)\b(?!\s*\?)",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
+_NUMBER_WORDS = {
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "fifteen", "twenty", "thirty", "forty", "fifty", "hundred", "thousand",
+    "first", "second", "third", "fourth", "fifth",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A previous question of the conversation and what became of it."""
+
+    question: str
+    search_query: str = ""  # what it was searched as ("" when unknown: the question itself)
+    answer: str = ""  # the answer's text, when it was answered
+    answered: bool = False  # it got a complete answer (not a refusal, not an error)
+    cited_document_ids: tuple[int, ...] = ()
+
+    @property
+    def query(self) -> str:
+        return self.search_query or self.question
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """How to search for a question: `query` first; when it fails the evidence check,
+    `fallback` once (the question in context when `query` is the question as written, and the
+    other way round)."""
+
+    query: str
+    fallback: str | None = None
+    contextual: bool = False  # `query` is the question read in context (`fallback` is not)
+    prefer_documents: tuple[int, ...] = field(default=())
+
+
+def search_plan(question: str, previous: Sequence[Turn]) -> SearchPlan:
+    """The search for `question` given the previous turns of its conversation (oldest first)."""
+    if not previous:
+        return SearchPlan(query=question)
+    last = previous[-1]
+    prefer = _subject_documents(previous)
+    contextual = contextual_query(question, last)
+    if contextual == question:
+        return SearchPlan(query=question)
+    if leans_on_conversation(question):
+        return SearchPlan(
+            query=contextual, fallback=question, contextual=True, prefer_documents=prefer
+        )
+    return SearchPlan(query=question, fallback=contextual, prefer_documents=prefer)
+
+
+def _subject_documents(previous: Sequence[Turn]) -> tuple[int, ...]:
+    """The documents the latest answered turn cited."""
+    for turn in reversed(previous):
+        if turn.answered and turn.cited_document_ids:
+            return turn.cited_document_ids
+    return ()
+
+
+def leans_on_conversation(question: str) -> bool:
+    """Whether the question needs the conversation to be understood (see the module doc)."""
+    return (
+        bool(_CONTINUATION_START.search(question)) or not terms(question) or _refers_back(question)
+    )
+
+
+def _refers_back(question: str) -> bool:
+    cleaned = _NON_ANAPHORIC.sub(" ", question)
+    return bool({word.lower() for word in _WORD.findall(cleaned)} & _ANAPHORS)
+
+
+def unknown_own_terms(question: str) -> list[str]:
+    """The question's own words the knowledge base has never held, as written (typos of known
+    words and numbers excused; knowledge/vocabulary.py). Reads the database."""
+    return [term.token for term in question_terms(question).unknown]
+
+
+def contextual_query(question: str, previous: Turn) -> str:
+    """The follow-up searched with the previous turn's context: the previous query's content
+    words that the follow-up does not replace, then the follow-up's own content words.
+
+    An elliptical follow-up ("And in London?", "What about 2019?") replaces the previous names
+    or numbers with its own; one that refers back ("What did she do at Stanford?") keeps them:
+    they are what "she" is."""
+    own = _content_words(question)
+    own_stems = {terms(word)[0] for word in own if terms(word)}
+    elliptical = not _refers_back(question)
+    replaces_names = elliptical and any(_is_name(word, question) for word in own)
+    replaces_numbers = elliptical and any(_is_number(word) for word in own)
+    carried: list[str] = []
+    for word in _content_words(previous.query):
+        stem = terms(word)[0] if terms(word) else word.lower()
+        if stem in own_stems:
+            continue
+        if replaces_names and _is_name(word, previous.query):
+            continue
+        if replaces_numbers and _is_number(word):
+            continue
+        carried.append(word)
+    carried = list(dict.fromkeys(carried))[:MAX_CARRIED_TERMS]
+    if not carried:
+        return question
+    return " ".join([*carried, *own]) if own else " ".join(carried)
+
+
+def _content_words(text: str) -> list[str]:
+    """The words of `text` that are not stop words or anaphors, as written, in order, once."""
+    words = []
+    for word in _WORD.findall(text):
+        lower = word.lower()
+        if lower in STOP_WORDS or lower in _ANAPHORS or (len(word) < 2 and not word.isdigit()):
+            continue
+        words.append(word)
+    return list(dict.fromkeys(words))
+
+
+def _is_name(word: str, text: str) -> bool:
+    """A capitalised word that does not merely start the text."""
+    if not word[:1].isupper():
+        return False
+    first = _WORD.search(text)
+    return not (first and first.group(0) == word and not word[1:].isupper() and word.istitle())
+
+
+def _is_number(word: str) -> bool:
+    return bool(_NUMBER.match(word)) or word.lower() in _NUMBER_WORDS

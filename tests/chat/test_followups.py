@@ -1,0 +1,91 @@
+"""Follow-up questions: which questions lean on the conversation, and the search query a
+follow-up is read as (chat/answering/followups.py). Pure functions, no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.answering.followups import Turn, contextual_query, leans_on_conversation, search_plan
+
+LISBON = Turn(
+    question="What is the nightly hotel cap in Lisbon?",
+    search_query="What is the nightly hotel cap in Lisbon?",
+    answer="The nightly hotel cap is 180 euros in Lisbon. [1]",
+    answered=True,
+    cited_document_ids=(7,),
+)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "And in London?",
+        "and after ten years?",
+        "What about part-time staff?",
+        "How about contractors?",
+        "Does that apply to contractors too?",
+        "Is it paid?",
+        "How long was she there?",
+        "What were some themes of this album?",
+        "Who else appeared on the compilation?",
+        "Why?",
+    ],
+)
+def test_questions_that_lean_on_the_conversation(question):
+    assert leans_on_conversation(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the daily meal allowance abroad?",
+        "How many days of annual leave do I get?",
+        "Is there a dress code in the office?",
+        "Who approves refunds above GBP 10,000?",
+        "What is the policy on working from home?",
+    ],
+)
+def test_self_contained_questions_do_not_lean_on_the_conversation(question):
+    assert not leans_on_conversation(question)
+
+
+def test_a_new_name_replaces_the_previous_one_and_the_topic_is_kept():
+    query = contextual_query("And in London?", LISBON)
+    assert query == "nightly hotel cap London"
+
+
+def test_a_new_number_replaces_the_previous_numbers():
+    previous = Turn(question="How many days of leave after 5 years?", answered=True)
+    assert contextual_query("And after 10 years?", previous) == "days leave 10 years"
+
+
+def test_the_context_carries_along_a_chain_of_follow_ups():
+    first = Turn(question="When did Sally Ride leave NASA?", answered=True)
+    second_query = contextual_query("What did she do at the Stanford Center?", first)
+    assert "Ride" in second_query and "Stanford" in second_query
+    second = Turn(question="What did she do at the Stanford Center?", search_query=second_query)
+    third_query = contextual_query("How long was she there?", second)
+    assert "Ride" in third_query and "long" in third_query
+
+
+def test_a_follow_up_is_searched_in_context_and_prefers_the_cited_document():
+    plan = search_plan("And in London?", [LISBON])
+    assert plan.contextual and plan.query == "nightly hotel cap London"
+    assert plan.fallback == "And in London?" and plan.prefer_documents == (7,)
+
+
+def test_a_self_contained_question_is_searched_as_written_with_the_context_as_fallback():
+    plan = search_plan("What is the daily meal allowance abroad?", [LISBON])
+    assert not plan.contextual and plan.query == "What is the daily meal allowance abroad?"
+    assert plan.fallback == "nightly hotel cap Lisbon daily meal allowance abroad"
+
+
+def test_the_first_question_of_a_conversation_is_searched_as_written():
+    plan = search_plan("And in London?", [])
+    assert plan == type(plan)(query="And in London?")
+
+
+def test_a_refused_previous_question_still_gives_its_words_but_no_preferred_document():
+    refused = Turn(question="What is the nightly hotel cap in Lisbon?", answered=False)
+    plan = search_plan("And in London?", [refused])
+    assert plan.query == "nightly hotel cap London" and plan.prefer_documents == ()
