@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from asgiref.sync import sync_to_async
 
-from chat.answering.extractive import ExtractiveAnswer, extractive_answer
+from chat.answering.extractive import ExtractiveAnswer, extractive_answer, terms
 from chat.answering.followups import Turn
 from chat.models import Message
 from knowledge.retrieval import RetrievedChunk
@@ -66,7 +66,8 @@ class Answerer(abc.ABC):
 class ExtractiveAnswerer(Answerer):
     """No language model: the sentences of the chunks that best answer the question, verbatim,
     each followed by its chunk's marker (chat/answering/extractive.py). The sentences are chosen
-    for what was searched, so a follow-up ("And in London?") is answered in its context."""
+    for what was searched, so a follow-up ("And in London?") is answered in its context, with
+    the follow-up's own words deciding between the sentences."""
 
     mode = Message.Mode.EXTRACTIVE
 
@@ -79,6 +80,8 @@ class ExtractiveAnswerer(Answerer):
             question=request.search_query,
             question_vector=request.query_vector,
             chunks=request.chunks,
+            # A follow-up read in context: the sentence holding its own words answers it.
+            focus=request.question if terms(request.question) else None,
         )
         for piece in self._answer.pieces():
             self._streamed.append(piece)  # handed to the transport: part of what was said

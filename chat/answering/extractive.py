@@ -13,9 +13,10 @@ plus a small prior for the chunk's own similarity, so the top-ranked chunk wins 
 a sentence costs about as much as embedding the question, and the answer's first words wait for
 it, so only the MAX_COMPARED_SENTENCES candidates best on the cheap part of the score (lexical
 share and chunk prior) are embedded and compared. The best sentence is always taken; up to two
-more join it when they score close to it and do not repeat what is already said. Sentences are
-then put in reading order (chunk by chunk, in the order the chunks were first chosen) and each
-is followed by its chunk's marker `[n]`, numbered in order of first use. Everything is
+more join it when they score close to it and do not repeat what is already said. The best
+sentence comes first, so the answer opens with what answers; the others follow in reading order
+(chunk by chunk, in the order the chunks were first chosen), each sentence followed by its
+chunk's marker `[n]`, numbered in order of first use. Everything is
 deterministic: ties break on chunk rank and position.
 
 Every answer sentence is an exact substring of the chunk it cites (`Sentence.text ==
@@ -333,10 +334,17 @@ def _compared(prior: Sequence[float], candidates: Sequence[Sentence]) -> list[in
 
 
 def extractive_answer(
-    *, question: str, question_vector: np.ndarray, chunks: Sequence[RetrievedChunk]
+    *,
+    question: str,
+    question_vector: np.ndarray,
+    chunks: Sequence[RetrievedChunk],
+    focus: str | None = None,
 ) -> ExtractiveAnswer:
     """At most three sentences of `chunks` (the qualifying chunks, best first) that best answer
-    `question`, each with the citation number of its chunk.
+    `question`, each with the citation number of its chunk. `focus`, when given, is the text
+    whose words the lexical part of the score looks for instead of the question's: a follow-up
+    searched in context ("days annual leave ten years") is answered by the sentence holding its
+    own words ("And after ten years?"), not the one that answered the previous question.
 
     CPU-bound (embeds the candidate sentences): async callers run it in a worker thread.
     """
@@ -346,7 +354,7 @@ def extractive_answer(
         top = chunks[0]
         start, end = _trim(top.text, 0, len(top.text))
         candidates = [Sentence(chunk=top, rank=0, position=0, start=start, end=end)]
-    prior = _prior_scores(question, candidates)
+    prior = _prior_scores(focus or question, candidates)
     compared = _compared(prior, candidates)
     candidates = [candidates[i] for i in compared]
     texts = [sentence.text for sentence in candidates]
@@ -369,11 +377,14 @@ def extractive_answer(
             continue
         chosen.append(i)
 
-    # Reading order: chunks in the order they were first chosen, sentences in text order.
+    # The best sentence first; the others in reading order: chunks in the order they were first
+    # chosen, sentences in text order.
     chunk_order: dict[int, int] = {}
     for i in chosen:
         chunk_order.setdefault(candidates[i].chunk.chunk_id, len(chunk_order))
-    chosen.sort(key=lambda i: (chunk_order[candidates[i].chunk.chunk_id], candidates[i].start))
+    chosen[1:] = sorted(
+        chosen[1:], key=lambda i: (chunk_order[candidates[i].chunk.chunk_id], candidates[i].start)
+    )
     numbers: dict[int, int] = {}
     sentences = []
     for i in chosen:

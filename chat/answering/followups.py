@@ -1,21 +1,25 @@
 """Follow-up questions (SPEC §5): a question that leans on the conversation is searched with the
-context of the previous question, without a language model.
+context of the previous questions, without a language model.
 
 "What is the nightly hotel cap in Lisbon?" → "And in London?" is searched as "nightly hotel cap
-London": the previous turn's search query keeps the content words the follow-up does not
-replace (a name the follow-up brings replaces the previous names, a number the previous
-numbers), and the follow-up's own words are added. Chains carry over because each turn's stored
-search query already holds its own context ("When did Ride leave NASA?" → "What did she do
-next?" → "How long was she there?" keeps "Ride").
+London": the content words of the question that opened the topic (the latest one searched as
+written) and of the previous question are kept, less those the follow-up replaces (a name the
+follow-up brings replaces the previous names, a number the previous numbers, unless it refers
+back: "What did she do at Stanford?" keeps "Ride"), at most MAX_CARRIED_TERMS of them, the
+rarest in the knowledge base; then the follow-up's own words are added. Words that only ask for
+more ("anything else interesting about this article?") are left out.
 
 A question *leans on the conversation* when it starts like a continuation ("And …", "What
 about …", "How about …"), refers back ("it", "she", "this album", "those", "the same"), asks
 for more ("anything else?", "who else …", "… too?") or has no content word of its own. Such a
-question is searched in context right away (and, should that fail the evidence check, as
-written: the previous question may have been off-topic). Any other question is searched as
-written; only when that search fails the evidence check is it tried once more in context before
-refusing (`SearchPlan.fallback`), so a self-contained question after a follow-up ("What is the
-daily meal allowance abroad?") is never polluted by the previous topic.
+question is searched in context right away; should that fail the evidence check, it is searched
+as written, but only within the documents the conversation is about (anywhere when the previous
+question found nothing). A question that picks up a word of the previous question or of its
+answer ("Were there any hit songs from the album?") is searched in context first too, then as
+written. Any other question is searched as written; only when that search fails the evidence
+check is it tried once more in context before refusing (`SearchPlan.fallback`), so a
+self-contained question after a follow-up ("What is the daily meal allowance abroad?") is never
+polluted by the previous topic.
 
 Read in context, a follow-up borrows the previous question's words, and with them enough
 similarity to pass the evidence check on the previous topic: "Can I spend it on a gym
@@ -23,22 +27,23 @@ membership?" after a question on the learning budget. So a question searched in 
 also hold no word of its own that the knowledge base has never held (`unknown_own_terms`;
 typos of known words and numbers excused), else it is refused.
 
-The documents the previous answer cited are the conversation's subject: retrieval prefers
-their chunks when the scores are close (`SearchPlan.prefer_documents`, see
-knowledge/retrieval.py `chunks_prefer_documents`).
+The documents the previous answer cited are the conversation's subject: a search in context
+prefers their chunks (knowledge/retrieval.py `chunks_search(prefer_document_ids=...)`, a third
+ranking in the fusion).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from chat.answering.extractive import STOP_WORDS, terms
-from knowledge.vocabulary import question_terms
+from knowledge.vocabulary import question_terms, vocabulary_get
 
-# At most this many content words are carried over from the previous query (in its order).
-MAX_CARRIED_TERMS = 8
+# At most this many content words are carried over from the context (the rarest in the
+# knowledge base, in their order).
+MAX_CARRIED_TERMS = 5
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _CONTINUATION_START = re.compile(
@@ -59,6 +64,13 @@ _NON_ANAPHORIC = re.compile(
     r"that\b|\bthat\s+(?:is|are|was|were|has|have|had|can|will)\b(?!\s*\?)",
     re.IGNORECASE,
 )
+# Words that ask for more rather than name anything ("Anything else interesting about this
+# article?"): left out of a search query.
+_ABOUT_THE_CONVERSATION = {
+    "anything", "anyone", "anybody", "something", "interesting", "aspect", "aspects",
+    "article", "text", "document", "section", "tell", "fact", "facts", "information", "info",
+    "detail", "details", "else", "more", "other", "others", "notable", "mention", "mentioned",
+}  # fmt: skip
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
 _NUMBER_WORDS = {
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
@@ -90,24 +102,47 @@ class SearchPlan:
 
     query: str
     fallback: str | None = None
+    fallback_within: tuple[int, ...] = ()  # the fallback searches only these documents
     contextual: bool = False  # `query` is the question read in context (`fallback` is not)
     prefer_documents: tuple[int, ...] = field(default=())
 
 
-def search_plan(question: str, previous: Sequence[Turn]) -> SearchPlan:
-    """The search for `question` given the previous turns of its conversation (oldest first)."""
+def search_plan(
+    question: str, previous: Sequence[Turn], *, rarity: Callable[[str], float] | None = None
+) -> SearchPlan:
+    """The search for `question` given the previous turns of its conversation (oldest first).
+
+    `rarity` (a word → how rare it is in the knowledge base, e.g. its IDF) decides which of the
+    context's words are carried over when there are too many; without it, the first."""
     if not previous:
         return SearchPlan(query=question)
     last = previous[-1]
     prefer = _subject_documents(previous)
-    contextual = contextual_query(question, last)
+    contextual = contextual_query(question, previous, rarity=rarity)
     if contextual == question:
         return SearchPlan(query=question)
     if leans_on_conversation(question):
+        # As written it means little: searched so only within what the conversation is about.
+        return SearchPlan(
+            query=contextual,
+            fallback=question,
+            fallback_within=prefer,
+            contextual=True,
+            prefer_documents=prefer,
+        )
+    if _continues(question, last):
         return SearchPlan(
             query=contextual, fallback=question, contextual=True, prefer_documents=prefer
         )
     return SearchPlan(query=question, fallback=contextual, prefer_documents=prefer)
+
+
+def _continues(question: str, previous: Turn) -> bool:
+    """The question picks up a word of the previous question or of its answer ("the album",
+    "the treaty"): the conversation goes on about the same thing."""
+    own = set(terms(" ".join(_content_words(question))))
+    said = set(terms(" ".join(_content_words(f"{previous.query} {previous.answer}"))))
+    return bool(own & said)
 
 
 def _subject_documents(previous: Sequence[Turn]) -> tuple[int, ...]:
@@ -136,40 +171,58 @@ def unknown_own_terms(question: str) -> list[str]:
     return [term.token for term in question_terms(question).unknown]
 
 
-def contextual_query(question: str, previous: Turn) -> str:
-    """The follow-up searched with the previous turn's context: the previous query's content
-    words that the follow-up does not replace, then the follow-up's own content words.
+def contextual_query(
+    question: str, previous: Sequence[Turn], *, rarity: Callable[[str], float] | None = None
+) -> str:
+    """The follow-up searched with its conversation's context: the content words of the
+    question that opened the current topic (the latest one searched as written) and of the
+    previous question, less those the follow-up replaces (at most MAX_CARRIED_TERMS, the
+    rarest), then the follow-up's own content words.
 
     An elliptical follow-up ("And in London?", "What about 2019?") replaces the previous names
     or numbers with its own; one that refers back ("What did she do at Stanford?") keeps them:
     they are what "she" is."""
+    if not previous:
+        return question
+    last = previous[-1]
+    topic = next((turn for turn in reversed(previous) if turn.query == turn.question), last)
+    context = topic.question if topic is last else f"{topic.question} {last.question}"
     own = _content_words(question)
     own_stems = {terms(word)[0] for word in own if terms(word)}
     elliptical = not _refers_back(question)
     replaces_names = elliptical and any(_is_name(word, question) for word in own)
     replaces_numbers = elliptical and any(_is_number(word) for word in own)
     carried: list[str] = []
-    for word in _content_words(previous.query):
+    for word in _content_words(context):
         stem = terms(word)[0] if terms(word) else word.lower()
         if stem in own_stems:
             continue
-        if replaces_names and _is_name(word, previous.query):
+        if replaces_names and _is_name(word, context):
             continue
         if replaces_numbers and _is_number(word):
             continue
         carried.append(word)
-    carried = list(dict.fromkeys(carried))[:MAX_CARRIED_TERMS]
+    carried = list(dict.fromkeys(carried))
+    if len(carried) > MAX_CARRIED_TERMS:
+        order = sorted(range(len(carried)), key=lambda i: -rarity(carried[i]) if rarity else i)
+        carried = [carried[i] for i in sorted(order[:MAX_CARRIED_TERMS])]
     if not carried:
         return question
-    return " ".join([*carried, *own]) if own else " ".join(carried)
+    return " ".join([*carried, *own])
 
 
 def _content_words(text: str) -> list[str]:
-    """The words of `text` that are not stop words or anaphors, as written, in order, once."""
+    """The words of `text` that are not stop words, anaphors or words about the conversation
+    itself, as written, in order, once."""
     words = []
     for word in _WORD.findall(text):
         lower = word.lower()
-        if lower in STOP_WORDS or lower in _ANAPHORS or (len(word) < 2 and not word.isdigit()):
+        if (
+            lower in STOP_WORDS
+            or lower in _ANAPHORS
+            or lower in _ABOUT_THE_CONVERSATION
+            or (len(word) < 2 and not word.isdigit())
+        ):
             continue
         words.append(word)
     return list(dict.fromkeys(words))
@@ -185,3 +238,10 @@ def _is_name(word: str, text: str) -> bool:
 
 def _is_number(word: str) -> bool:
     return bool(_NUMBER.match(word)) or word.lower() in _NUMBER_WORDS
+
+
+def search_plan_in_context(question: str, previous: Sequence[Turn]) -> SearchPlan:
+    """`search_plan` with the knowledge base's term rarity (its vocabulary's IDF). Reads the
+    database (the vocabulary is cached per process)."""
+    vocabulary = vocabulary_get()
+    return search_plan(question, previous, rarity=vocabulary.idf)

@@ -3,6 +3,12 @@
     async for event in answer_stream(user=..., question=..., message_id=..., options=...):
         ...  # event.type, event.data
 
+The steps, in `answer_stream`'s order: 1. validate the request; 2. store the exchange (the
+question and its answer, status streaming) and read the conversation's previous turns; 3. plan
+the search from the conversation (a follow-up is read in context: chat/answering/followups.py);
+4. retrieve; 5. check the evidence (refuse, or try the plan's fallback once first); 6. answer:
+the answerer of the mode writes the text (chat/answering/answerers.py); 7. store and finish.
+
 Before the first event, bad input or access raises `AnswerError` (code, message, status,
 details): validation-failed 422 (empty or too long message, top_k outside 1..20, embedding not
 384 finite numbers, unknown document ids), bad-request 400 (malformed UUID), forbidden 403
@@ -14,18 +20,21 @@ Then the events, in order (SPEC §6; `data` shown):
 
 - `warning {message}` — optional, first: the question was longer than the embedding model
   reads, only its beginning was embedded (also stored as `Message.warning`).
-- either `refusal {conversation_id, message_id, reply_to, message, suggestions}` — alone and
+- either `refusal {conversation_id, message_id, reply_to, message, suggestions,
+  search_query}` — alone and
   last: the knowledge base is empty, or the evidence check finds no close enough passage
   (below the admin's threshold, or short of the further margins of
   chat/answering/evidence_signals.py; SPEC §4 texts); stored as an assistant message with status
   `refused`;
-- or `answer_start {conversation_id, message_id, reply_to, title, is_private}` →
+- or `answer_start {conversation_id, message_id, reply_to, title, is_private, search_query}` →
   `answer_delta {text}` (one or more; joined they are the answer's content, each sentence
   followed by its marker " [n]") → `sources {message_id, citations: [{n, chunk_id,
   document_id, title, page, section, url, excerpt, text, similarity, stale}]}` →
   `answer_end {message_id, status}`.
 - `error {code, message}` — last, when answering failed after it started (status `error`).
 
+`search_query` is what retrieval searched for: the question as typed, or a follow-up read with
+its conversation's context (also `Message.search_query` and the log line).
 `message_id` in the events is the assistant message's id, `reply_to` the question's (the
 client's message_id). The same message_id again (a retry, a second tab, concurrently) answers
 nothing new: it waits while the first request is still streaming, then replays what was
@@ -72,7 +81,12 @@ from chat.answering.evidence import (
     evidence_threshold,
 )
 from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess_async, evidence_outcome
-from chat.answering.followups import SearchPlan, Turn, search_plan, unknown_own_terms
+from chat.answering.followups import (
+    SearchPlan,
+    Turn,
+    search_plan_in_context,
+    unknown_own_terms,
+)
 from chat.answering.questions import question_normalize
 from chat.models import Message
 from knowledge import embedding
@@ -96,15 +110,17 @@ INTERNAL_ERROR_MESSAGE = "Something went wrong while answering. Please try again
 MAX_DOCUMENT_IDS = 200
 POLL_SECONDS = 0.1
 STALE_STREAMING = timedelta(minutes=10)
-# Previous turns read for a follow-up question (the generative mode reads max_history_turns).
-FOLLOWUP_TURNS = 2
+# Previous turns read for a follow-up question (enough to find where its topic began).
+FOLLOWUP_TURNS = 10
 
 
 @dataclass(frozen=True)
 class AnswerOptions:
     """How to answer: top_k (1..20, default ChatSettings.default_top_k), only these documents,
     a question embedding supplied by the client (384 floats) instead of embedding the question
-    on the server, or regenerate the answer of an earlier question (`message_id`)."""
+    on the server (used when the question is searched as written; a follow-up read in context
+    is embedded on the server), or regenerate the answer of an earlier question
+    (`message_id`)."""
 
     top_k: int | None = None
     document_ids: list[int] | None = None
@@ -342,7 +358,7 @@ async def _search_once(
     query_vector: np.ndarray,
     contextual: bool,
     plan: SearchPlan,
-    request: _Request,
+    document_ids: list[int] | None,
     stored: _Stored,
 ) -> _Found:
     """Retrieve for `query` (`question`, or the question read in context) and check the
@@ -351,7 +367,7 @@ async def _search_once(
     result = await database_sync_to_async(_retrieve)(
         query=query,
         top_k=stored.top_k,
-        document_ids=request.document_ids,
+        document_ids=document_ids,
         query_vector=query_vector,
         prefer_document_ids=plan.prefer_documents if contextual else (),
     )
@@ -373,6 +389,13 @@ async def _search_once(
     return _Found(query, contextual, result.query_vector, qualifying, refusal)
 
 
+def _narrowed(document_ids: list[int] | None, within: Sequence[int]) -> list[int] | None:
+    """The request's document filter narrowed to `within` (when given)."""
+    if not within:
+        return document_ids
+    return sorted(set(within) & set(document_ids) if document_ids is not None else set(within))
+
+
 async def _search(
     exchange: _Exchange,
     *,
@@ -385,7 +408,9 @@ async def _search(
     planned query first and, when the evidence check refuses it, the plan's fallback once
     more before refusing."""
     started = time.perf_counter()
-    plan = search_plan(question, stored.history)
+    plan = SearchPlan(query=question)
+    if stored.history:
+        plan = await database_sync_to_async(search_plan_in_context)(question, stored.history)
     if plan.contextual:
         if embedded is not None:
             embedded.cancel()
@@ -405,7 +430,7 @@ async def _search(
         query_vector=vector,
         contextual=plan.contextual,
         plan=plan,
-        request=request,
+        document_ids=request.document_ids,
         stored=stored,
     )
     if found.refusal is not None and found.refusal is not EMPTY_KB_REFUSAL and plan.fallback:
@@ -417,7 +442,7 @@ async def _search(
             query_vector=fallback_vector,
             contextual=not plan.contextual,
             plan=plan,
-            request=request,
+            document_ids=_narrowed(request.document_ids, plan.fallback_within),
             stored=stored,
         )
         if retried.refusal is None:

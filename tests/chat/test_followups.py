@@ -50,28 +50,35 @@ def test_self_contained_questions_do_not_lean_on_the_conversation(question):
 
 
 def test_a_new_name_replaces_the_previous_one_and_the_topic_is_kept():
-    query = contextual_query("And in London?", LISBON)
+    query = contextual_query("And in London?", [LISBON])
     assert query == "nightly hotel cap London"
 
 
 def test_a_new_number_replaces_the_previous_numbers():
     previous = Turn(question="How many days of leave after 5 years?", answered=True)
-    assert contextual_query("And after 10 years?", previous) == "days leave 10 years"
+    assert contextual_query("And after 10 years?", [previous]) == "days leave 10 years"
 
 
 def test_the_context_carries_along_a_chain_of_follow_ups():
     first = Turn(question="When did Sally Ride leave NASA?", answered=True)
-    second_query = contextual_query("What did she do at the Stanford Center?", first)
+    second_query = contextual_query("What did she do at the Stanford Center?", [first])
     assert "Ride" in second_query and "Stanford" in second_query
     second = Turn(question="What did she do at the Stanford Center?", search_query=second_query)
-    third_query = contextual_query("How long was she there?", second)
-    assert "Ride" in third_query and "long" in third_query
+    third_query = contextual_query("How long was she there?", [first, second])
+    assert "Ride" in third_query and "Stanford" in third_query and "long" in third_query
+
+
+def test_an_elliptical_follow_up_replaces_the_names_of_the_whole_topic():
+    lisbon_then_london = [LISBON, Turn(question="And in London?", search_query="x London")]
+    assert contextual_query("And in Paris?", lisbon_then_london) == "nightly hotel cap Paris"
 
 
 def test_a_follow_up_is_searched_in_context_and_prefers_the_cited_document():
     plan = search_plan("And in London?", [LISBON])
     assert plan.contextual and plan.query == "nightly hotel cap London"
-    assert plan.fallback == "And in London?" and plan.prefer_documents == (7,)
+    assert plan.prefer_documents == (7,)
+    # As written, "And in London?" means little: only searched within the subject document.
+    assert plan.fallback == "And in London?" and plan.fallback_within == (7,)
 
 
 def test_a_self_contained_question_is_searched_as_written_with_the_context_as_fallback():
@@ -89,3 +96,24 @@ def test_a_refused_previous_question_still_gives_its_words_but_no_preferred_docu
     refused = Turn(question="What is the nightly hotel cap in Lisbon?", answered=False)
     plan = search_plan("And in London?", [refused])
     assert plan.query == "nightly hotel cap London" and plan.prefer_documents == ()
+    # The previous question may have been off-topic: searched as written anywhere.
+    assert plan.fallback == "And in London?" and plan.fallback_within == ()
+
+
+def test_a_question_picking_up_a_word_of_the_previous_answer_is_read_in_context():
+    previous = Turn(
+        question="How did Common begin his rap career?",
+        answer="With the 1994 release of the album Resurrection, Common achieved fame. [1]",
+        answered=True,
+        cited_document_ids=(3,),
+    )
+    plan = search_plan("Were there any hit songs from the album?", [previous])
+    assert plan.contextual and "Common" in plan.query and "album" in plan.query
+    assert plan.fallback == "Were there any hit songs from the album?"
+
+
+def test_the_rarest_previous_words_are_carried_when_there_are_too_many():
+    previous = Turn(question="How did the famous singer Bocelli record the album Romanza?")
+    rarity = {"Bocelli": 9.0, "Romanza": 8.0, "record": 3.0, "album": 2.0, "singer": 1.5}.get
+    query = contextual_query("Did it sell well?", [previous], rarity=lambda w: rarity(w, 1.0))
+    assert query == "singer Bocelli record album Romanza sell well"  # the 5 rarest
