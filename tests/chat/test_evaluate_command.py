@@ -62,3 +62,93 @@ def test_evaluate_refuses_an_unusable_dataset_with_a_clear_message(tmp_path):
     not_json.write_text("nope")
     with pytest.raises(CommandError, match="not valid JSON"):
         call_command("evaluate", str(not_json))
+
+
+FOLLOW_UPS = [
+    {
+        "id": "f1",
+        "question": "Who designed the present Eddystone Lighthouse tower?",
+        "kind": "answerable",
+        "document": "Lighthouses",
+        "answers": ["James Douglass"],
+    },
+    {
+        "id": "f2",
+        "question": "And when was it lit?",
+        "kind": "answerable",
+        "document": "Lighthouses",
+        "answers": ["1882"],
+        "follows": "f1",
+    },
+    {
+        "id": "f3",
+        "question": "Who first described the waggle dance of bees?",
+        "kind": "answerable",
+        "document": "Bees",
+        "answers": ["Karl von Frisch"],
+    },
+]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_evaluate_asks_follow_ups_in_their_conversation_and_reports_them_apart(tmp_path):
+    from tests.chat.conftest import DOCUMENTS
+
+    dataset = tmp_path / "follow-ups.json"
+    dataset.write_text(
+        json.dumps({"name": "follow", "documents": DOCUMENTS, "questions": FOLLOW_UPS})
+    )
+    json_path = tmp_path / "figures.json"
+    out = StringIO()
+
+    call_command("evaluate", str(dataset), "--json", str(json_path), stdout=out)
+
+    figures = json.loads(json_path.read_text())
+    followup = figures["followup"]
+    # "And when was it lit?" means nothing alone: answered (1882, cited) only in context.
+    assert followup["count"] == 1 and followup["answerable_count"] == 1
+    assert followup["citation_accuracy"] == 1.0 and followup["false_refusal_rate"] == 0.0
+    assert figures["answerable"]["count"] == 3
+    assert "follow-ups" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_evaluate_rejects_a_follow_up_of_a_question_that_is_not_just_before_it(tmp_path):
+    from tests.chat.conftest import DOCUMENTS
+
+    questions = [FOLLOW_UPS[0], FOLLOW_UPS[2], {**FOLLOW_UPS[1], "follows": "f1"}]
+    dataset = tmp_path / "bad.json"
+    dataset.write_text(json.dumps({"documents": DOCUMENTS, "questions": questions}))
+    with pytest.raises(CommandError, match="follows must name the question just before it"):
+        call_command("evaluate", str(dataset))
+
+
+@pytest.mark.django_db
+def test_evaluate_reads_documents_given_as_files_beside_the_dataset(tmp_path):
+    from chat.evaluation.dataset import dataset_load
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "policy.html").write_text("<h1>Policy</h1><p>Leave is 25 days.</p>")
+    dataset = tmp_path / "files.json"
+    question = {"question": "How long is leave?", "kind": "answerable", "answers": ["25 days"]}
+    dataset.write_text(
+        json.dumps(
+            {
+                "documents": [{"id": "policy", "file": "docs/policy.html"}],
+                "questions": [question],
+            }
+        )
+    )
+
+    loaded = dataset_load(dataset)
+
+    assert loaded.documents[0].file_name == "policy.html"
+    target = tmp_path / "out"
+    target.mkdir()
+    loaded.documents[0].write_to(target)
+    assert (target / "policy.html").read_bytes() == (tmp_path / "docs/policy.html").read_bytes()
+    missing = tmp_path / "missing.json"
+    missing.write_text(json.dumps({"documents": [{"file": "nope.pdf"}], "questions": [question]}))
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("evaluate", str(missing))
