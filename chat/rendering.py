@@ -635,3 +635,18 @@ def conversation_title_html(
     button takes the focus), in place of the title editor or (`oob`) out of band."""
     context = {"conversation": conversation, "user": user, "title_oob": oob, "focus_rename": focus}
     return render_to_string("chat/conversation.html#conversation-title", context)
+
+
+def conversation_renamed_html(
+    conversation: Conversation, *, user, shown_id: str, place: str
+) -> str:
+    """What changes on a page once `conversation` is renamed from its `place` ("header" or
+    "sidebar"), all out of band: when the page shows this conversation (`shown_id`), the
+    browser tab's title and the header's; always the sidebar, where renaming made the
+    conversation the most recent. The rename button where the editor was takes the focus."""
+    html = ""
+    if shown_id == str(conversation.pk):
+        html = format_html("<title>{} · Sourced</title>", conversation.title)
+        html += conversation_title_html(conversation, user=user, oob=True, focus=place == "header")
+    focus_id = str(conversation.pk) if place == "sidebar" else ""
+    return html + conversation_list_html(user, active_id=shown_id, focus_id=focus_id)

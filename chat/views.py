@@ -15,7 +15,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
-from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -24,7 +23,7 @@ from chat.decorators import no_access, staff_required
 from chat.history import conversations_search, history_items, query_clean
 from chat.models import ChatSettings, Conversation, Feedback, Message
 from chat.rendering import (
-    conversation_list_html,
+    conversation_renamed_html,
     conversation_title_html,
     document_options_html,
     message_views,
@@ -284,14 +283,9 @@ def conversation_rename_view(request: HttpRequest, conversation_id: uuid.UUID) -
         return _title_editor(
             request, found, place=place, value=title, error=error.message, status=error.status
         )
-    shown_id = page_conversation_id(request)
-    html = ""
-    if shown_id == str(renamed.pk):
-        html = format_html("<title>{} · Sourced</title>", renamed.title) + conversation_title_html(
-            renamed, user=request.user, oob=True, focus=place == "header"
-        )
-    focus_id = str(renamed.pk) if place == "sidebar" else ""
-    html += conversation_list_html(request.user, active_id=shown_id, focus_id=focus_id)
+    html = conversation_renamed_html(
+        renamed, user=request.user, shown_id=page_conversation_id(request), place=place
+    )
     return HttpResponse(html)
 
 

@@ -735,3 +735,21 @@ def test_sidebar_moves_a_conversation_to_the_top_when_it_gets_a_question(pages):
         moved.get_attribute("class")
     )
     assert page.evaluate("window.__sameDocument") is True  # no reload
+
+
+def test_a_new_chat_tops_the_sidebar_and_can_be_renamed_at_once(pages):
+    page = pages.open("ben", "/")
+    page.get_by_role("checkbox", name="Private").check()
+    question = f"How do I claim travel expenses? ({uuid.uuid4().hex[:6]})"
+    ask(page, question)
+    conversation_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    private_items = page.locator("#conversation-list ul").nth(1).locator("li[id^=sidebar-]")
+    assert private_items.first.get_attribute("id") == f"sidebar-{conversation_id}"
+    assert private_items.first.locator("a").get_attribute("aria-current") == "page"
+    header = page.locator("#conversation-header")  # came over the socket with the answer
+    header.get_by_role("button", name="Rename conversation").click()
+    field = header.get_by_label("Conversation title")
+    field.fill("Travel claims")
+    field.press("Enter")
+    header.locator("[data-conversation-title]", has_text="Travel claims").wait_for()
+    assert private_items.first.locator("[data-sidebar-title]").inner_text() == "Travel claims"
