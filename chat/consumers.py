@@ -4,8 +4,9 @@ One socket per open conversation (`/ws/chat/<conversation id>/`). The page's com
 JSON (`{"action": "send", "message", "message_id", "top_k", "document_ids", "is_private"}`,
 or `stop`, `regenerate`, `retry`); the consumer answers with HTML fragments the htmx
 WebSocket extension swaps in out of band: the question's bubble, the answer's bubble with a
-typing indicator, each piece of the answer (escaped) appended to it, the sources, then the
-answer rendered whole from the database (the very partial a reload uses).
+typing indicator, the sidebar's list with the conversation moved to the top of its group,
+each piece of the answer (escaped) appended to it, the sources, then the answer rendered whole
+from the database (the very partial a reload uses).
 
 Generation runs in its own task, so Stop and a disconnect can cancel it; the pipeline then
 stores the part already streamed as `interrupted`.
@@ -52,9 +53,11 @@ class _Exchange:
     """What the running answer has shown so far."""
 
     question_id: str
+    question: str = ""  # its text, when known (what the search query is compared with)
     replace_target: str = ""  # selector of the answer this one replaces (regenerate, retry)
     answer_id: str = ""  # set once the answer's bubble is on the page
     warning: str = ""
+    listed: bool = False  # the sidebar shows the conversation moved up by this question
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -236,6 +239,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
         self.exchange = _Exchange(
             question_id=message_id,
+            question=question or (stored_question.content if stored_question else ""),
             replace_target=f"#msg-{previous.pk}" if previous is not None else "",
         )
         opening = await self._state_html(busy=True)
@@ -295,25 +299,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self.send(rendering.warning_html(exchange.answer_id, exchange.warning))
         elif kind == "answer_start":
             exchange.answer_id = str(data["message_id"])
-            view = rendering.MessageView(
-                id=exchange.answer_id,
-                role=Message.Role.ASSISTANT,
-                status=Message.Status.STREAMING,
+            html = rendering.answer_start_html(
+                data,
+                question=exchange.question,
+                question_id=exchange.question_id,
                 warning=exchange.warning,
-                reply_to_id=str(data.get("reply_to", exchange.question_id)),
+                replace_target=exchange.replace_target,
             )
-            if exchange.replace_target:
-                html = rendering.message_html(view, oob=f"outerHTML:{exchange.replace_target}")
-            else:
-                html = rendering.append_to_messages(rendering.message_html(view))
-            await self.send(html + await self._created_html(data))
+            await self.send(html)
+            await self._send_listing()
         elif kind == "answer_delta" and exchange.answer_id:
             await self.send(rendering.delta_html(exchange.answer_id, str(data.get("text", ""))))
         elif kind == "sources" and exchange.answer_id:
             html = await database_sync_to_async(self._sources_html)(data.get("citations") or [])
             await self.send(html)
         elif kind == "refusal":
-            await self.send(await self._created_html(data))
+            await self._send_listing()
         # answer_end, refusal and error end the stream: the final render follows.
 
     def _sources_html(self, citations: list[dict[str, Any]]) -> str:
@@ -324,33 +325,35 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
         return rendering.sources_html(view)
 
-    async def _created_html(self, data: dict[str, Any] | None = None) -> str:
-        """When the first question created the conversation: its header and the sidebar with
-        it highlighted (the state that follows gives the page its new URL)."""
-        if self.access != "new":
+    async def _send_listing(self) -> None:
+        html = await self._listing_html()
+        if html:
+            await self.send(html)
+
+    async def _listing_html(self) -> str:
+        """Once per exchange, when its question is stored: the sidebar with the conversation
+        at the top of its group, highlighted; and when the question created the conversation,
+        its header too (the state that follows gives the page its new URL)."""
+        exchange = self.exchange
+        if exchange is None or exchange.listed:
             return ""
         html = await database_sync_to_async(self._conversation_fragments)()
         if html:
-            self.access = "owner"
+            exchange.listed = True
+            if self.access == "new":
+                self.access = "owner"
         return html
 
     def _conversation_fragments(self) -> str:
-        from django.template.loader import render_to_string
-
-        from chat.views import sidebar_context
-
         conversation = (
             Conversation.objects.select_related("owner").filter(pk=self.conversation_id).first()
         )
         if conversation is None:
             return ""
-        context = {"conversation": conversation, "user": self.user, "oob": True}
-        header = render_to_string("chat/partials/conversation_header.html", context)
-        sidebar = render_to_string(
-            "chat/partials/conversation_list.html",
-            {**sidebar_context(self.user, active_id=self.conversation_id), **context},
-        )
-        return header + sidebar
+        header = ""
+        if self.access == "new":
+            header = rendering.conversation_header_html(conversation, user=self.user)
+        return header + rendering.conversation_list_html(self.user, active_id=self.conversation_id)
 
     async def _send_final(self) -> None:
         """The answer rendered whole from the database, in place of what streamed."""
@@ -358,8 +361,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if exchange is None:
             return
         html = await database_sync_to_async(self._final_html)(exchange)
+        html += await self._listing_html()  # stopped or refused before any answer started
         self.exchange = None
-        html += await self._created_html()  # stopped or refused before any answer started
         await self.send(html + await self._state_html(busy=False))
 
     def _final_html(self, exchange: _Exchange) -> str:

@@ -1,10 +1,12 @@
 """What the browser UI shows of messages and their sources, and the HTML fragments of a stream.
 
 Pages and the WebSocket consumer render messages through the same views and the same
-template partial (`chat/partials/message.html`), so a reloaded conversation looks exactly as it
-did when it streamed. Every piece of question, answer or document text is escaped here or by
-the templates' autoescaping; the only HTML built in Python is the citation badge, assembled
-with `format_html` around escaped text.
+template partial (`chat/conversation.html#message`), so a reloaded conversation looks exactly
+as it did when it streamed. Fragments are partials of the page templates they belong to
+(django-template-partials): `chat/conversation.html#<name>` for the conversation,
+`chat/layout.html#<name>` for the sidebar. Every piece of question, answer or document text is
+escaped here or by the templates' autoescaping; the only HTML built in Python is the citation
+badge, assembled with `format_html` around escaped text.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,8 +28,8 @@ from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from chat.models import Feedback, Message
-from chat.selectors import CitationRow, MessageRow, message_row
+from chat.models import Conversation, Feedback, Message
+from chat.selectors import CitationRow, MessageRow, conversation_groups_for, message_row
 from knowledge.models import Document
 from knowledge.retrieval import excerpt_of
 
@@ -115,6 +117,7 @@ class MessageView:
     reply_to_id: str = ""
     my_rating: int | None = None
     can_post: bool = True
+    search_query: str = ""  # for an answer: what retrieval searched for
 
     @property
     def is_user(self) -> bool:
@@ -154,11 +157,24 @@ class MessageView:
         return answer_html(self.content, self.sources, self.id)
 
     @property
+    def searched_for(self) -> str:
+        return search_query_shown(self.search_query, self.question)
+
+    @property
     def suggestion_items(self) -> list[dict[str, Any]]:
         """Refusal suggestions; "rephrase" ones become a button that refills the composer."""
         return [
             {"label": label, "rephrase": "rephrase" in label.lower()} for label in self.suggestions
         ]
+
+
+def search_query_shown(search_query: str, question: str) -> str:
+    """What retrieval searched for, as shown under an answer: only when it says something the
+    question does not, i.e. set and not the question itself (ignoring case and spacing)."""
+    shown = " ".join(search_query.split())
+    if not shown or shown.casefold() == " ".join(question.split()).casefold():
+        return ""
+    return shown
 
 
 def copy_text_of(content: str) -> str:
@@ -303,6 +319,7 @@ def _view_of(row: MessageRow, around: _Surroundings, *, can_post: bool) -> Messa
         reply_to_id=str(row.reply_to_id) if row.reply_to_id else "",
         my_rating=around.ratings.get(row.id),
         can_post=can_post,
+        search_query=row.search_query,
     )
 
 
@@ -421,7 +438,7 @@ def document_options_html(documents: Sequence[tuple[int, str]]) -> bytes:
     html = rendered_document_options.get(key)
     if html is None:
         html = render_to_string(  # an autoescaped partial
-            "chat/partials/document_options.html", {"documents": key}
+            "chat/conversation.html#document-options", {"documents": key}
         ).encode()
         rendered_document_options.put(key, html, 2 * len(html))
     return html
@@ -482,7 +499,33 @@ def sources_from_event(citations: Sequence[dict[str, Any]]) -> list[SourceView]:
 
 def message_html(view: MessageView, *, oob: str = "") -> str:
     """One message, optionally marked for an out-of-band swap (`true`, `outerHTML:#id`)."""
-    return render_to_string("chat/partials/message.html", {"m": view, "oob": oob})
+    return render_to_string("chat/conversation.html#message", {"m": view, "oob": oob})
+
+
+def answer_start_html(
+    data: Mapping[str, Any],
+    *,
+    question: str,
+    question_id: str,
+    warning: str = "",
+    replace_target: str = "",
+) -> str:
+    """The answer's bubble as it starts streaming, from an `answer_start` event's data: the
+    typing indicator, the question's warning, and what retrieval searched for (the data's
+    `search_query`, shown when it is not the question itself). Appended to the messages, or
+    in place of `replace_target` (the selector of the answer it replaces)."""
+    view = MessageView(
+        id=str(data["message_id"]),
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.STREAMING,
+        warning=warning,
+        question=question,
+        reply_to_id=str(data.get("reply_to") or question_id),
+        search_query=str(data.get("search_query") or ""),
+    )
+    if replace_target:
+        return message_html(view, oob=f"outerHTML:{replace_target}")
+    return append_to_messages(message_html(view))
 
 
 def append_to_messages(html: str) -> str:
@@ -495,12 +538,12 @@ def delta_html(message_id: str, text: str) -> str:
 
 
 def sources_html(view: MessageView) -> str:
-    return render_to_string("chat/partials/sources_slot.html", {"m": view, "oob": True})
+    return render_to_string("chat/conversation.html#sources-slot", {"m": view, "oob": True})
 
 
 def warning_html(message_id: str, text: str) -> str:
     return render_to_string(
-        "chat/partials/warning.html", {"text": text, "target": f"#msg-{message_id}-warnings"}
+        "chat/conversation.html#warning", {"text": text, "target": f"#msg-{message_id}-warnings"}
     )
 
 
@@ -508,7 +551,7 @@ def notice_html(text: str, *, level: str = "warning", retry: bool = False) -> st
     """A passing notice in the conversation (rate limit, read-only, refused request)."""
     return append_to_messages(
         render_to_string(
-            "chat/partials/notice.html", {"text": text, "level": level, "retry": retry}
+            "chat/conversation.html#notice", {"text": text, "level": level, "retry": retry}
         )
     )
 
@@ -516,7 +559,7 @@ def notice_html(text: str, *, level: str = "warning", retry: bool = False) -> st
 def state_html(*, busy: bool, conversation_id: str = "", conversation_url: str = "") -> str:
     """The stream state the page's script follows (composer enabled, Stop shown, URL)."""
     return render_to_string(
-        "chat/partials/chat_state.html",
+        "chat/conversation.html#chat-state",
         {
             "busy": busy,
             "conversation_id": conversation_id,
@@ -524,3 +567,86 @@ def state_html(*, busy: bool, conversation_id: str = "", conversation_url: str =
             "oob": True,
         },
     )
+
+
+# --- The sidebar and the conversation's header -------------------------------------------------
+
+SIDEBAR_LIMIT = 30
+
+
+def sidebar_context(user, *, active_id: str = "") -> dict[str, Any]:
+    """The sidebar's conversation groups, each newest first: shared with all staff, and the
+    user's private ones; `active_id`: the conversation the page shows (highlighted)."""
+    shared, private = conversation_groups_for(user, limit=SIDEBAR_LIMIT + 1)
+    return {
+        "sidebar": {
+            "groups": [
+                {
+                    "key": "shared",
+                    "label": "Shared",
+                    "icon": "icon-[lucide--users]",
+                    "conversations": shared[:SIDEBAR_LIMIT],
+                    "empty": "No shared conversations yet.",
+                },
+                {
+                    "key": "private",
+                    "label": "Private",
+                    "icon": "icon-[lucide--lock]",
+                    "conversations": private[:SIDEBAR_LIMIT],
+                    "empty": "Tick “Private” before a first question to keep a chat to yourself.",
+                },
+            ],
+            "more": len(shared) > SIDEBAR_LIMIT or len(private) > SIDEBAR_LIMIT,
+        },
+        "active_id": active_id,
+    }
+
+
+def conversation_list_html(user, *, active_id: str = "", focus_id: str = "") -> str:
+    """The sidebar's conversation list as it is now, out of band: a conversation that just got
+    a question or a new title is at the top of its group. `focus_id`: the conversation whose
+    rename button takes the focus (after renaming it in the sidebar)."""
+    context = {**sidebar_context(user, active_id=active_id), "user": user, "list_oob": True}
+    return render_to_string("chat/layout.html#conversation-list", {**context, "focus_id": focus_id})
+
+
+def sidebar_item_html(conversation: Conversation, *, user, active_id: str = "") -> str:
+    """One conversation of the sidebar (after its title editor is closed), its rename button
+    focused."""
+    context = {
+        "conversation": conversation,
+        "user": user,
+        "active_id": active_id,
+        "focus_id": str(conversation.pk),
+    }
+    return render_to_string("chat/layout.html#sidebar-item", context)
+
+
+def conversation_header_html(conversation: Conversation, *, user) -> str:
+    """The conversation page's header, out of band (when the first question created it)."""
+    context = {"conversation": conversation, "user": user, "oob": True}
+    return render_to_string("chat/conversation.html#conversation-header", context)
+
+
+def conversation_title_html(
+    conversation: Conversation, *, user, oob: bool = False, focus: bool = False
+) -> str:
+    """The title in the conversation page's header with its rename button (`focus`: the
+    button takes the focus), in place of the title editor or (`oob`) out of band."""
+    context = {"conversation": conversation, "user": user, "title_oob": oob, "focus_rename": focus}
+    return render_to_string("chat/conversation.html#conversation-title", context)
+
+
+def conversation_renamed_html(
+    conversation: Conversation, *, user, shown_id: str, place: str
+) -> str:
+    """What changes on a page once `conversation` is renamed from its `place` ("header" or
+    "sidebar"), all out of band: when the page shows this conversation (`shown_id`), the
+    browser tab's title and the header's; always the sidebar, where renaming made the
+    conversation the most recent. The rename button where the editor was takes the focus."""
+    html = ""
+    if shown_id == str(conversation.pk):
+        html = format_html("<title>{} · Sourced</title>", conversation.title)
+        html += conversation_title_html(conversation, user=user, oob=True, focus=place == "header")
+    focus_id = str(conversation.pk) if place == "sidebar" else ""
+    return html + conversation_list_html(user, active_id=shown_id, focus_id=focus_id)

@@ -114,6 +114,7 @@ class MessageRow:
     mode: str
     suggestions: tuple[str, ...]
     warning: str
+    search_query: str
     error_code: str
     created_at: datetime
     citations: tuple[CitationRow, ...]
@@ -183,6 +184,7 @@ def message_row(message: Message) -> MessageRow:
         mode=message.mode,
         suggestions=_suggestions(message.suggestions),
         warning=message.warning,
+        search_query=message.search_query,
         error_code=message.error_code,
         created_at=message.created_at,
         citations=tuple(

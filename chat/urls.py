@@ -13,6 +13,12 @@ urlpatterns = [
         views.conversation_delete_view,
         name="conversation_delete",
     ),
+    path("c/<uuid:conversation_id>/title/", views.conversation_title, name="conversation_title"),
+    path(
+        "c/<uuid:conversation_id>/rename/",
+        views.conversation_rename_view,
+        name="conversation_rename",
+    ),
     path("history/", views.history, name="history"),
     path("messages/<uuid:message_id>/feedback/", views.message_feedback, name="message_feedback"),
 ]

@@ -1,38 +1,52 @@
 """Browser pages of the chat: thin adapters that read through selectors and render templates.
 
 The answer itself streams over the WebSocket (chat.consumers); these views render the pages
-around it and take the small form posts (delete, feedback).
+around it and take the small form and htmx posts (rename, delete, feedback).
 """
 
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from chat.answering.errors import AnswerError
 from chat.decorators import no_access, staff_required
 from chat.history import conversations_search, history_items, query_clean
-from chat.models import ChatSettings, Feedback, Message
-from chat.rendering import document_options_html, message_views, page_with_parts, transcript_html
+from chat.models import ChatSettings, Conversation, Feedback, Message
+from chat.rendering import (
+    conversation_renamed_html,
+    conversation_title_html,
+    document_options_html,
+    message_views,
+    page_with_parts,
+    sidebar_context,
+    sidebar_item_html,
+    transcript_html,
+)
 from chat.selectors import (
     conversation_get_for,
-    conversation_groups_for,
     conversation_transcript,
     message_get_for,
 )
-from chat.services import conversation_delete, feedback_give
+from chat.services import (
+    TITLE_MAX_CHARS,
+    conversation_check_owner,
+    conversation_delete,
+    conversation_rename,
+    feedback_give,
+)
 from knowledge.models import Document
 from knowledge.retrieval import knowledge_base_is_empty
 
-SIDEBAR_LIMIT = 30
 HISTORY_PAGE_SIZE = 25
 
 SUGGESTIONS = [
@@ -61,33 +75,6 @@ SUGGESTIONS = [
         "tone": "bg-info/10 text-info",
     },
 ]
-
-
-def sidebar_context(user, *, active_id: str = "") -> dict:
-    """The sidebar's conversation groups: shared with all staff, and the user's private ones."""
-    shared, private = conversation_groups_for(user, limit=SIDEBAR_LIMIT + 1)
-    return {
-        "sidebar": {
-            "groups": [
-                {
-                    "key": "shared",
-                    "label": "Shared",
-                    "icon": "icon-[lucide--users]",
-                    "conversations": shared[:SIDEBAR_LIMIT],
-                    "empty": "No shared conversations yet.",
-                },
-                {
-                    "key": "private",
-                    "label": "Private",
-                    "icon": "icon-[lucide--lock]",
-                    "conversations": private[:SIDEBAR_LIMIT],
-                    "empty": "Tick “Private” before a first question to keep a chat to yourself.",
-                },
-            ],
-            "more": len(shared) > SIDEBAR_LIMIT or len(private) > SIDEBAR_LIMIT,
-        },
-        "active_id": active_id,
-    }
 
 
 def greeting_for(now=None) -> str:
@@ -210,6 +197,98 @@ def conversation_delete_view(request: HttpRequest, conversation_id: uuid.UUID) -
     return redirect("chat:home")
 
 
+def page_conversation_id(request: HttpRequest) -> str:
+    """The id of the conversation shown by the page an htmx request comes from ("" when that
+    page shows none): its header and sidebar item are the ones to update."""
+    path = request.htmx.current_url_abs_path if request.htmx else None
+    if not path:
+        return ""
+    try:
+        match = resolve(urlsplit(path).path)
+    except Resolver404:
+        return ""
+    if match.view_name != "chat:conversation":
+        return ""
+    return str(match.kwargs["conversation_id"])
+
+
+def _owned(request: HttpRequest, conversation_id: uuid.UUID) -> Conversation | HttpResponse:
+    """The conversation when the user may change it, else the page that says why."""
+    try:
+        found = conversation_get_for(request.user, conversation_id)
+    except AnswerError:
+        return conversation_not_found(request)
+    try:
+        conversation_check_owner(found, request.user)
+    except AnswerError as error:
+        return no_access(request, reason=error.message, status=error.status)
+    return found
+
+
+def _title_place(value: str) -> str:
+    return "sidebar" if value == "sidebar" else "header"
+
+
+def _title_editor(
+    request: HttpRequest,
+    conversation: Conversation,
+    *,
+    place: str,
+    value: str,
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "conversation": conversation,
+        "place": place,
+        "title_value": value,
+        "title_max_chars": TITLE_MAX_CHARS,
+        "error": error,
+        "editor_oob": bool(error),
+    }
+    return render(request, "chat/layout.html#title-editor", context, status=status)
+
+
+@staff_required
+@require_GET
+def conversation_title(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    """A conversation's title in the page header (`?place=header`) or the sidebar
+    (`?place=sidebar`): its editor with `edit`, else the title itself (the editor closed)."""
+    found = _owned(request, conversation_id)
+    if isinstance(found, HttpResponse):
+        return found
+    place = _title_place(request.GET.get("place", ""))
+    if request.GET.get("edit"):
+        return _title_editor(request, found, place=place, value=found.title)
+    if place == "sidebar":
+        active_id = page_conversation_id(request)
+        return HttpResponse(sidebar_item_html(found, user=request.user, active_id=active_id))
+    return HttpResponse(conversation_title_html(found, user=request.user, focus=True))
+
+
+@staff_required
+@require_POST
+def conversation_rename_view(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    """Rename a conversation (owner only). Answers out of band: the new title in the page's
+    header when the page shows this conversation, and the sidebar's list (renaming makes the
+    conversation the most recent); or the editor again with a readable error (422)."""
+    found = _owned(request, conversation_id)
+    if isinstance(found, HttpResponse):
+        return found
+    place = _title_place(request.POST.get("place", ""))
+    title = request.POST.get("title", "")
+    try:
+        renamed = conversation_rename(conversation=found, user=request.user, title=title)
+    except AnswerError as error:
+        return _title_editor(
+            request, found, place=place, value=title, error=error.message, status=error.status
+        )
+    html = conversation_renamed_html(
+        renamed, user=request.user, shown_id=page_conversation_id(request), place=place
+    )
+    return HttpResponse(html)
+
+
 @staff_required
 def history(request: HttpRequest) -> HttpResponse:
     query = query_clean(request.GET.get("q", ""))
@@ -236,4 +315,4 @@ def message_feedback(request: HttpRequest, message_id: uuid.UUID) -> HttpRespons
     except ValueError:
         return HttpResponse("The rating must be 1 or -1.", status=400, content_type="text/plain")
     view = message_views([message], user=request.user)[0]
-    return render(request, "chat/partials/feedback.html", {"m": view, "feedback_saved": True})
+    return render(request, "chat/conversation.html#feedback", {"m": view, "feedback_saved": True})

@@ -10,8 +10,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from chat.decorators import no_access, staff_required
-from chat.rendering import safe_external_url
-from chat.views import sidebar_context
+from chat.rendering import safe_external_url, sidebar_context
 from knowledge.models import Document
 
 # Shown in the browser (a PDF opens at the cited page); everything else is downloaded, so a

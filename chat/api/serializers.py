@@ -162,6 +162,11 @@ class MessageSerializer(serializers.Serializer):
     mode = serializers.CharField()
     suggestions = serializers.ListField(child=serializers.CharField())
     warning = serializers.CharField()
+    search_query = serializers.CharField(
+        help_text="Answers: what retrieval searched for — the question as asked or, for a "
+        'follow-up that leans on the conversation ("And in London?"), the question read with '
+        "its context. Empty for questions, and for answers given before it was recorded."
+    )
     created_at = serializers.DateTimeField()
     citations = serializers.SerializerMethodField()
 

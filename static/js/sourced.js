@@ -506,6 +506,11 @@
   document.addEventListener("keydown", function (event) {
     if (event.target && event.target.id === "composer-input") {
       onComposerKeydown(event);
+    } else if (event.key === "Escape" && event.target.hasAttribute && event.target.hasAttribute("data-rename-input")) {
+      /* Escape closes the title editor unchanged. */
+      event.preventDefault();
+      var cancel = event.target.form && $("[data-rename-cancel]", event.target.form);
+      if (cancel) cancel.click();
     } else if (event.target && event.target.hasAttribute && event.target.hasAttribute("data-drawer-toggle")) {
       if (event.key === "Enter" || event.key === " ") {
         event.preventDefault();
@@ -513,6 +518,14 @@
         if (toggle) toggle.checked = !toggle.checked;
       }
     }
+  });
+
+  /* ---------------------------------------------------------------- rename */
+
+  /* The title editor opens with its text selected, ready to be typed over. */
+  document.addEventListener("htmx:load", function (event) {
+    var input = event.target.querySelector ? $("[data-rename-input]", event.target) : null;
+    if (input && document.activeElement === input) input.select();
   });
 
   /* ---------------------------------------------------------------- page load */

@@ -217,6 +217,30 @@ def test_messages_come_with_citations_identical_after_reingest_and_deletion(
 
 
 @pytest.mark.django_db
+def test_messages_say_what_retrieval_searched_for(api, client, staff_user):
+    conversation = conversation_of(staff_user, private=False, title="And in London?")
+    Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        content="The hotel cap in London is 180 pounds.",
+        reply_to=conversation.messages.get(),
+        search_query="hotel cap London",
+    )
+    url = f"/api/conversations/{conversation.pk}/messages"
+
+    def searched() -> list[tuple[str, str]]:
+        return [(m["role"], m["search_query"]) for m in api.get(url).json()["messages"]]
+
+    assert searched() == [("user", ""), ("assistant", "hotel cap London")]
+    Message.objects.filter(role="assistant").update(search_query="hotel <cap> London 2026")
+    assert searched() == [("user", ""), ("assistant", "hotel <cap> London 2026")]  # not stale
+
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    field = schema["components"]["schemas"]["Message"]["properties"]["search_query"]
+    assert field["type"] == "string" and "retrieval searched for" in field["description"]
+
+
+@pytest.mark.django_db
 def test_feedback_on_an_answer_is_given_and_replaced(api, staff_user, other_staff_user):
     conversation = conversation_of(staff_user, private=False)
     question = conversation.messages.get()

@@ -179,6 +179,49 @@ async def test_answer_streams_as_the_fragment_sequence(staff_user, leave_kb):
     assert f'data-conversation-url="/c/{conversation_id}/"' in fragments[-1]
 
 
+async def test_a_conversation_that_gets_a_question_moves_to_the_top_of_the_sidebar(
+    staff_user, leave_kb
+):
+    asked = await Conversation.objects.acreate(owner=staff_user, title="Leave, asked again")
+    await Conversation.objects.acreate(owner=staff_user, title="A newer chat")
+    await Conversation.objects.acreate(owner=staff_user, is_private=True, title="A private chat")
+    communicator = await socket_for(staff_user, asked.pk)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+
+    lists = [f for f in fragments if 'id="conversation-list" hx-swap-oob="true"' in f]
+    assert len(lists) == 1  # once per exchange
+    shared, private = lists[0].split('id="group-private"')
+    assert re.findall(r"data-sidebar-title>([^<]*)<", shared) == [
+        "Leave, asked again",
+        "A newer chat",
+    ]
+    assert re.findall(r"data-sidebar-title>([^<]*)<", private) == ["A private chat"]
+    item = shared.split(f'id="sidebar-{asked.pk}"', 1)[1].split("</a>", 1)[0]
+    assert "menu-active" in item and 'aria-current="page"' in item  # highlighted
+    # sent as the answer starts (after its bubble), before the first piece of it
+    answer = await Message.objects.aget(conversation=asked, role="assistant")
+    listed = fragments.index(lists[0])
+    assert index_of(fragments, f'id="msg-{answer.pk}"') < listed
+    assert listed < index_of(fragments, f"beforeend:#msg-{answer.pk}-body")
+    assert 'id="conversation-header"' not in lists[0]  # the page already has its header
+
+
+async def test_a_refused_question_moves_its_conversation_up_too(staff_user, leave_kb):
+    asked = await Conversation.objects.acreate(owner=staff_user, title="Odd questions")
+    await Conversation.objects.acreate(owner=staff_user, title="A newer chat")
+    communicator = await socket_for(staff_user, asked.pk)
+    await communicator.send_to(text_data=send_payload(UNRELATED_QUESTION))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    assert 'data-status="refused"' in "".join(fragments)
+    lists = [f for f in fragments if 'id="conversation-list" hx-swap-oob="true"' in f]
+    assert len(lists) == 1
+    titles = re.findall(r"data-sidebar-title>([^<]*)<", lists[0])
+    assert titles == ["Odd questions", "A newer chat"]
+
+
 async def test_a_question_too_long_for_the_model_is_answered_with_a_visible_warning(
     staff_user, leave_kb
 ):

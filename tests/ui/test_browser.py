@@ -623,3 +623,133 @@ def test_dark_theme_follows_the_system(pages, live):
     phone.locator("aside").wait_for(state="visible")
     phone.wait_for_timeout(500)  # the drawer slides in
     screenshot(phone, "sidebar-mobile.png")
+
+
+def test_owner_renames_a_conversation_from_the_header_and_from_the_sidebar(pages):
+    from django.contrib.auth import get_user_model
+
+    from chat.models import Conversation
+
+    anna = get_user_model().objects.get(username="anna")
+    chat = Conversation.objects.create(owner=anna, title="Hotel question")
+    page = pages.open("anna", f"/c/{chat.pk}/")
+    page.evaluate("window.__sameDocument = true")
+    header = page.locator("#conversation-header")
+    item = page.locator(f"#sidebar-{chat.pk}")
+
+    # from the header: the editor opens focused on the title, Enter saves
+    header.get_by_role("button", name="Rename conversation").click()
+    field = header.get_by_label("Conversation title")
+    field.wait_for()
+    assert field.evaluate("el => el === document.activeElement")
+    assert field.evaluate("el => el.selectionEnd - el.selectionStart") == len("Hotel question")
+    field.fill("Hotel caps <b>London</b>")
+    field.press("Enter")
+    title = header.locator("[data-conversation-title]")
+    title.filter(has_text="Hotel caps <b>London</b>").wait_for()
+    assert header.get_by_label("Conversation title").count() == 0  # the editor closed
+    assert item.locator("[data-sidebar-title]").inner_text() == "Hotel caps <b>London</b>"
+    assert page.title() == "Hotel caps <b>London</b> · Sourced"
+    focused = header.get_by_role("button", name="Rename conversation")
+    assert focused.evaluate("el => el === document.activeElement")  # focus back on the control
+    chat.refresh_from_db()
+    assert chat.title == "Hotel caps <b>London</b>"
+
+    # from the sidebar: the item turns into the editor; the header follows
+    item.hover()
+    item.get_by_role("button", name="Rename conversation: Hotel caps <b>London</b>").click()
+    field = item.get_by_label("Conversation title")
+    field.fill("Hotel caps in London and Paris")
+    page.locator("aside").screenshot(path=str(ARTIFACTS / "rename-sidebar.png"))
+    item.get_by_role("button", name="Save").click()
+    title.filter(has_text="Hotel caps in London and Paris").wait_for()
+    assert item.locator("[data-sidebar-title]").inner_text() == "Hotel caps in London and Paris"
+    first_shared = page.locator("#conversation-list ul").first.locator("li[id^=sidebar-]").first
+    assert first_shared.get_attribute("id") == f"sidebar-{chat.pk}"  # the most recent now
+    assert item.locator("a").get_attribute("aria-current") == "page"  # still highlighted
+    assert page.title() == "Hotel caps in London and Paris · Sourced"
+    assert page.evaluate("window.__sameDocument") is True  # no reload
+    screenshot(page, "rename.png")
+
+
+def test_an_invalid_title_is_explained_and_escape_keeps_the_old_one(pages):
+    from django.contrib.auth import get_user_model
+
+    from chat.models import Conversation
+
+    ben = get_user_model().objects.get(username="ben")
+    chat = Conversation.objects.create(owner=ben, title="Parking spaces")
+    page = pages.open("ben", f"/c/{chat.pk}/")
+    header = page.locator("#conversation-header")
+    header.get_by_role("button", name="Rename conversation").click()
+    field = header.get_by_label("Conversation title")
+    field.fill("   ")
+    field.press("Enter")
+    error = header.get_by_role("alert")
+    error.wait_for()
+    assert error.inner_text() == "The title is empty."
+    field = header.get_by_label("Conversation title")
+    assert field.get_attribute("aria-invalid") == "true"
+    assert field.get_attribute("aria-describedby") == error.get_attribute("id")
+    screenshot(page, "rename-error.png")
+    field.press("Escape")
+    header.get_by_role("button", name="Rename conversation").wait_for()
+    assert header.locator("[data-conversation-title]").inner_text() == "Parking spaces"
+    chat.refresh_from_db()
+    assert chat.title == "Parking spaces"
+
+
+def test_someone_elses_shared_conversation_offers_no_rename(pages):
+    from django.contrib.auth import get_user_model
+
+    from chat.models import Conversation
+
+    anna = get_user_model().objects.get(username="anna")
+    chat = Conversation.objects.create(owner=anna, title="Anna's shared chat")
+    page = pages.open("ben", f"/c/{chat.pk}/")
+    assert page.locator("[data-read-only]").is_visible()
+    header = page.locator("#conversation-header")
+    assert header.get_by_role("button", name="Rename conversation").count() == 0
+    item = page.locator(f"#sidebar-{chat.pk}")
+    item.hover()
+    assert item.get_by_role("button").count() == 0  # neither rename nor delete
+    assert page.get_by_role("button", name=re.compile("^Rename conversation: Anna")).count() == 0
+
+
+def test_sidebar_moves_a_conversation_to_the_top_when_it_gets_a_question(pages):
+    from django.contrib.auth import get_user_model
+
+    from chat.models import Conversation
+
+    anna = get_user_model().objects.get(username="anna")
+    older = Conversation.objects.create(owner=anna, title="Leave, a while ago")
+    Conversation.objects.filter(pk=older.pk).update(updated_at="2026-01-01T09:00:00Z")
+    page = pages.open("anna", f"/c/{older.pk}/")
+    page.evaluate("window.__sameDocument = true")
+    shared_items = page.locator("#conversation-list ul").first.locator("li[id^=sidebar-]")
+    assert shared_items.first.get_attribute("id") != f"sidebar-{older.pk}"
+    ask(page, LEAVE_QUESTION)
+    assert shared_items.first.get_attribute("id") == f"sidebar-{older.pk}"
+    moved = page.locator(f"#sidebar-{older.pk} a")
+    assert moved.get_attribute("aria-current") == "page" and "menu-active" in (
+        moved.get_attribute("class")
+    )
+    assert page.evaluate("window.__sameDocument") is True  # no reload
+
+
+def test_a_new_chat_tops_the_sidebar_and_can_be_renamed_at_once(pages):
+    page = pages.open("ben", "/")
+    page.get_by_role("checkbox", name="Private").check()
+    question = f"How do I claim travel expenses? ({uuid.uuid4().hex[:6]})"
+    ask(page, question)
+    conversation_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    private_items = page.locator("#conversation-list ul").nth(1).locator("li[id^=sidebar-]")
+    assert private_items.first.get_attribute("id") == f"sidebar-{conversation_id}"
+    assert private_items.first.locator("a").get_attribute("aria-current") == "page"
+    header = page.locator("#conversation-header")  # came over the socket with the answer
+    header.get_by_role("button", name="Rename conversation").click()
+    field = header.get_by_label("Conversation title")
+    field.fill("Travel claims")
+    field.press("Enter")
+    header.locator("[data-conversation-title]", has_text="Travel claims").wait_for()
+    assert private_items.first.locator("[data-sidebar-title]").inner_text() == "Travel claims"

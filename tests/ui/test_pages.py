@@ -405,3 +405,172 @@ def test_conversation_page_queries_do_not_grow_with_its_length(staff_client, sta
         return len(captured)
 
     assert queries_for(6) == queries_for(1)
+
+
+# --- Rename -----------------------------------------------------------------------------------
+def htmx_from(page_path: str) -> dict[str, str]:
+    """The headers htmx sends with a request from the page at `page_path`."""
+    return {"HTTP_HX_REQUEST": "true", "HTTP_HX_CURRENT_URL": f"http://testserver{page_path}"}
+
+
+def sidebar_titles(html: str, group: str) -> list[str]:
+    """The titles of a sidebar group, in order, in a page or a conversation-list fragment."""
+    listed = html.split('id="conversation-list"', 1)[1]
+    shared, private = listed.split('id="group-private"', 1)
+    part = shared if group == "shared" else private
+    return re.findall(r"data-sidebar-title>([^<]*)<", part)
+
+
+def test_owner_renames_from_the_header_and_the_page_follows(staff_client, staff_user):
+    older = Conversation.objects.create(owner=staff_user, title="Hotel question")
+    Conversation.objects.create(owner=staff_user, title="Newer chat")
+    page = f"/c/{older.pk}/"
+    assert sidebar_titles(staff_client.get(page).content.decode(), "shared") == [
+        "Newer chat",
+        "Hotel question",
+    ]
+
+    editor = staff_client.get(
+        reverse("chat:conversation_title", args=[older.pk]) + "?place=header&edit=1",
+        **htmx_from(page),
+    ).content.decode()
+    assert 'id="conversation-title"' in editor and 'name="csrfmiddlewaretoken"' in editor
+    assert 'value="Hotel question"' in editor and "autofocus" in editor
+    assert '<label for="rename-header-' in editor and "Conversation title" in editor
+
+    response = staff_client.post(
+        reverse("chat:conversation_rename", args=[older.pk]),
+        {"title": "  Hotel <b>caps</b>\n in London  ", "place": "header"},
+        **htmx_from(page),
+    )
+    assert response.status_code == 200
+    older.refresh_from_db()
+    assert older.title == "Hotel <b>caps</b> in London"  # spaces collapsed, text kept as typed
+    html = response.content.decode()
+    escaped = "Hotel &lt;b&gt;caps&lt;/b&gt; in London"
+    assert "<b>caps" not in html
+    assert f"<title>{escaped} · Sourced</title>" in html  # the browser tab follows
+    assert 'id="conversation-title" class="flex min-w-0 items-center gap-1" hx-swap-oob="true"' in (
+        html
+    )
+    assert f"data-conversation-title>{escaped}</h1>" in html
+    assert 'id="conversation-list" hx-swap-oob="true"' in html
+    # renaming makes it the most recent: first in its group, and still the page's active item
+    assert sidebar_titles(html, "shared") == [escaped, "Newer chat"]
+    assert re.search(rf'id="sidebar-{older.pk}"[^>]*>\s*<a [^>]*menu-active', html)
+    reloaded = staff_client.get(page).content.decode()
+    assert f"<title>{escaped} · Sourced</title>" in reloaded
+    assert sidebar_titles(reloaded, "shared") == [escaped, "Newer chat"]
+
+
+def test_renaming_in_the_sidebar_of_another_page_leaves_that_page_header_alone(
+    staff_client, staff_user
+):
+    shown = Conversation.objects.create(owner=staff_user, title="The open chat")
+    other = Conversation.objects.create(owner=staff_user, is_private=True, title="Other chat")
+    page = f"/c/{shown.pk}/"
+    response = staff_client.post(
+        reverse("chat:conversation_rename", args=[other.pk]),
+        {"title": "Renamed in the sidebar", "place": "sidebar"},
+        **htmx_from(page),
+    )
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "conversation-title" not in html and "<title>" not in html
+    assert sidebar_titles(html, "private") == ["Renamed in the sidebar"]
+    assert sidebar_titles(html, "shared") == ["The open chat"]
+    # the page's own conversation stays highlighted; the renamed item's button keeps the focus
+    assert re.search(rf'id="sidebar-{shown.pk}"[^>]*>\s*<a [^>]*menu-active', html)
+    assert not re.search(rf'id="sidebar-{other.pk}"[^>]*>\s*<a [^>]*menu-active', html)
+    renamed_item = html.split(f'id="sidebar-{other.pk}"', 1)[1].split("</li>", 1)[0]
+    rename_button = renamed_item.split('aria-label="Rename conversation: ', 1)[1].split(">", 1)[0]
+    assert rename_button.startswith('Renamed in the sidebar"') and "autofocus" in rename_button
+    assert html.count("autofocus") == 1
+    cancelled = staff_client.get(
+        reverse("chat:conversation_title", args=[other.pk]) + "?place=sidebar",
+        **htmx_from(page),
+    ).content.decode()
+    assert cancelled.startswith(f'<li id="sidebar-{other.pk}"') and "<form" not in cancelled
+
+
+def test_an_invalid_title_comes_back_in_the_editor_with_a_readable_error(staff_client, staff_user):
+    conversation = Conversation.objects.create(owner=staff_user, title="Leave")
+    url = reverse("chat:conversation_rename", args=[conversation.pk])
+    page = f"/c/{conversation.pk}/"
+    empty = staff_client.post(url, {"title": " \t ", "place": "header"}, **htmx_from(page))
+    assert empty.status_code == 422
+    html = empty.content.decode()
+    assert 'id="conversation-title" hx-swap-oob="true"' in html  # the editor, in place
+    assert 'role="alert"' in html and "The title is empty." in html
+    assert 'aria-invalid="true"' in html and 'aria-describedby="rename-header-' in html
+
+    too_long = "<i>" + "x" * 200
+    response = staff_client.post(url, {"title": too_long, "place": "sidebar"}, **htmx_from(page))
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "The title is too long: the limit is 200 characters." in html
+    assert f'<li id="sidebar-{conversation.pk}"' in html and 'hx-swap-oob="true"' in html
+    assert 'value="&lt;i&gt;xxx' in html and "<i>" not in html  # what was typed, escaped
+    conversation.refresh_from_db()
+    assert conversation.title == "Leave"
+
+
+def test_only_the_owner_sees_the_rename_control_and_may_rename(
+    staff_client, other_client, staff_user, other_staff_user
+):
+    mine = Conversation.objects.create(owner=staff_user, title="Mine")
+    theirs = Conversation.objects.create(owner=other_staff_user, title="Theirs")
+    secret = Conversation.objects.create(owner=other_staff_user, is_private=True, title="Secret")
+
+    own_page = staff_client.get(f"/c/{mine.pk}/").content.decode()
+    assert 'aria-label="Rename conversation"' in own_page
+    assert 'aria-label="Rename conversation: Mine"' in own_page
+    their_page = staff_client.get(f"/c/{theirs.pk}/").content.decode()
+    assert 'aria-label="Rename conversation"' not in their_page  # not in the header
+    assert "Rename conversation: Theirs" not in their_page  # nor in the sidebar
+
+    rename = reverse("chat:conversation_rename", args=[theirs.pk])
+    editor = reverse("chat:conversation_title", args=[theirs.pk]) + "?place=header&edit=1"
+    assert staff_client.post(rename, {"title": "Hijacked"}).status_code == 403
+    assert staff_client.get(editor).status_code == 403
+    secret_rename = reverse("chat:conversation_rename", args=[secret.pk])
+    response = staff_client.post(secret_rename, {"title": "Hijacked"})
+    assert response.status_code == 404 and "Secret" not in response.content.decode()
+    assert staff_client.get(rename).status_code == 405
+    theirs.refresh_from_db()
+    secret.refresh_from_db()
+    assert (theirs.title, secret.title) == ("Theirs", "Secret")
+    assert other_client.post(rename, {"title": "Their new title"}).status_code == 200
+
+
+# --- "Searched for" under answers -------------------------------------------------------------
+def test_what_was_searched_for_shows_under_an_answer_when_it_is_not_the_question(
+    staff_client, other_client, staff_user
+):
+    conversation = Conversation.objects.create(owner=staff_user, title="Hotels")
+    _, follow_up = exchange_create(conversation, question="And in London?", answer="120 pounds.")
+    _, same = exchange_create(conversation, question="What is the hotel cap?", answer="100.")
+    _, refused = exchange_create(
+        conversation,
+        question="And <b>Paris</b>?",
+        answer="I don't have enough information to answer that question.",
+        status=Message.Status.REFUSED,
+    )
+    _, older = exchange_create(conversation, question="Taxis?", answer="After 22:00.")
+    Message.objects.filter(pk=follow_up.pk).update(search_query="hotel cap London")
+    Message.objects.filter(pk=same.pk).update(search_query="  what is the HOTEL\ncap? ")
+    Message.objects.filter(pk=refused.pk).update(search_query="hotel cap <b>Paris</b>")
+
+    def searched_for(page: str, message: Message) -> str:
+        bubble = page.split(f'id="msg-{message.pk}" class="chat', 1)[1]
+        bubble = bubble.split('class="chat chat-', 1)[0]  # up to the next message
+        found = re.search(r"data-search-query>.*?Searched for: ([^<]*)</span>", bubble, re.S)
+        return found.group(1) if found else ""
+
+    for reader in (staff_client, other_client):  # the owner, and a reader of the shared chat
+        page = reader.get(f"/c/{conversation.pk}/").content.decode()
+        assert searched_for(page, follow_up) == "hotel cap London"
+        assert searched_for(page, refused) == "hotel cap &lt;b&gt;Paris&lt;/b&gt;"
+        assert searched_for(page, same) == ""  # the question itself, give or take case
+        assert searched_for(page, older) == ""  # nothing recorded
+        assert "<b>Paris" not in page
