@@ -8,13 +8,13 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+LOG_DIR = BASE_DIR / "test-artifacts"
 
 
 def free_port() -> int:
@@ -27,8 +27,8 @@ def free_port() -> int:
 def daphne_server(
     database_url: str, *, env: dict[str, str] | None = None, timeout: float = 120.0
 ) -> Iterator[str]:
-    """Run daphne until the block ends; yields its base URL. Its output goes to a temporary
-    log file, printed if it fails to start."""
+    """Run daphne until the block ends; yields its base URL. Its output goes to a log file in
+    test-artifacts/ (kept, to read after a failing test), printed if it fails to start."""
     port = free_port()
     environment = {
         **os.environ,
@@ -37,7 +37,8 @@ def daphne_server(
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
     }
-    with tempfile.NamedTemporaryFile("w+", suffix=".log", prefix="daphne-") as log:
+    LOG_DIR.mkdir(exist_ok=True)
+    with (LOG_DIR / f"daphne-{port}.log").open("w+") as log:
         process = subprocess.Popen(
             [
                 sys.executable,

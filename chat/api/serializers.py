@@ -122,6 +122,9 @@ class RefusalSerializer(serializers.Serializer):
     reply_to = serializers.UUIDField(help_text="The question's message_id.")
     message = serializers.CharField()
     suggestions = serializers.ListField(child=serializers.CharField())
+    search_query = serializers.CharField(
+        help_text="What was searched: the message, or a follow-up read in its conversation."
+    )
     warning = serializers.CharField(allow_null=True)
 
 

@@ -159,8 +159,10 @@ Ask a question. The answer streams as **Server-Sent Events** (`text/event-stream
 
 - `warning` `{message}` — optional, first: the question was longer than the embedding model
   reads; only its beginning was used to search.
-- `answer_start` `{conversation_id, message_id, reply_to, title, is_private}` — once;
-  `message_id` is the answer's id, `reply_to` is your `message_id`.
+- `answer_start` `{conversation_id, message_id, reply_to, title, is_private, search_query}` —
+  once; `message_id` is the answer's id, `reply_to` is your `message_id`, `search_query` what
+  was searched: your message, or a follow-up ("And in London?") read with the conversation's
+  previous questions ("nightly hotel cap London").
 - `answer_delta` `{text}` — one or more; append them. Each sentence is followed by its
   citation marker ` [n]`.
 - `sources` `{message_id, citations: [{n, chunk_id, document_id, title, page, section, url,
@@ -185,7 +187,7 @@ Rate limit: 20 chat requests per minute per user (429 `rate-limited` with `Retry
 SSE_EXAMPLE = (
     'event: answer_start\ndata: {"conversation_id": "3b9d…", "message_id": "9f1c…", '
     '"reply_to": "5e2a…", "title": "How many days of annual leave do I get?", '
-    '"is_private": false}\n\n'
+    '"is_private": false, "search_query": "How many days of annual leave do I get?"}\n\n'
     'event: answer_delta\ndata: {"text": "Full-time employees receive 25 days of"}\n\n'
     'event: answer_delta\ndata: {"text": " paid annual leave per calendar year."}\n\n'
     'event: answer_delta\ndata: {"text": " [1]"}\n\n'
