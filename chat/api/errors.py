@@ -49,6 +49,17 @@ def error_response(
     return JsonResponse(body, status=status, headers=headers)
 
 
+def rate_limited_response(retry_after: int, message: str) -> JsonResponse:
+    """429 rate-limited, with Retry-After (seconds) in the header and the details."""
+    return error_response(
+        "rate-limited",
+        message,
+        status=429,
+        details={"retry_after": retry_after},
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
 def answer_error_response(
     error: AnswerError, headers: dict[str, str] | None = None
 ) -> JsonResponse:
