@@ -38,6 +38,8 @@ from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.answering.questions import question_normalize
 from chat.models import Conversation, Message
 from chat.ratelimit import chat_rate_limited
+from chat.selectors import ConversationAccess, conversation_access
+from pages import sidebar_context
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +94,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
         if conversation is None:
             return "new"
-        if conversation.owner_id == self.user.pk:
+        access = conversation_access(self.user, conversation)
+        if access == ConversationAccess.OWNER:
             return "owner"
-        return None if conversation.is_private else "reader"
+        return "reader" if access == ConversationAccess.READ else None
 
     async def disconnect(self, code: int) -> None:
         await self._cancel()
@@ -336,8 +339,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     def _conversation_fragments(self) -> str:
         from django.template.loader import render_to_string
-
-        from chat.views import sidebar_context
 
         conversation = (
             Conversation.objects.select_related("owner").filter(pk=self.conversation_id).first()

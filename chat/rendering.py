@@ -17,7 +17,6 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
@@ -30,25 +29,13 @@ from chat.models import Feedback, Message
 from chat.selectors import CitationRow, MessageRow, message_row
 from knowledge.models import Document
 from knowledge.retrieval import excerpt_of
+from knowledge.selectors import document_original_path
+from pages import safe_external_url
 
 MARKER_RE = re.compile(r"\[(\d{1,3})\]")
 # A marker and the spaces before it, for the copied text ("… leave [1]." → "… leave.").
 MARKER_WITH_SPACE_RE = re.compile(r"[ \t]*\[\d{1,3}\]")
 VISIBLE_SOURCES = 3
-
-
-def safe_external_url(url: str | None) -> str:
-    """The URL when it is an absolute http(s) link, else "" (no javascript:, data:, …)."""
-    if not url:
-        return ""
-    url = url.strip()
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return ""
-    if parts.scheme.lower() not in {"http", "https"} or not parts.netloc:
-        return ""
-    return url
 
 
 @dataclass(frozen=True)
@@ -222,13 +209,11 @@ def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
 
 def _documents_info(document_ids: Iterable[int | None]) -> dict[int, bool]:
     """{document id: its original file can be opened} for the documents that still exist."""
-    from knowledge.views import original_path
-
     ids = {pk for pk in document_ids if pk}
     if not ids:
         return {}
     documents = Document.objects.filter(pk__in=ids).only("pk", "file", "source")
-    return {document.pk: original_path(document) is not None for document in documents}
+    return {document.pk: document_original_path(document) is not None for document in documents}
 
 
 def _source_of(citation: CitationRow, documents: dict[int, bool]) -> SourceView:

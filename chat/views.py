@@ -18,21 +18,21 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from chat.answering.errors import AnswerError
-from chat.decorators import no_access, staff_required
 from chat.history import conversations_search, history_items, query_clean
 from chat.models import ChatSettings, Feedback, Message
 from chat.rendering import document_options_html, message_views, page_with_parts, transcript_html
 from chat.selectors import (
+    ConversationAccess,
+    conversation_access,
     conversation_get_for,
-    conversation_groups_for,
     conversation_transcript,
     message_get_for,
 )
-from chat.services import conversation_delete, feedback_give
+from chat.services import answers_release_stale, conversation_delete, feedback_give
 from knowledge.models import Document
 from knowledge.retrieval import knowledge_base_is_empty
+from pages import no_access, sidebar_context, staff_required
 
-SIDEBAR_LIMIT = 30
 HISTORY_PAGE_SIZE = 25
 
 SUGGESTIONS = [
@@ -61,33 +61,6 @@ SUGGESTIONS = [
         "tone": "bg-info/10 text-info",
     },
 ]
-
-
-def sidebar_context(user, *, active_id: str = "") -> dict:
-    """The sidebar's conversation groups: shared with all staff, and the user's private ones."""
-    shared, private = conversation_groups_for(user, limit=SIDEBAR_LIMIT + 1)
-    return {
-        "sidebar": {
-            "groups": [
-                {
-                    "key": "shared",
-                    "label": "Shared",
-                    "icon": "icon-[lucide--users]",
-                    "conversations": shared[:SIDEBAR_LIMIT],
-                    "empty": "No shared conversations yet.",
-                },
-                {
-                    "key": "private",
-                    "label": "Private",
-                    "icon": "icon-[lucide--lock]",
-                    "conversations": private[:SIDEBAR_LIMIT],
-                    "empty": "Tick “Private” before a first question to keep a chat to yourself.",
-                },
-            ],
-            "more": len(shared) > SIDEBAR_LIMIT or len(private) > SIDEBAR_LIMIT,
-        },
-        "active_id": active_id,
-    }
 
 
 def greeting_for(now=None) -> str:
@@ -172,7 +145,8 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
         found = conversation_get_for(request.user, conversation_id)
     except AnswerError:
         return conversation_not_found(request)
-    can_post = found.owner_id == request.user.pk
+    can_post = conversation_access(request.user, found) == ConversationAccess.OWNER
+    answers_release_stale(conversation=found)
     messages = conversation_transcript(found)
     last_question = next((m.content for m in reversed(messages) if m.role == Message.Role.USER), "")
     context = {

@@ -12,6 +12,9 @@ config/settings.py):
   higher p95s, within the noise of a loaded 2-core machine);
 - EMBEDDING_WARM_UP=1: the embedding model is loaded in the background at startup, not by the
   first question (about 14 s on a busy 2-core machine).
+
+At startup it also releases answers left `streaming` by a server that died (older than
+chat.services.STALE_STREAMING), so their pages stop showing them as being typed.
 """
 
 import os
@@ -31,6 +34,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from chat.services import answers_release_stale_at_startup  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 from knowledge.embedding import embedding_warm_up_start  # noqa: E402
 
@@ -44,4 +48,5 @@ application = ProtocolTypeRouter(
     }
 )
 
+answers_release_stale_at_startup()
 embedding_warm_up_start()

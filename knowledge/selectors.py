@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -65,3 +66,40 @@ def document_source_label(source: str) -> str:
     if parts.scheme.lower() in {"http", "https"} and parts.netloc:
         return source
     return Path(source.removeprefix("upload:")).name or source
+
+
+def document_admin_may_see(user: AbstractBaseUser) -> bool:
+    """Staff who may see documents in the admin also see disabled ones and the full
+    processing errors (superusers included); other staff only the knowledge base."""
+    return user.has_perm("knowledge.view_document") or user.has_perm("knowledge.change_document")
+
+
+def document_get_for(user: AbstractBaseUser, pk: int) -> Document | None:
+    """The document, when `user` may open it: an enabled one for all staff, a disabled one
+    only for those who manage documents (`document_admin_may_see`); else None (not found)."""
+    document = Document.objects.filter(pk=pk).first()
+    if document is None or (not document.enabled and not document_admin_may_see(user)):
+        return None
+    return document
+
+
+PROCESSING_FAILED = "This document could not be processed; an admin can see why."
+REPROCESSING_FAILED = (
+    "The latest version of this document could not be processed; the previous one is still "
+    "searchable. An admin can see why."
+)
+
+
+def document_error_for(user: AbstractBaseUser, document: Document) -> str:
+    """The processing error as `user` may read it: in full (parser and library messages
+    included) for staff who manage documents, else a plain sentence."""
+    if not document.error or document_admin_may_see(user):
+        return document.error
+    return REPROCESSING_FAILED if document.status == Document.Status.READY else PROCESSING_FAILED
+
+
+def documents_visible_to(user: AbstractBaseUser) -> QuerySet[Document]:
+    """The documents `user` may see outside the admin, by title: all of them for staff who
+    manage documents, the enabled ones for everyone else."""
+    documents = Document.objects.order_by("title", "id")
+    return documents if document_admin_may_see(user) else documents.filter(enabled=True)

@@ -298,6 +298,7 @@ class ConversationMessagesApi(APIView):
         conversation = selectors.conversation_get_for(
             request.user, _uuid_param(conversation_id, "conversation_id")
         )
+        services.answers_release_stale(conversation=conversation)
         messages = selectors.conversation_transcript(conversation)
         if renders_compact_json(request):
             return HttpResponse(
@@ -348,7 +349,8 @@ class DocumentListApi(APIView):
         tags=["knowledge"],
     )
     def get(self, request: Request) -> Response:
-        return Response(s.DocumentListSerializer({"documents": selectors.documents_list()}).data)
+        documents = selectors.documents_list(request.user)
+        return Response(s.DocumentListSerializer({"documents": documents}).data)
 
 
 class SearchApi(APIView):

@@ -174,7 +174,7 @@ def test_unknown_api_path_and_wrong_method_are_enveloped(api):
 def test_a_crash_is_a_500_in_the_envelope(api, monkeypatch):
     from chat import selectors
 
-    def boom():
+    def boom(*args, **kwargs):
         raise RuntimeError("database on fire")
 
     monkeypatch.setattr(selectors, "documents_list", boom)
