@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import SynchronousOnlyOperation
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -269,10 +270,11 @@ def answers_release_stale(
 
 def answers_release_stale_at_startup() -> int:
     """`answers_release_stale` for a server that starts: a database that is not reachable yet
-    is logged, not raised (the answers are released on read anyway)."""
+    is logged, not raised (the answers are released on read anyway), and so is an import of
+    the server's application from async code (a test), where the ORM may not run."""
     try:
         released = answers_release_stale()
-    except DatabaseError as exc:
+    except (DatabaseError, SynchronousOnlyOperation) as exc:
         logger.warning("Could not release answers left streaming at startup: %s", exc)
         return 0
     if released:
