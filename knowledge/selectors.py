@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,7 +19,7 @@ IN_PROGRESS = (Document.Status.PENDING, Document.Status.PROCESSING)
 STALLED_AFTER = timedelta(minutes=15)
 
 
-def _busy(since: timezone.datetime) -> Q:
+def _busy(since: datetime) -> Q:
     """Queued or being processed since `since` or later: a new document's status, or the
     re-processing of a ready one (which stays searchable meanwhile)."""
     return Q(status__in=IN_PROGRESS, updated_at__gte=since) | Q(reprocessing_since__gte=since)
