@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.core.exceptions import SynchronousOnlyOperation
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -270,11 +269,10 @@ def answers_release_stale(
 
 def answers_release_stale_at_startup() -> int:
     """`answers_release_stale` for a server that starts: a database that is not reachable yet
-    is logged, not raised (the answers are released on read anyway), and so is an import of
-    the server's application from async code (a test), where the ORM may not run."""
+    is logged, not raised (the answers are released on read anyway)."""
     try:
         released = answers_release_stale()
-    except (DatabaseError, SynchronousOnlyOperation) as exc:
+    except DatabaseError as exc:
         logger.warning("Could not release answers left streaming at startup: %s", exc)
         return 0
     if released:
