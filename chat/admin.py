@@ -1,5 +1,10 @@
 """The chat side of the admin (SPEC §9): answering settings, conversations and messages (read
-only), feedback review and the unanswered questions report."""
+only), feedback review and the unanswered questions report.
+
+Privacy policy: the content of a private conversation (its messages, the feedback on them,
+its refused questions) is shown in the admin to superusers only; other staff with admin
+access see what the chat shows them, shared conversations and their own private ones
+(`chat.selectors.conversations_admin_filter`)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from chat.models import ChatSettings, Citation, Conversation, Feedback, Message
+from chat.selectors import conversations_admin_filter
 from chat.unanswered import unanswered_groups
 
 
@@ -113,7 +119,12 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ("owner",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
-        return super().get_queryset(request).annotate(message_count=Count("messages"))
+        return (
+            super()
+            .get_queryset(request)
+            .filter(conversations_admin_filter(request.user))
+            .annotate(message_count=Count("messages"))
+        )
 
     @admin.display(description="Messages", ordering="message_count")
     def message_count(self, obj: Conversation) -> int:
@@ -160,6 +171,10 @@ class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     exclude = ("source_chunks",)
     inlines = [CitationInline]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        visible = conversations_admin_filter(request.user, prefix="conversation__")
+        return super().get_queryset(request).filter(visible)
+
     @admin.display(description="Message")
     def short_content(self, obj: Message) -> str:
         return _excerpt(obj.content, 16) or "(empty)"
@@ -184,7 +199,9 @@ class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             **self.admin_site.each_context(request),
             "title": "Unanswered questions",
             "subtitle": None,
-            "groups": unanswered_groups(),
+            "groups": unanswered_groups(
+                visible=conversations_admin_filter(request.user, prefix="conversation__")
+            ),
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/chat/unanswered.html", context)
@@ -246,9 +263,11 @@ class FeedbackAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Feedback]:
         citations = Citation.objects.order_by("n")
+        visible = conversations_admin_filter(request.user, prefix="message__conversation__")
         return (
             super()
             .get_queryset(request)
+            .filter(visible)
             .select_related("user", "message__reply_to", "message__conversation")
             .prefetch_related(Prefetch("message__citations", queryset=citations))
         )

@@ -39,6 +39,7 @@ from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.answering.questions import question_normalize
 from chat.models import Conversation, Message
 from chat.ratelimit import chat_rate_limited
+from chat.selectors import ConversationAccess, conversation_access
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +96,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
         if conversation is None:
             return "new"
-        if conversation.owner_id == self.user.pk:
+        access = conversation_access(self.user, conversation)
+        if access == ConversationAccess.OWNER:
             return "owner"
-        return None if conversation.is_private else "reader"
+        return "reader" if access == ConversationAccess.READ else None
 
     async def disconnect(self, code: int) -> None:
         await self._cancel()

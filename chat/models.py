@@ -180,3 +180,16 @@ class Feedback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_rating_display()} on {self.message_id}"
+
+
+class RateLimitCounter(models.Model):
+    """Requests counted in the current fixed window, per user and limited group (chat,
+    search): the rate limit's count when there is no Redis. Each request increments it with
+    one atomic upsert (chat.ratelimit), so concurrent requests are all counted."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    window_start = models.BigIntegerField(help_text="Unix time the counted window began.")
+    count = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.count} since {self.window_start}"

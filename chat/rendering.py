@@ -19,7 +19,6 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
@@ -29,28 +28,16 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from chat.models import Conversation, Feedback, Message
-from chat.selectors import CitationRow, MessageRow, conversation_groups_for, message_row
+from chat.selectors import CitationRow, MessageRow, message_row
 from knowledge.models import Document
 from knowledge.retrieval import excerpt_of
+from knowledge.selectors import document_original_path
+from pages import safe_external_url, sidebar_context
 
 MARKER_RE = re.compile(r"\[(\d{1,3})\]")
 # A marker and the spaces before it, for the copied text ("… leave [1]." → "… leave.").
 MARKER_WITH_SPACE_RE = re.compile(r"[ \t]*\[\d{1,3}\]")
 VISIBLE_SOURCES = 3
-
-
-def safe_external_url(url: str | None) -> str:
-    """The URL when it is an absolute http(s) link, else "" (no javascript:, data:, …)."""
-    if not url:
-        return ""
-    url = url.strip()
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return ""
-    if parts.scheme.lower() not in {"http", "https"} or not parts.netloc:
-        return ""
-    return url
 
 
 @dataclass(frozen=True)
@@ -238,13 +225,11 @@ def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
 
 def _documents_info(document_ids: Iterable[int | None]) -> dict[int, bool]:
     """{document id: its original file can be opened} for the documents that still exist."""
-    from knowledge.views import original_path
-
     ids = {pk for pk in document_ids if pk}
     if not ids:
         return {}
     documents = Document.objects.filter(pk__in=ids).only("pk", "file", "source")
-    return {document.pk: original_path(document) is not None for document in documents}
+    return {document.pk: document_original_path(document) is not None for document in documents}
 
 
 def _source_of(citation: CitationRow, documents: dict[int, bool]) -> SourceView:
@@ -570,36 +555,6 @@ def state_html(*, busy: bool, conversation_id: str = "", conversation_url: str =
 
 
 # --- The sidebar and the conversation's header -------------------------------------------------
-
-SIDEBAR_LIMIT = 30
-
-
-def sidebar_context(user, *, active_id: str = "") -> dict[str, Any]:
-    """The sidebar's conversation groups, each newest first: shared with all staff, and the
-    user's private ones; `active_id`: the conversation the page shows (highlighted)."""
-    shared, private = conversation_groups_for(user, limit=SIDEBAR_LIMIT + 1)
-    return {
-        "sidebar": {
-            "groups": [
-                {
-                    "key": "shared",
-                    "label": "Shared",
-                    "icon": "icon-[lucide--users]",
-                    "conversations": shared[:SIDEBAR_LIMIT],
-                    "empty": "No shared conversations yet.",
-                },
-                {
-                    "key": "private",
-                    "label": "Private",
-                    "icon": "icon-[lucide--lock]",
-                    "conversations": private[:SIDEBAR_LIMIT],
-                    "empty": "Tick “Private” before a first question to keep a chat to yourself.",
-                },
-            ],
-            "more": len(shared) > SIDEBAR_LIMIT or len(private) > SIDEBAR_LIMIT,
-        },
-        "active_id": active_id,
-    }
 
 
 def conversation_list_html(user, *, active_id: str = "", focus_id: str = "") -> str:

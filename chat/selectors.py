@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, fields
 from datetime import datetime
+from enum import StrEnum
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import BooleanField, Count, ExpressionWrapper, F, Prefetch, Q, QuerySet
@@ -15,14 +16,49 @@ from chat.answering.errors import AnswerError
 from chat.answering.followups import Turn
 from chat.models import Citation, Conversation, Message
 from knowledge.models import Document
+from knowledge.selectors import document_error_for, document_source_label, documents_visible_to
 
 CITATION_FIELDS = tuple(field.name for field in Citation._meta.concrete_fields)
+
+
+class ConversationAccess(StrEnum):
+    """What a user may do with a conversation: the one privacy rule of the chat (SPEC §7)."""
+
+    NONE = "none"  # someone else's private conversation: not even its existence
+    READ = "read"  # someone else's shared conversation
+    OWNER = "owner"  # read, post, rename, delete
+
+
+def conversation_access(user: AbstractBaseUser, conversation: Conversation) -> ConversationAccess:
+    """Shared conversations are readable by all staff, private ones by their owner only, and
+    only the owner posts to, renames or deletes a conversation. Pages, the API, the WebSocket,
+    search and the services all ask here (`conversations_visible_filter` is the same rule for
+    queries)."""
+    if conversation.owner_id == user.pk:
+        return ConversationAccess.OWNER
+    return ConversationAccess.NONE if conversation.is_private else ConversationAccess.READ
+
+
+def conversations_visible_filter(user: AbstractBaseUser, *, prefix: str = "") -> Q:
+    """`conversation_access` as a filter: the conversations `user` may read (`prefix` is the
+    path to the conversation from the filtered model, e.g. "conversation__")."""
+    return Q(**{f"{prefix}is_private": False}) | Q(**{f"{prefix}owner_id": user.pk})
+
+
+def conversations_admin_filter(user: AbstractBaseUser, *, prefix: str = "") -> Q:
+    """What the admin shows of conversations and their messages (conversations, messages,
+    feedback, unanswered questions). Policy: superusers see every conversation; other staff
+    with admin access see what they see in the chat (shared ones and their own private ones),
+    so the admin is no way around a conversation's privacy."""
+    if user.is_active and user.is_superuser:
+        return Q()
+    return conversations_visible_filter(user, prefix=prefix)
 
 
 def conversations_visible_to(user: AbstractBaseUser) -> QuerySet[Conversation]:
     """Every conversation `user` may read, newest first."""
     return (
-        Conversation.objects.filter(Q(is_private=False) | Q(owner_id=user.pk))
+        Conversation.objects.filter(conversations_visible_filter(user))
         .select_related("owner")
         .order_by("-updated_at", "-created_at")
     )
@@ -52,7 +88,7 @@ def conversation_get_for(user: AbstractBaseUser, conversation_id: uuid.UUID) -> 
     conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
     if conversation is None:
         raise AnswerError.not_found("There is no conversation with this id.")
-    if conversation.is_private and conversation.owner_id != user.pk:
+    if conversation_access(user, conversation) == ConversationAccess.NONE:
         raise AnswerError.forbidden("This conversation is private.")
     return conversation
 
@@ -202,8 +238,7 @@ def message_get_for(user: AbstractBaseUser, message_id: uuid.UUID) -> Message:
     message = Message.objects.select_related("conversation").filter(pk=message_id).first()
     if message is None:
         raise AnswerError.not_found("There is no message with this id.")
-    conversation = message.conversation
-    if conversation.is_private and conversation.owner_id != user.pk:
+    if conversation_access(user, message.conversation) == ConversationAccess.NONE:
         raise AnswerError.forbidden("This message belongs to a private conversation.")
     return message
 
@@ -261,9 +296,28 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
     return turns
 
 
-def documents_list() -> QuerySet[Document]:
-    """Every document with its chunk count, by title."""
-    return Document.objects.annotate(chunk_count=Count("chunks")).order_by("title", "id")
+def documents_list(user: AbstractBaseUser) -> list[dict]:
+    """The documents `user` may see (`documents_visible_to`) with their chunk counts, by
+    title: the source as a file name or URL, never a path on the server; the processing error
+    as `user` may read it (`document_error_for`)."""
+    documents = documents_visible_to(user).annotate(chunk_count=Count("chunks"))
+    return [
+        {
+            "id": document.pk,
+            "title": document.title,
+            "source": document_source_label(document.source),
+            "media_type": document.media_type,
+            "status": document.status,
+            "reprocessing": document.reprocessing_since is not None,
+            "error": document_error_for(user, document),
+            "enabled": document.enabled,
+            "chunk_count": document.chunk_count,
+            "url": document.url,
+            "created_at": document.created_at,
+            "updated_at": document.updated_at,
+        }
+        for document in documents
+    ]
 
 
 def unknown_document_ids(document_ids: list[int]) -> list[int]:

@@ -9,23 +9,28 @@ duplicates lose an INSERT race and then read what the winner stored.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from chat.answering.citations import citation_build
 from chat.answering.errors import AnswerError
 from chat.answering.questions import conversation_title_from, text_clean
 from chat.models import Citation, Conversation, Feedback, Message
+from chat.selectors import ConversationAccess, conversation_access
 from knowledge.models import Chunk
 from knowledge.retrieval import RetrievedChunk
 
 TITLE_MAX_CHARS = 200
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,9 +54,10 @@ class ExchangeExisting:
 # --- Conversations -------------------------------------------------------------------------------
 def conversation_check_owner(conversation: Conversation, user: AbstractBaseUser) -> None:
     """Only the owner posts to, renames or deletes a conversation."""
-    if conversation.owner_id != user.pk:
-        if conversation.is_private:
-            raise AnswerError.forbidden("This conversation is private.")
+    access = conversation_access(user, conversation)
+    if access == ConversationAccess.NONE:
+        raise AnswerError.forbidden("This conversation is private.")
+    if access != ConversationAccess.OWNER:
         raise AnswerError.forbidden("Only the owner of this conversation can change it.")
 
 
@@ -176,7 +182,10 @@ def _exchange_existing(
 ) -> ExchangeClaim | ExchangeExisting:
     """The earlier exchange of this message id, after checking the repeat really is one."""
     conversation = existing.conversation
-    if existing.role != Message.Role.USER or conversation.owner_id != user.pk:
+    if (
+        existing.role != Message.Role.USER
+        or conversation_access(user, conversation) != ConversationAccess.OWNER
+    ):
         raise AnswerError.conflict("This message_id is already used by another message.")
     if conversation_id is not None and conversation.pk != conversation_id:
         raise AnswerError.conflict(
@@ -220,6 +229,8 @@ def exchange_regenerate(
             raise AnswerError.not_found("There is no question with this message_id.")
         conversation_check_owner(question.conversation, user)
         previous = _answer_of(question)
+        if previous is not None:
+            previous = answer_release_if_stale(previous)
         if previous is not None and previous.status == Message.Status.STREAMING:
             raise AnswerError.conflict("This question is still being answered.")
         if previous is not None:
@@ -233,14 +244,47 @@ def answer_refresh(answer_id: uuid.UUID) -> Message | None:
     return Message.objects.filter(pk=answer_id).first()
 
 
-def answer_release_if_stale(answer: Message, *, stale_after: timedelta) -> Message:
+# An answer still `streaming` this long after it was created was left so by a process that
+# died (a live one finishes or is interrupted well before).
+STALE_STREAMING = timedelta(minutes=10)
+
+
+def _stale_streaming(stale_after: timedelta) -> QuerySet[Message]:
+    return Message.objects.filter(
+        status=Message.Status.STREAMING, created_at__lt=timezone.now() - stale_after
+    )
+
+
+def answers_release_stale(
+    *, conversation: Conversation | None = None, stale_after: timedelta = STALE_STREAMING
+) -> int:
+    """Mark interrupted every answer left `streaming` longer than `stale_after` by a process
+    that died (only those of `conversation`, when given), so that its page stops showing it
+    as being typed and its question can be answered again. Returns how many."""
+    stale = _stale_streaming(stale_after)
+    if conversation is not None:
+        stale = stale.filter(conversation=conversation)
+    return stale.update(status=Message.Status.INTERRUPTED)
+
+
+def answers_release_stale_at_startup() -> int:
+    """`answers_release_stale` for a server that starts: a database that is not reachable yet
+    is logged, not raised (the answers are released on read anyway)."""
+    try:
+        released = answers_release_stale()
+    except DatabaseError as exc:
+        logger.warning("Could not release answers left streaming at startup: %s", exc)
+        return 0
+    if released:
+        logger.info("Released %s answer(s) left streaming by a process that stopped", released)
+    return released
+
+
+def answer_release_if_stale(
+    answer: Message, *, stale_after: timedelta = STALE_STREAMING
+) -> Message:
     """An answer left `streaming` by a process that died is marked interrupted."""
-    if answer.status == Message.Status.STREAMING and answer.created_at < timezone.now() - (
-        stale_after
-    ):
-        Message.objects.filter(pk=answer.pk, status=Message.Status.STREAMING).update(
-            status=Message.Status.INTERRUPTED
-        )
+    if _stale_streaming(stale_after).filter(pk=answer.pk).update(status=Message.Status.INTERRUPTED):
         answer.refresh_from_db()
     return answer
 

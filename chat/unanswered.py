@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
+from django.db.models import Q
 
 from chat.models import Message
 from knowledge import embedding
@@ -75,10 +76,14 @@ def _key(text: str) -> str:
     return " ".join(text.lower().split()).rstrip("?!. ")
 
 
-def unanswered_questions(*, limit: int = MAX_QUESTIONS) -> list[UnansweredQuestion]:
-    """The most recently refused questions, newest first."""
+def unanswered_questions(
+    *, limit: int = MAX_QUESTIONS, visible: Q | None = None
+) -> list[UnansweredQuestion]:
+    """The most recently refused questions, newest first; only those of the messages
+    `visible` selects, when given (see `chat.selectors.conversations_admin_filter`)."""
     refusals = (
         Message.objects.filter(
+            visible if visible is not None else Q(),
             role=Message.Role.ASSISTANT,
             status=Message.Status.REFUSED,
             reply_to__isnull=False,
@@ -125,7 +130,11 @@ def questions_group(
 
 
 def unanswered_groups(
-    *, limit: int = MAX_QUESTIONS, threshold: float = SIMILARITY_THRESHOLD
+    *,
+    limit: int = MAX_QUESTIONS,
+    threshold: float = SIMILARITY_THRESHOLD,
+    visible: Q | None = None,
 ) -> list[UnansweredGroup]:
-    """The admin's "unanswered questions": the latest refused questions, grouped."""
-    return questions_group(unanswered_questions(limit=limit), threshold=threshold)
+    """The admin's "unanswered questions": the latest refused questions (of the messages
+    `visible` selects), grouped."""
+    return questions_group(unanswered_questions(limit=limit, visible=visible), threshold=threshold)

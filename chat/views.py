@@ -19,7 +19,6 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.answering.errors import AnswerError
-from chat.decorators import no_access, staff_required
 from chat.history import conversations_search, history_items, query_clean
 from chat.models import ChatSettings, Conversation, Feedback, Message
 from chat.rendering import (
@@ -28,17 +27,19 @@ from chat.rendering import (
     document_options_html,
     message_views,
     page_with_parts,
-    sidebar_context,
     sidebar_item_html,
     transcript_html,
 )
 from chat.selectors import (
+    ConversationAccess,
+    conversation_access,
     conversation_get_for,
     conversation_transcript,
     message_get_for,
 )
 from chat.services import (
     TITLE_MAX_CHARS,
+    answers_release_stale,
     conversation_check_owner,
     conversation_delete,
     conversation_rename,
@@ -46,6 +47,7 @@ from chat.services import (
 )
 from knowledge.models import Document
 from knowledge.retrieval import knowledge_base_is_empty
+from pages import no_access, sidebar_context, staff_required
 
 HISTORY_PAGE_SIZE = 25
 
@@ -159,7 +161,8 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
         found = conversation_get_for(request.user, conversation_id)
     except AnswerError:
         return conversation_not_found(request)
-    can_post = found.owner_id == request.user.pk
+    can_post = conversation_access(request.user, found) == ConversationAccess.OWNER
+    answers_release_stale(conversation=found)
     messages = conversation_transcript(found)
     last_question = next((m.content for m in reversed(messages) if m.role == Message.Role.USER), "")
     context = {

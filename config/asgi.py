@@ -12,9 +12,13 @@ config/settings.py):
   higher p95s, within the noise of a loaded 2-core machine);
 - EMBEDDING_WARM_UP=1: the embedding model is loaded in the background at startup, not by the
   first question (about 14 s on a busy 2-core machine).
+
+At startup it also releases answers left `streaming` by a server that died (older than
+chat.services.STALE_STREAMING), so their pages stop showing them as being typed.
 """
 
 import os
+import threading
 
 from django.core.asgi import get_asgi_application
 
@@ -30,7 +34,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.db import connection  # noqa: E402
 
+from chat.services import answers_release_stale_at_startup  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 from knowledge.embedding import embedding_warm_up_start  # noqa: E402
 
@@ -44,4 +50,17 @@ application = ProtocolTypeRouter(
     }
 )
 
+
+def _release_stale_answers() -> None:
+    # On a thread of its own: its connection is closed (back to the pool) when it is done,
+    # and the ORM may run even when the application is imported from async code (tests).
+    try:
+        answers_release_stale_at_startup()
+    finally:
+        connection.close()
+
+
+_startup = threading.Thread(target=_release_stale_answers, name="release-stale-answers")
+_startup.start()
+_startup.join()
 embedding_warm_up_start()

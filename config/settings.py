@@ -63,6 +63,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -126,10 +127,18 @@ DATABASES = {"default": database_from_url(DATABASE_URL)}
 DB_POOL = env_bool("DB_POOL")
 DB_POOL_MIN_SIZE = int(os.environ.get("DB_POOL_MIN_SIZE", "2"))
 DB_POOL_MAX_SIZE = int(os.environ.get("DB_POOL_MAX_SIZE", "10"))
+# A database that cannot be reached fails a request within seconds (config/middleware.py: a
+# 503), never hangs it: connecting gives up after DB_CONNECT_TIMEOUT, waiting for a pooled
+# connection after DB_POOL_TIMEOUT (psycopg_pool's default is 30 s; much less than 10 s and a
+# busy 2-core machine, where opening a connection can take seconds, fails healthy requests).
+DATABASES["default"]["OPTIONS"].setdefault(
+    "connect_timeout", int(os.environ.get("DB_CONNECT_TIMEOUT", "5"))
+)
 if DB_POOL:
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": DB_POOL_MIN_SIZE,
         "max_size": max(DB_POOL_MIN_SIZE, DB_POOL_MAX_SIZE),
+        "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "10")),
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections
 else:

@@ -7,10 +7,7 @@ Document text only ever reaches the page through Django's autoescaping (plain st
 
 from __future__ import annotations
 
-import logging
 import uuid
-from datetime import timedelta
-from functools import partial
 from pathlib import Path
 
 from django import forms
@@ -22,15 +19,17 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from knowledge.models import Chunk, Document
 from knowledge.parsing import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
-from knowledge.tasks import document_process_task
-
-logger = logging.getLogger(__name__)
+from knowledge.selectors import document_is_stalled, documents_in_progress
+from knowledge.services import (
+    document_processing_enqueue,
+    documents_reprocess,
+    documents_set_enabled,
+)
 
 STATUS_COLOURS = {
     Document.Status.PENDING: ("#6b7280", "#f3f4f6"),
@@ -38,44 +37,7 @@ STATUS_COLOURS = {
     Document.Status.READY: ("#15803d", "#dcfce7"),
     Document.Status.FAILED: ("#b91c1c", "#fee2e2"),
 }
-IN_PROGRESS = (Document.Status.PENDING, Document.Status.PROCESSING)
 REFRESH_SECONDS = 5
-# A document waiting or processing for longer than this has stalled (no worker running, or
-# the worker was killed mid-document): the list stops refreshing for it and it may be
-# re-processed.
-STALLED_AFTER = timedelta(minutes=15)
-
-
-def in_progress(queryset: QuerySet[Document]) -> QuerySet[Document]:
-    """Documents queued or being processed right now (stalled ones excluded)."""
-    return queryset.filter(status__in=IN_PROGRESS, updated_at__gte=timezone.now() - STALLED_AFTER)
-
-
-def is_stalled(document: Document) -> bool:
-    return (
-        document.status in IN_PROGRESS
-        and document.updated_at is not None
-        and document.updated_at < timezone.now() - STALLED_AFTER
-    )
-
-
-def document_processing_enqueue(document: Document) -> None:
-    """Queue background processing of `document` once the current transaction commits, so
-    the worker never looks for a row that is not there yet and the request returns at once.
-    A queue that cannot be reached marks the document failed instead of losing it."""
-
-    def enqueue(document_id: int) -> None:
-        try:
-            document_process_task.enqueue(document_id)
-        except Exception as exc:  # the request must not fail after the upload was saved
-            logger.exception("Could not queue processing of document %s", document_id)
-            Document.objects.filter(pk=document_id).update(
-                status=Document.Status.FAILED,
-                error=f"Could not queue the document for processing ({exc}). Re-process it.",
-                updated_at=timezone.now(),
-            )
-
-    transaction.on_commit(partial(enqueue, document.pk))
 
 
 class DocumentUploadForm(forms.ModelForm):
@@ -202,7 +164,7 @@ class DocumentAdmin(admin.ModelAdmin):
         return reverse("knowledge:document", args=[obj.pk])
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
-        active = in_progress(Document.objects.all()).count()
+        active = documents_in_progress(Document.objects.all()).count()
         context = {
             "documents_in_progress": active,
             "refresh_seconds": REFRESH_SECONDS if active else None,
@@ -280,11 +242,12 @@ class DocumentAdmin(admin.ModelAdmin):
         return format_html(
             '<span class="document-status document-status-{}" style="color:{};'
             "background:{};border-radius:999px;padding:2px 10px;font-weight:600;"
-            'white-space:nowrap">{}</span>',
+            'white-space:nowrap">{}{}</span>',
             obj.status,
             colour,
             background,
             obj.get_status_display(),
+            " · re-processing" if obj.reprocessing_since is not None else "",
         )
 
     @admin.display(description="Chunks", ordering="chunk_total")
@@ -294,13 +257,15 @@ class DocumentAdmin(admin.ModelAdmin):
 
     @admin.display(description="Error")
     def error_summary(self, obj: Document) -> str:
-        if is_stalled(obj):
+        if document_is_stalled(obj):
             return (
                 "No progress for a long time: is the ingestion worker running (bin/serve)? "
                 "Re-process the document to queue it again."
             )
-        if obj.status != Document.Status.FAILED or not obj.error:
+        if not obj.error:
             return ""
+        if obj.status == Document.Status.READY:  # the last good version is still searchable
+            return Truncator(f"Re-processing failed (still searchable): {obj.error}").chars(120)
         return Truncator(obj.error).chars(120)
 
     @admin.display(description="Stored file")
@@ -315,18 +280,21 @@ class DocumentAdmin(admin.ModelAdmin):
         url = reverse("admin:knowledge_chunk_changelist") + f"?document__id__exact={obj.pk}"
         return format_html('<a href="{}">View the {} chunks</a>', url, total)
 
-    # --- Actions -----------------------------------------------------------------------
-    @admin.action(description="Enable selected documents (may be cited)")
+    # --- Actions (the logic is in knowledge.services) ----------------------------------
+    @admin.action(description="Enable selected documents (may be cited)", permissions=["change"])
     def enable_documents(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
         changed = documents_set_enabled(ids=_ids(queryset), enabled=True)
         self.message_user(request, f"{changed} document(s) enabled.", messages.SUCCESS)
 
-    @admin.action(description="Disable selected documents (never cited)")
+    @admin.action(description="Disable selected documents (never cited)", permissions=["change"])
     def disable_documents(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
         changed = documents_set_enabled(ids=_ids(queryset), enabled=False)
         self.message_user(request, f"{changed} document(s) disabled.", messages.SUCCESS)
 
-    @admin.action(description="Re-process selected documents (parse, chunk and embed again)")
+    @admin.action(
+        description="Re-process selected documents (parse, chunk and embed again)",
+        permissions=["change"],
+    )
     def reprocess_documents(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
         queued, busy = documents_reprocess(ids=_ids(queryset))
         if queued:
@@ -344,32 +312,6 @@ class DocumentAdmin(admin.ModelAdmin):
 def _ids(queryset: QuerySet[Document]) -> list[int]:
     # The admin's queryset is annotated (GROUP BY): act on plain rows by primary key.
     return list(queryset.values_list("pk", flat=True))
-
-
-def documents_set_enabled(*, ids: list[int], enabled: bool) -> int:
-    """Enable or disable documents; returns how many changed."""
-    return (
-        Document.objects.filter(pk__in=ids)
-        .exclude(enabled=enabled)
-        .update(enabled=enabled, updated_at=timezone.now())
-    )
-
-
-def documents_reprocess(*, ids: list[int]) -> tuple[int, int]:
-    """Queue documents for background processing again; those already waiting or being
-    processed are left alone (unless stalled). Returns (queued, skipped)."""
-    queued = 0
-    with transaction.atomic():
-        documents = Document.objects.filter(pk__in=ids).select_for_update()
-        busy_ids = set(in_progress(documents).values_list("pk", flat=True))
-        busy = len(busy_ids)
-        for document in documents.exclude(pk__in=busy_ids):
-            document.status = Document.Status.PENDING
-            document.error = ""
-            document.save(update_fields=["status", "error", "updated_at"])
-            document_processing_enqueue(document)
-            queued += 1
-    return queued, busy
 
 
 @admin.register(Chunk)

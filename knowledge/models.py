@@ -27,7 +27,17 @@ class Document(models.Model):
     status = models.CharField(
         max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True
     )
-    error = models.TextField(blank=True)
+    error = models.TextField(
+        blank=True,
+        help_text="Why the last processing failed. A ready document whose re-processing failed "
+        "keeps its last good version searchable and shows the error here.",
+    )
+    reprocessing_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When re-processing of this ready document was queued or started (empty when "
+        "none is under way). Its last good version stays searchable meanwhile.",
+    )
     enabled = models.BooleanField(default=True, help_text="Disabled documents are never cited.")
     metadata = models.JSONField(default=dict, blank=True)
     file = models.FileField(upload_to="documents/%Y/%m/", blank=True)
@@ -47,6 +57,10 @@ class Document(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    @property
+    def is_reprocessing(self) -> bool:
+        return self.reprocessing_since is not None
 
     @property
     def url(self) -> str:

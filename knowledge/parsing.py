@@ -16,8 +16,10 @@ from __future__ import annotations
 import io
 import re
 import textwrap
+import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 SUPPORTED_TYPES: dict[str, str] = {
@@ -284,6 +286,12 @@ def _html_fragment_text(html: str) -> str:
 # --- HTML --------------------------------------------------------------------------------
 
 _HTML_DROP = ["script", "style", "nav", "noscript", "template", "svg", "iframe", "head", "title"]
+# Elements that never hold others (BeautifulSoup's html.parser builder treats them so too).
+_HTML_VOID = {
+    "area", "base", "basefont", "bgsound", "br", "col", "command", "embed", "frame", "hr",
+    "image", "img", "input", "isindex", "keygen", "link", "menuitem", "meta", "nextid",
+    "param", "source", "spacer", "track", "wbr",
+}  # fmt: skip
 _HTML_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _HTML_BLOCKS = {
     "address", "article", "aside", "blockquote", "body", "caption", "dd", "details", "dialog",
@@ -293,10 +301,64 @@ _HTML_BLOCKS = {
 }  # fmt: skip
 
 
+# Deeper than this, an HTML file is refused before it is parsed: nothing written by a person
+# nests a thousand levels, and BeautifulSoup's tree building slows down with the depth.
+HTML_MAX_DEPTH = 1000
+
+
+class _TooDeep(Exception):
+    pass
+
+
+class _DepthProbe(HTMLParser):
+    """Follows the open elements the way BeautifulSoup's html.parser tree builder nests
+    them (void elements never open, an end tag closes up to its most recent start tag, a
+    stray one is ignored) and stops at the first element deeper than `limit`."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(convert_charrefs=False)
+        self.limit = limit
+        self.open: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag in _HTML_VOID:
+            return
+        self.open.append(tag)
+        if len(self.open) > self.limit:
+            raise _TooDeep
+
+    def handle_startendtag(self, tag: str, attrs) -> None:
+        pass  # <tag/>: opens nothing
+
+    def handle_endtag(self, tag: str) -> None:
+        for position in range(len(self.open) - 1, -1, -1):  # at most `limit` steps
+            if self.open[position] == tag:
+                del self.open[position:]
+                return
+
+
+def _html_depth_check(data: bytes) -> None:
+    # Tags are ASCII in every encoding a web page may use but UTF-16/32, which latin-1 reads
+    # without error (a UTF-16 page then shows no tags here and is simply not checked).
+    probe = _DepthProbe(HTML_MAX_DEPTH)
+    try:
+        probe.feed(data.decode("latin-1"))
+        probe.close()
+    except _TooDeep:
+        raise DocumentParseError(
+            f"The HTML is nested too deeply to be read (more than {HTML_MAX_DEPTH} levels of "
+            "elements inside each other)."
+        ) from None
+
+
+_FLUSH, _FLUSH_ROW = object(), object()  # markers of the walk: the end of a block / a row
+
+
 def _parse_html(data: bytes, builder: _BlockBuilder) -> str | None:
     from bs4 import BeautifulSoup
     from bs4.element import Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
 
+    _html_depth_check(data)
     soup = BeautifulSoup(data, "html.parser")
     head_title = soup.title.get_text(" ") if soup.title else ""
     for tag in soup(_HTML_DROP):
@@ -307,6 +369,15 @@ def _parse_html(data: bytes, builder: _BlockBuilder) -> str | None:
     buffer: list[str] = []
     last_was_row = [False]  # the last block was a list item or a table row
 
+    # The elements holding a block or a heading somewhere inside, in one pass (asking each
+    # element in turn would search the same subtrees again and again).
+    holds_block: set[int] = set()
+    for tag in soup.find_all(lambda t: t.name in _HTML_BLOCKS or t.name in _HTML_HEADINGS):
+        parent = tag.parent
+        while parent is not None and id(parent) not in holds_block:
+            holds_block.add(id(parent))
+            parent = parent.parent
+
     def flush(row: bool = False) -> None:
         text = _clean_inline("".join(buffer))
         buffer.clear()
@@ -314,46 +385,48 @@ def _parse_html(data: bytes, builder: _BlockBuilder) -> str | None:
             builder.add(text, section=headings.path, tight=row and last_was_row[0])
             last_was_row[0] = row
 
-    def has_block(tag) -> bool:
-        return tag.find(lambda t: t.name in _HTML_BLOCKS or t.name in _HTML_HEADINGS) is not None
+    # Document order without recursion: a block's children go on the stack in front of the
+    # marker that ends it.
+    stack: list = list(reversed(soup.contents))
+    while stack:
+        child = stack.pop()
+        if child is _FLUSH or child is _FLUSH_ROW:
+            flush(row=child is _FLUSH_ROW)
+            continue
+        if isinstance(child, NavigableString):
+            if not isinstance(child, skipped):
+                buffer.append(str(child))
+            continue
+        name = child.name
+        if name in _HTML_HEADINGS:
+            flush()
+            text = _clean_inline(child.get_text(" "))
+            headings.push(_HTML_HEADINGS[name], text)
+            last_was_row[0] = False
+            if text and not first_heading:
+                first_heading.append(text)
+        elif name == "tr":
+            flush()
+            cells = [_clean_inline(cell.get_text(" ")) for cell in child.find_all(["td", "th"])]
+            buffer.append(" | ".join(c for c in cells if c))
+            flush(row=True)
+        elif name == "pre":
+            flush()
+            builder.add(_clean_multiline(child.get_text(), code=True), section=headings.path)
+            last_was_row[0] = False
+        elif name == "br":
+            buffer.append(" ")
+        elif name == "li":
+            flush()
+            stack.append(_FLUSH_ROW)
+            stack.extend(reversed(child.contents))
+        elif name in _HTML_BLOCKS or id(child) in holds_block:
+            flush()
+            stack.append(_FLUSH)
+            stack.extend(reversed(child.contents))
+        else:
+            buffer.append(child.get_text())
 
-    def walk(node) -> None:
-        for child in node.children:
-            if isinstance(child, NavigableString):
-                if not isinstance(child, skipped):
-                    buffer.append(str(child))
-                continue
-            name = child.name
-            if name in _HTML_HEADINGS:
-                flush()
-                text = _clean_inline(child.get_text(" "))
-                headings.push(_HTML_HEADINGS[name], text)
-                last_was_row[0] = False
-                if text and not first_heading:
-                    first_heading.append(text)
-            elif name == "tr":
-                flush()
-                cells = [_clean_inline(cell.get_text(" ")) for cell in child.find_all(["td", "th"])]
-                buffer.append(" | ".join(c for c in cells if c))
-                flush(row=True)
-            elif name == "pre":
-                flush()
-                builder.add(_clean_multiline(child.get_text(), code=True), section=headings.path)
-                last_was_row[0] = False
-            elif name == "br":
-                buffer.append(" ")
-            elif name == "li":
-                flush()
-                walk(child)
-                flush(row=True)
-            elif name in _HTML_BLOCKS or has_block(child):
-                flush()
-                walk(child)
-                flush()
-            else:
-                buffer.append(child.get_text())
-
-    walk(soup)
     flush()
     return first_heading[0] if first_heading else (_clean_inline(head_title) or None)
 
@@ -463,10 +536,53 @@ def _join_pdf_lines(lines: list[str]) -> str:
 _DOCX_HEADING = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 
 
+# A .docx is a zip. Its parts are checked by the sizes the zip declares before python-docx
+# unpacks anything (Python's zipfile never inflates a member past its declared size): a few
+# megabytes that would unpack to gigabytes (a "zip bomb") are refused. Word's own files
+# unpack to a few times their size, pictures not at all.
+DOCX_MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024
+DOCX_MAX_RATIO = 100  # uncompressed / compressed, for a part over DOCX_RATIO_FROM bytes
+DOCX_RATIO_FROM = 10 * 1024 * 1024
+DOCX_MAX_PARTS = 10_000
+
+
+def _docx_size_check(data: bytes) -> None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            parts = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError) as exc:
+        raise DocumentParseError(
+            "Could not read the Word document: the file is damaged or not a .docx file "
+            f"({_reason(exc)})."
+        ) from exc
+    if len(parts) > DOCX_MAX_PARTS:
+        raise DocumentParseError(
+            f"The Word document has too many parts ({len(parts):,}; the limit is "
+            f"{DOCX_MAX_PARTS:,}): it is not a document Word wrote."
+        )
+    total = sum(part.file_size for part in parts)
+    if total > DOCX_MAX_UNCOMPRESSED_BYTES:
+        raise DocumentParseError(
+            f"The Word document would unpack to {total / 2**20:,.0f} MB (the limit is "
+            f"{DOCX_MAX_UNCOMPRESSED_BYTES // 2**20} MB): it looks like a zip bomb, not a "
+            "document."
+        )
+    for part in parts:
+        if part.file_size > DOCX_RATIO_FROM and part.file_size > DOCX_MAX_RATIO * max(
+            part.compress_size, 1
+        ):
+            raise DocumentParseError(
+                f"The Word document's part {part.filename} is compressed "
+                f"{part.file_size // max(part.compress_size, 1):,} to 1 (the limit is "
+                f"{DOCX_MAX_RATIO} to 1): it looks like a zip bomb, not a document."
+            )
+
+
 def _parse_docx(data: bytes, builder: _BlockBuilder) -> str | None:
     import docx
     from docx.table import Table
 
+    _docx_size_check(data)
     try:
         document = docx.Document(io.BytesIO(data))
         items = list(document.iter_inner_content())

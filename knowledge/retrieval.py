@@ -388,10 +388,15 @@ def chunks_search(
     vector_rank = {cid: rank for rank, (cid, _) in enumerate(vector_hits, start=1)}
     lexical_rank = {cid: rank for rank, (cid, _) in enumerate(lexical_hits, start=1)}
 
+    # The ranking queries and this read are separate statements: a document re-ingested in
+    # between has replaced the chunks they found (new ids). Those are left out of this answer
+    # rather than failing it; the next search finds the new chunks.
     chunks = Chunk.objects.select_related("document").in_bulk([cid for cid, _ in fused])
     results = []
     for chunk_id, score in fused:
-        chunk = chunks[chunk_id]
+        chunk = chunks.get(chunk_id)
+        if chunk is None:
+            continue
         results.append(
             RetrievedChunk(
                 chunk_id=chunk.id,

@@ -23,12 +23,14 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from knowledge import embedding
 from knowledge.chunking import ChunkDraft, chunks_build, embedding_input
@@ -40,6 +42,7 @@ from knowledge.parsing import (
     file_type_check,
     is_supported,
 )
+from knowledge.selectors import documents_in_progress
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -128,10 +131,22 @@ def document_ingest(
 
 def document_process(*, document: Document) -> IngestOutcome:
     """(Re)parse and (re)index an existing document from its uploaded file, else from its
-    `source` path. Status goes processing → ready, or failed with a readable error."""
+    `source` path.
+
+    A document without a searchable version goes processing → ready, or failed with a
+    readable error. A ready document stays ready (and searchable, its last good version)
+    while it is re-processed (`reprocessing_since` set): the new chunks replace the old ones
+    in one transaction, and a failure keeps the old version and records the error. A worker
+    killed mid-document leaves the previous version intact; the document then shows as
+    stalled and can be re-processed."""
     had_chunks = document.status == Document.Status.READY or document.chunks.exists()
-    Document.objects.filter(pk=document.pk).update(status=Document.Status.PROCESSING, error="")
-    document.status, document.error = Document.Status.PROCESSING, ""
+    now = timezone.now()
+    if document.status == Document.Status.READY:
+        Document.objects.filter(pk=document.pk).update(reprocessing_since=now, updated_at=now)
+    else:
+        Document.objects.filter(pk=document.pk).update(
+            status=Document.Status.PROCESSING, error="", reprocessing_since=None, updated_at=now
+        )
     try:
         window = _Window()
         window.add(_rebuild_job(document=document, action="updated" if had_chunks else "new"))
@@ -139,11 +154,61 @@ def document_process(*, document: Document) -> IngestOutcome:
     except Exception as exc:  # never leave a document stuck in "processing"
         logger.exception("Processing document %s failed", document.pk)
         error = f"Unexpected error while processing the document: {exc}"
-        _mark_failed(source=document.source, error=error, fields={})
         outcome = IngestOutcome(document.source, "failed", document, 0, error)
+    if outcome.action == "failed":  # recorded once more: a write that failed recorded nothing
+        _mark_failed(source=document.source, error=outcome.error, fields={})
     document.refresh_from_db()
     outcome.document = document
     return outcome
+
+
+def document_processing_enqueue(document: Document) -> None:
+    """Queue background processing of `document` once the current transaction commits, so
+    the worker never looks for a row that is not there yet and the request returns at once.
+    A queue that cannot be reached records the failure on the document instead of losing it
+    (a ready document keeps its searchable version)."""
+    from knowledge.tasks import document_process_task
+
+    def enqueue(document_id: int, source: str) -> None:
+        try:
+            document_process_task.enqueue(document_id)
+        except Exception as exc:  # the request must not fail after the upload was saved
+            logger.exception("Could not queue processing of document %s", document_id)
+            error = f"Could not queue the document for processing ({exc}). Re-process it."
+            _mark_failed(source=source, error=error, fields={})
+
+    transaction.on_commit(partial(enqueue, document.pk, document.source))
+
+
+def documents_set_enabled(*, ids: Iterable[int], enabled: bool) -> int:
+    """Enable or disable documents; returns how many changed."""
+    return (
+        Document.objects.filter(pk__in=list(ids))
+        .exclude(enabled=enabled)
+        .update(enabled=enabled, updated_at=timezone.now())
+    )
+
+
+def documents_reprocess(*, ids: Iterable[int]) -> tuple[int, int]:
+    """Queue documents for background processing again; those already waiting or being
+    processed are left alone (unless stalled). A ready document stays ready and searchable
+    until its new version replaces it. Returns (queued, skipped)."""
+    queued = 0
+    with transaction.atomic():
+        documents = Document.objects.filter(pk__in=list(ids)).select_for_update()
+        busy_ids = set(documents_in_progress(documents).values_list("pk", flat=True))
+        now = timezone.now()
+        for document in documents.exclude(pk__in=busy_ids):
+            if document.status == Document.Status.READY:
+                document.reprocessing_since = now
+            else:
+                document.status = Document.Status.PENDING
+                document.reprocessing_since = None
+            document.error = ""
+            document.save(update_fields=["status", "error", "reprocessing_since", "updated_at"])
+            document_processing_enqueue(document)
+            queued += 1
+    return queued, len(busy_ids)
 
 
 def documents_ingest(
@@ -516,6 +581,7 @@ def _write(job: _Job) -> Document:
         document.content_hash = job.content_hash
         document.status = Document.Status.READY
         document.error = ""
+        document.reprocessing_since = None
         document.save()
         # Old chunks go (their embeddings cascade; citations keep their snapshot).
         Embedding.objects.filter(chunk__document=document).delete()
@@ -557,16 +623,19 @@ def _media_type(name: str) -> str:
 
 
 def _mark_failed(*, source: str, error: str, fields: dict) -> Document:
-    """Record the failure on the document (created if new). Its chunks are left as they
-    were; a failed document is never searched."""
+    """Record the failure on the document (created if new). A ready document keeps its
+    status and its chunks (the last good version stays searchable) and shows the error;
+    any other is marked failed (and never searched)."""
     with transaction.atomic():
         document = Document.objects.select_for_update().filter(source=source).first()
         if document is None:
             document = Document(source=source, **fields)
         elif "enabled" in fields:
             document.enabled = fields["enabled"]
-        document.status = Document.Status.FAILED
+        if document.status != Document.Status.READY:
+            document.status = Document.Status.FAILED
         document.error = error
+        document.reprocessing_since = None
         document.save()
     return document
 

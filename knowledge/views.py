@@ -1,44 +1,19 @@
 """Document pages: a document's passages in order (the cited one highlighted) and its original
-file. Staff only, like the chat."""
+file. Staff only, like the chat; a disabled document only for staff who may see documents in
+the admin (it is out of the knowledge base for everyone else)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from chat.decorators import no_access, staff_required
-from chat.rendering import safe_external_url, sidebar_context
-from knowledge.models import Document
+from knowledge.selectors import document_get_for, document_original_path, document_source_label
+from pages import no_access, safe_external_url, sidebar_context, staff_required
 
 # Shown in the browser (a PDF opens at the cited page); everything else is downloaded, so a
 # document's own HTML or script can never run on this site.
 INLINE_MEDIA_TYPES = {"application/pdf"}
-
-
-def original_path(document: Document) -> Path | None:
-    """Where the original bytes are: the uploaded file, else the ingested path, when it
-    still exists."""
-    if document.file:
-        try:
-            path = Path(document.file.path)
-        except (NotImplementedError, ValueError):
-            return None
-        return path if path.is_file() else None
-    if document.source:
-        path = Path(document.source)
-        if path.is_absolute() and path.is_file():
-            return path
-    return None
-
-
-def source_label(source: str) -> str:
-    """A URL as is; a file path by its name (the server's folders are nobody's business)."""
-    if safe_external_url(source):
-        return source
-    return Path(source).name or source
 
 
 def document_not_found(request: HttpRequest) -> HttpResponse:
@@ -49,7 +24,7 @@ def document_not_found(request: HttpRequest) -> HttpResponse:
 
 @staff_required
 def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    document = Document.objects.filter(pk=pk).first()
+    document = document_get_for(request.user, pk)
     if document is None:
         return document_not_found(request)
     chunks = list(document.chunks.order_by("index").only("pk", "index", "text", "page", "section"))
@@ -59,7 +34,7 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
         highlighted = int(requested)
     highlighted_missing = highlighted is not None and all(c.pk != highlighted for c in chunks)
     file_url = ""
-    if original_path(document) is not None:
+    if document_original_path(document) is not None:
         file_url = reverse("knowledge:document_file", kwargs={"pk": document.pk})
     context = {
         "document": document,
@@ -68,7 +43,7 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "highlighted_missing": highlighted_missing,
         "file_url": file_url,
         "external_url": safe_external_url(document.url),
-        "source_label": source_label(document.source),
+        "source_label": document_source_label(document.source),
         **sidebar_context(request.user),
     }
     return render(request, "knowledge/document.html", context)
@@ -76,8 +51,8 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @staff_required
 def document_file(request: HttpRequest, pk: int) -> HttpResponse:
-    document = Document.objects.filter(pk=pk).first()
-    path = original_path(document) if document is not None else None
+    document = document_get_for(request.user, pk)
+    path = document_original_path(document) if document is not None else None
     if path is None:
         return document_not_found(request)
     inline = document.media_type in INLINE_MEDIA_TYPES

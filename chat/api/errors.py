@@ -9,6 +9,7 @@ method-not-allowed 405, not-acceptable 406, unsupported-media-type 415.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -47,6 +48,17 @@ def error_response(
 ) -> JsonResponse:
     body = {"error": {"code": code, "message": message, "details": details or {}}}
     return JsonResponse(body, status=status, headers=headers)
+
+
+def rate_limited_response(retry_after: int, message: str) -> JsonResponse:
+    """429 rate-limited, with Retry-After (seconds) in the header and the details."""
+    return error_response(
+        "rate-limited",
+        message,
+        status=429,
+        details={"retry_after": retry_after},
+        headers={"Retry-After": str(retry_after)},
+    )
 
 
 def answer_error_response(
@@ -156,6 +168,11 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
+    from config.middleware import is_database_unavailable, unavailable_response
+
+    exc = sys.exc_info()[1]  # called while Django handles the exception
+    if exc is not None and is_database_unavailable(exc):
+        return unavailable_response(request)
     if _is_api(request):
         return error_response(
             "internal", "Something went wrong on our side. Please try again.", status=500

@@ -8,6 +8,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from chat.api.errors import MALFORMED_UUID
+from chat.selectors import ConversationAccess, conversation_access
 from knowledge.retrieval import MODES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 
@@ -144,7 +145,8 @@ class ConversationSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
     def get_is_owner(self, conversation) -> bool:
-        return conversation.owner_id == self.context["request"].user.pk
+        user = self.context["request"].user
+        return conversation_access(user, conversation) == ConversationAccess.OWNER
 
 
 class ConversationGroupsSerializer(serializers.Serializer):
@@ -203,10 +205,15 @@ class FeedbackSerializer(serializers.Serializer):
 class DocumentSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     title = serializers.CharField()
-    source = serializers.CharField()
+    source = serializers.CharField(help_text="The original's file name, or its URL.")
     media_type = serializers.CharField()
     status = serializers.CharField(help_text="pending / processing / ready / failed")
-    error = serializers.CharField()
+    reprocessing = serializers.BooleanField(
+        help_text="A new version is being processed; the ready one stays searchable meanwhile."
+    )
+    error = serializers.CharField(
+        help_text="Why processing failed (in full for staff who manage documents)."
+    )
     enabled = serializers.BooleanField()
     chunk_count = serializers.IntegerField()
     url = serializers.CharField()

@@ -32,10 +32,15 @@ from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.answering.questions import text_clean
 from chat.api import serializers as s
 from chat.api.authentication import request_user
-from chat.api.errors import answer_error_response, error_response, validation_error_response
+from chat.api.errors import (
+    answer_error_response,
+    error_response,
+    rate_limited_response,
+    validation_error_response,
+)
 from chat.api.transcript import message_list_json, renders_compact_json
 from chat.models import Feedback
-from chat.ratelimit import chat_rate_limited
+from chat.ratelimit import chat_rate_limited, search_rate_limited
 from knowledge.retrieval import chunks_search
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -95,12 +100,8 @@ async def chat_api(request: HttpRequest) -> HttpResponse:
     except AnswerError as error:
         return answer_error_response(error)
     if retry_after is not None:
-        return error_response(
-            "rate-limited",
-            f"Too many questions: try again in {retry_after} seconds.",
-            status=429,
-            details={"retry_after": retry_after},
-            headers={"Retry-After": str(retry_after)},
+        return rate_limited_response(
+            retry_after, f"Too many questions: try again in {retry_after} seconds."
         )
     try:
         payload = json.loads(request.body or b"null")
@@ -299,6 +300,7 @@ class ConversationMessagesApi(APIView):
         conversation = selectors.conversation_get_for(
             request.user, _uuid_param(conversation_id, "conversation_id")
         )
+        services.answers_release_stale(conversation=conversation)
         messages = selectors.conversation_transcript(conversation)
         if renders_compact_json(request):
             return HttpResponse(
@@ -349,7 +351,8 @@ class DocumentListApi(APIView):
         tags=["knowledge"],
     )
     def get(self, request: Request) -> Response:
-        return Response(s.DocumentListSerializer({"documents": selectors.documents_list()}).data)
+        documents = selectors.documents_list(request.user)
+        return Response(s.DocumentListSerializer({"documents": documents}).data)
 
 
 class SearchApi(APIView):
@@ -357,10 +360,15 @@ class SearchApi(APIView):
         operation_id="search",
         summary="Search the knowledge base (ranked chunks, no answer)",
         parameters=[s.SearchInputSerializer],
-        responses={200: s.SearchResultSerializer, **_errors(401, 403, 422)},
+        responses={200: s.SearchResultSerializer, **_errors(401, 403, 422, 429)},
         tags=["knowledge"],
     )
     def get(self, request: Request) -> Response:
+        retry_after = search_rate_limited(request.user)
+        if retry_after is not None:
+            return rate_limited_response(
+                retry_after, f"Too many searches: try again in {retry_after} seconds."
+            )
         serializer = s.SearchInputSerializer(data=request.query_params)
         serializer.is_valid(raise_exception=True)
         query = " ".join(text_clean(serializer.validated_data["q"]).split())

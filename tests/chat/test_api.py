@@ -8,13 +8,12 @@ import json
 import time
 import uuid
 
-import django_ratelimit.core
 import pytest
-from django.core.cache import cache
 from django.core.management import call_command
 from django.test import AsyncClient, Client
 from rest_framework.authtoken.models import Token
 
+import chat.ratelimit
 from chat.models import Conversation, Feedback, Message
 from chat.ratelimit import chat_rate_limited
 from tests.chat.conftest import collect
@@ -175,7 +174,7 @@ def test_unknown_api_path_and_wrong_method_are_enveloped(api):
 def test_a_crash_is_a_500_in_the_envelope(api, monkeypatch):
     from chat import selectors
 
-    def boom():
+    def boom(*args, **kwargs):
         raise RuntimeError("database on fire")
 
     monkeypatch.setattr(selectors, "documents_list", boom)
@@ -405,13 +404,11 @@ async def test_21st_chat_request_in_a_minute_is_rate_limited_with_retry_after(
 ):
     from asgiref.sync import sync_to_async
 
-    # django-ratelimit counts in fixed one-minute windows read from the wall clock. A burst on a
+    # The limit counts in fixed one-minute windows read from the wall clock. A burst on a
     # loaded machine can outlast what is left of the current window and be counted in two (the
-    # 21st request then starts a fresh count), so the burst's window is pinned: it ends a minute
-    # from now, wherever the clock is.
-    window_end = int(time.time()) + 60
-    monkeypatch.setattr(django_ratelimit.core, "_get_window", lambda value, period: window_end)
-    await sync_to_async(cache.clear)()
+    # 21st request then starts a fresh count), so the clock is pinned to a window's first second.
+    pinned = (int(time.time()) // 60) * 60 + 1.0
+    monkeypatch.setattr(chat.ratelimit, "_now", lambda: pinned)
     for _ in range(20):  # the empty knowledge base refuses at once
         response = await post_chat(chat_client, chat_body())
         assert response.status_code == 200 and response.json()["type"] == "refusal"

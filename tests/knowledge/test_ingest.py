@@ -13,6 +13,7 @@ from django.db import DatabaseError
 from knowledge import embedding
 from knowledge.chunking import embedding_input
 from knowledge.models import Chunk, Document, Embedding
+from knowledge.retrieval import searchable_chunks
 from knowledge.services import (
     document_ingest,
     document_process,
@@ -235,9 +236,11 @@ def test_a_broken_new_version_is_recorded_without_touching_the_chunks(documents_
 
     assert outcome.action == "failed"
     document = Document.objects.get()
-    assert document.status == Document.Status.FAILED
+    # The last good version stays ready and searchable; the failure is shown beside it.
+    assert document.status == Document.Status.READY
     assert "Could not read the PDF" in document.error
     assert list(Chunk.objects.order_by("pk").values_list("pk", flat=True)) == before
+    assert set(searchable_chunks().values_list("pk", flat=True)) == set(before)
 
     path.write_bytes(documents.pdf_bytes())  # the good file again: fully ready once more
     assert document_ingest(path=path).action == "updated"

@@ -380,3 +380,42 @@ def test_top_k_limits_the_number_of_results():
     document_with_chunks(title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS)
     assert len(chunks_search(query="leave", top_k=1).chunks) == 1
     assert len(chunks_search(query="leave", top_k=20).chunks) == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_chunks_replaced_by_a_concurrent_reingest_never_fail_a_search(tmp_path, monkeypatch):
+    import threading
+
+    from knowledge.models import Chunk
+    from knowledge.services import document_ingest
+
+    path = tmp_path / "parking.md"
+    path.write_text("# Parking\n\nStaff parking permits cost 40 pounds a month.\n")
+    parking = document_ingest(path=path).document
+    other = document_with_chunks(title="Bikes", texts=["Bicycle parking is free for staff."])
+    old_ids = set(parking.chunks.values_list("pk", flat=True))
+    real = retrieval.similarities_for
+
+    def reingest_meanwhile(chunk_ids, query_vector):
+        # Another process replaces the document's chunks after the ranking queries found them
+        # and before they are read (its own connection, committed).
+        def reingest() -> None:
+            try:
+                path.write_text("# Parking\n\nStaff parking permits now cost 45 pounds.\n")
+                assert document_ingest(path=path).action == "updated"
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=reingest)
+        thread.start()
+        thread.join()
+        return real(chunk_ids, query_vector)
+
+    monkeypatch.setattr(retrieval, "similarities_for", reingest_meanwhile)
+    result = chunks_search(query="staff parking permits", top_k=5)
+
+    assert not old_ids & set(parking.chunks.values_list("pk", flat=True))  # really replaced
+    returned = {chunk.chunk_id for chunk in result.chunks}
+    assert not returned & old_ids
+    assert returned <= set(Chunk.objects.values_list("pk", flat=True))
+    assert other.pk in {chunk.document_id for chunk in result.chunks}

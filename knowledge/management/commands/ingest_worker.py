@@ -1,0 +1,48 @@
+"""`manage.py ingest_worker`: django-tasks' `db_worker` that survives database outages."""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+from django_tasks_db.management.commands.db_worker import Command as DbWorkerCommand
+
+from knowledge.worker import ResilientWorker
+
+
+class Command(DbWorkerCommand):
+    help = (
+        "Run the background ingestion worker (django-tasks' database worker, same options). "
+        "A database outage makes it wait and retry with backoff instead of exiting; tasks it "
+        "was running then are queued again."
+    )
+
+    def handle(
+        self,
+        *,
+        verbosity: int,
+        queue_name: str,
+        interval: float,
+        batch: bool,
+        backend_name: str,
+        startup_delay: bool,
+        max_tasks: int | None,
+        worker_id: str,
+        exclude_queues: str,
+        **options,
+    ) -> None:
+        self.configure_logging(verbosity)
+        queue_names = queue_name.split(",")
+        excluded = exclude_queues.split(",") if exclude_queues else []
+        if excluded and "*" not in queue_names:
+            raise CommandError("--exclude-queues can only be used with --queue-name=*")
+        worker = ResilientWorker(
+            queue_names=queue_names,
+            interval=interval,
+            batch=batch,
+            backend_name=backend_name,
+            startup_delay=startup_delay,
+            max_tasks=max_tasks,
+            worker_id=worker_id,
+            excluded_queue_names=excluded,
+        )
+        worker.configure_signals()  # no autoreload: a worker restarted mid-task loses it
+        worker.run()

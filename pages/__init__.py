@@ -1,0 +1,93 @@
+"""What every browser page of the site shares, whichever app renders it: staff-only access
+with a clear "no access" page, the sidebar of conversations, and the check that a link is a
+safe external one. It belongs to neither app, so that the chat and the document pages can
+both use it without importing each other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from urllib.parse import urlsplit
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+SIDEBAR_LIMIT = 30
+
+
+def no_access(request: HttpRequest, *, reason: str = "", status: int = 403) -> HttpResponse:
+    """The "no access" page: why, and a way out."""
+    return render(
+        request,
+        "no_access.html",
+        {
+            "heading": "Not found" if status == 404 else "No access",
+            "reason": reason,
+            "show_home": bool(getattr(request.user, "is_staff", False)),
+        },
+        status=status,
+    )
+
+
+def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Anonymous visitors go to the login page; signed-in non-staff get the no-access page."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        user = request.user
+        if not user.is_authenticated:
+            if getattr(request, "htmx", False):  # a fragment request: send the page to login
+                response = HttpResponse(status=204)
+                response["HX-Redirect"] = redirect_to_login(request.get_full_path())["Location"]
+                return response
+            return redirect_to_login(request.get_full_path())
+        if not (user.is_active and user.is_staff):
+            return no_access(request)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def safe_external_url(url: str | None) -> str:
+    """The URL when it is an absolute http(s) link, else "" (no javascript:, data:, …)."""
+    if not url:
+        return ""
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    if parts.scheme.lower() not in {"http", "https"} or not parts.netloc:
+        return ""
+    return url
+
+
+def sidebar_context(user: AbstractBaseUser, *, active_id: str = "") -> dict:
+    """The sidebar's conversation groups: shared with all staff, and the user's private ones."""
+    from chat.selectors import conversation_groups_for
+
+    shared, private = conversation_groups_for(user, limit=SIDEBAR_LIMIT + 1)
+    return {
+        "sidebar": {
+            "groups": [
+                {
+                    "key": "shared",
+                    "label": "Shared",
+                    "icon": "icon-[lucide--users]",
+                    "conversations": shared[:SIDEBAR_LIMIT],
+                    "empty": "No shared conversations yet.",
+                },
+                {
+                    "key": "private",
+                    "label": "Private",
+                    "icon": "icon-[lucide--lock]",
+                    "conversations": private[:SIDEBAR_LIMIT],
+                    "empty": "Tick “Private” before a first question to keep a chat to yourself.",
+                },
+            ],
+            "more": len(shared) > SIDEBAR_LIMIT or len(private) > SIDEBAR_LIMIT,
+        },
+        "active_id": active_id,
+    }

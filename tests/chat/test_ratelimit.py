@@ -1,0 +1,98 @@
+"""The rate limit counts every request, also when they arrive together (SPEC §10)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+import chat.ratelimit
+from chat.ratelimit import (
+    chat_rate_limited,
+    rate_parse,
+    search_rate_limited,
+)
+
+CONCURRENT = 50
+
+
+def hits_at_once(user, limiter, count: int) -> list[int | None]:
+    """`count` requests of `user` through `limiter`, each on its own thread and database
+    connection, released together."""
+    barrier = threading.Barrier(count)
+    results: list[int | None] = [None] * count
+    errors: list[BaseException] = []
+
+    def one(position: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[position] = limiter(user)
+        except BaseException as exc:  # reported by the test, not lost in a thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    return results
+
+
+@pytest.fixture
+def pinned_window(monkeypatch):
+    """The clock at the first second of a one-minute window, so that a burst on a loaded
+    machine is never split between two windows."""
+    pinned = (int(time.time()) // 60) * 60 + 1.0
+    monkeypatch.setattr(chat.ratelimit, "_now", lambda: pinned)
+    return pinned
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fifty_concurrent_chat_requests_admit_exactly_the_limit(staff_user, pinned_window):
+    results = hits_at_once(staff_user, chat_rate_limited, CONCURRENT)
+
+    admitted = [r for r in results if r is None]
+    assert len(admitted) == 20  # the default, 20/m
+    assert all(1 <= r <= 60 for r in results if r is not None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_limit_follows_the_setting_and_is_per_user_and_per_group(
+    staff_user, other_staff_user, settings, pinned_window, monkeypatch
+):
+    settings.CHAT_RATE_LIMIT = "7/m"
+    results = hits_at_once(staff_user, chat_rate_limited, 20)
+
+    assert sum(r is None for r in results) == 7
+    assert chat_rate_limited(other_staff_user) is None
+    assert search_rate_limited(staff_user) is None  # searches have their own bucket
+    # The next window starts a fresh count.
+    monkeypatch.setattr(chat.ratelimit, "_now", lambda: pinned_window + 60)
+    assert chat_rate_limited(staff_user) is None
+
+
+def test_rates_are_read_in_django_ratelimits_notation():
+    assert rate_parse("20/m") == chat.ratelimit.Rate(limit=20, period=60)
+    assert rate_parse("100/h") == chat.ratelimit.Rate(limit=100, period=3600)
+    assert rate_parse("5/10s") == chat.ratelimit.Rate(limit=5, period=10)
+    with pytest.raises(ValueError, match="Invalid rate"):
+        rate_parse("twenty a minute")
+
+
+@pytest.mark.django_db
+def test_search_api_is_rate_limited_like_chat(client, staff_user, settings, pinned_window):
+    settings.CHAT_RATE_LIMIT = "2/m"
+    client.force_login(staff_user)
+
+    statuses = [client.get("/api/search", {"q": "annual leave"}).status_code for _ in range(2)]
+    limited = client.get("/api/search", {"q": "annual leave"})
+
+    assert statuses == [200, 200]
+    assert limited.status_code == 429
+    assert limited.json()["error"]["code"] == "rate-limited"
+    assert 1 <= int(limited["Retry-After"]) <= 60

@@ -1,0 +1,170 @@
+"""The web server and the ingestion worker survive a database outage: during it, requests get
+a 503 (the API's `upstream-unavailable` envelope, a friendly page in the browser) within
+seconds, the worker waits and retries instead of exiting; once the database is back both serve
+again without a restart.
+
+The test runs its own embedded PostgreSQL in a temporary folder (never the suite's), stopped
+and started with the very command an operator uses: `python -m config.embedded_db stop`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from django.conf import settings
+
+from tests.live_server import daphne_server
+
+pytestmark = pytest.mark.slow
+
+BASE_DIR = Path(settings.BASE_DIR)
+
+
+def run(args: list[str], env: dict[str, str], timeout: float = 300) -> str:
+    result = subprocess.run(
+        [sys.executable, *args],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def outage_db(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
+    """A PostgreSQL of this test's own, migrated: (its URL, the environment that points
+    the project's processes at it)."""
+    data_dir = tmp_path_factory.mktemp("outage") / "postgres"
+    base = {k: v for k, v in os.environ.items() if k not in ("DB_POOL", "DATABASE_URL")}
+    control = {**base, "EMBEDDED_PGDATA": str(data_dir)}
+    url = run(["-m", "config.embedded_db"], control).splitlines()[-1]
+    env = {
+        **base,
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "EMBEDDING_WARM_UP": "0",
+        "PYTHONUNBUFFERED": "1",
+    }
+    run(["manage.py", "migrate", "--noinput"], env)
+    yield url, control
+    run(["-m", "config.embedded_db", "stop"], control)
+
+
+def db_stop(control: dict[str, str]) -> None:
+    assert "stopped" in run(["-m", "config.embedded_db", "stop"], control)
+
+
+def db_start(control: dict[str, str]) -> None:
+    run(["-m", "config.embedded_db"], control)
+
+
+def test_web_server_answers_503_during_an_outage_and_serves_again_after(outage_db):
+    url, control = outage_db
+    api_headers = {"Authorization": f"Token {secrets.token_hex(20)}"}  # a DB lookup
+    page_cookies = {"sessionid": secrets.token_hex(16)}  # a DB lookup too
+    with daphne_server(url, env={"EMBEDDING_WARM_UP": "0"}) as base:
+        client = httpx.Client(base_url=base, timeout=30)
+        page_client = httpx.Client(base_url=base, timeout=30, cookies=page_cookies)
+        assert client.get("/api/conversations", headers=api_headers).status_code == 401
+        assert page_client.get("/history/").status_code == 302  # to the login page
+
+        db_stop(control)
+        try:
+            started = time.monotonic()
+            api = client.get("/api/conversations", headers=api_headers)
+            api_seconds = time.monotonic() - started
+            started = time.monotonic()
+            page = page_client.get("/history/")
+            page_seconds = time.monotonic() - started
+        finally:
+            db_start(control)
+
+        assert api.status_code == 503, api.text
+        assert api.json()["error"]["code"] == "upstream-unavailable"
+        assert int(api.headers["Retry-After"]) >= 1
+        assert page.status_code == 503
+        assert "Temporarily unavailable" in page.text and "try again" in page.text
+        assert api_seconds < 15 and page_seconds < 15  # DB_POOL_TIMEOUT is 10 s
+
+        # The database is back: the same server serves again (its broken pooled connections
+        # are dropped, not lent).
+        deadline = time.monotonic() + 30
+        statuses = []
+        while time.monotonic() < deadline:
+            statuses = [
+                client.get("/api/conversations", headers=api_headers).status_code for _ in range(3)
+            ]
+            if statuses == [401, 401, 401]:
+                break
+            time.sleep(0.5)
+        assert statuses == [401, 401, 401]
+        assert page_client.get("/history/").status_code == 302
+
+
+def test_ingestion_worker_waits_out_an_outage_then_processes_tasks(outage_db):
+    url, control = outage_db
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DB_POOL", "DATABASE_URL")},
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "ingest_worker", "--interval", "0.2", "--no-startup-delay"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        time.sleep(3)  # polling the queue
+        db_stop(control)
+        try:
+            time.sleep(6)  # several failed polls: each would have ended db_worker
+            assert worker.poll() is None, worker.stdout.read()
+        finally:
+            db_start(control)
+
+        # A task queued once the database is back is processed by the same worker (a
+        # document deleted before processing: the task succeeds with "missing").
+        code = (
+            "from knowledge.tasks import document_process_task; "
+            "print(document_process_task.enqueue(987654).id)"
+        )
+        task_id = run(["manage.py", "shell", "-c", code], env).splitlines()[-1]
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline:
+            with psycopg.connect(url) as conn:
+                row = conn.execute(
+                    "SELECT status, return_value FROM django_tasks_database_dbtaskresult "
+                    "WHERE id = %s",
+                    [task_id],
+                ).fetchone()
+            status = row[0] if row else None
+            if status == "SUCCESSFUL":
+                break
+            time.sleep(0.5)
+        assert status == "SUCCESSFUL", worker.stdout.read() if worker.poll() is not None else ""
+        assert row[1] == "missing"
+        assert worker.poll() is None
+    finally:
+        worker.terminate()
+        try:
+            output, _ = worker.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            output, _ = worker.communicate()
+    assert "retries in" in output  # it said what it was doing
