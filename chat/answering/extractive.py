@@ -16,7 +16,10 @@ share and chunk prior) are embedded and compared. The best sentence is always ta
 more join it when they score close to it and do not repeat what is already said. The best
 sentence comes first, so the answer opens with what answers; the others follow in reading order
 (chunk by chunk, in the order the chunks were first chosen), each sentence followed by its
-chunk's marker `[n]`, numbered in order of first use. Everything is
+chunk's marker `[n]`, numbered in order of first use. Opening with the best sentence instead of
+keeping all in reading order: the first sentence holds the gold answer for 79.2% of the
+answerable questions of squad2-visible instead of 70.5% (citation accuracy 94.0% either way),
+and for 81% instead of 68% of demo/eval/followups.json. Everything is
 deterministic: ties break on chunk rank and position.
 
 Every answer sentence is an exact substring of the chunk it cites (`Sentence.text ==

@@ -59,7 +59,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -67,6 +66,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import InterfaceError, OperationalError
 
 from chat import selectors, services
 from chat.answering.answerers import Answerer, AnswerRequest, WrittenAnswer, answerer_for
@@ -107,9 +107,12 @@ TRUNCATION_WARNING = (
     "beginning was used to find sources."
 )
 INTERNAL_ERROR_MESSAGE = "Something went wrong while answering. Please try again."
+UNAVAILABLE_MESSAGE = (
+    "The knowledge base is unavailable for a moment. What was answered so far is kept; "
+    "please try again shortly."
+)
 MAX_DOCUMENT_IDS = 200
 POLL_SECONDS = 0.1
-STALE_STREAMING = timedelta(minutes=10)
 # Previous turns read for a follow-up question (enough to find where its topic began).
 FOLLOWUP_TURNS = 10
 
@@ -594,21 +597,29 @@ async def answer_stream(
                 )
             )
         raise
-    except Exception:
+    except Exception as exc:
         errors_logger.exception("answering message %s failed", question_message.pk)
         status = Message.Status.ERROR
+        code, message = "internal", INTERNAL_ERROR_MESSAGE
+        if isinstance(exc, (OperationalError, InterfaceError)):  # the database went away
+            code, message = "upstream-unavailable", UNAVAILABLE_MESSAGE
         partial = exchange.written(complete=False)
-        await database_sync_to_async(services.answer_finish)(
-            answer_id=answer_message.pk,
-            status=status,
-            content=partial.content,
-            cited=partial.cited,
-            warning=exchange.warning,
-            search_query=exchange.search_query,
-            error_code="internal",
-            figures=exchange.figures(top_k),
-        )
-        yield exchange.event("error", {"code": "internal", "message": INTERNAL_ERROR_MESSAGE})
+        try:
+            await database_sync_to_async(services.answer_finish)(
+                answer_id=answer_message.pk,
+                status=status,
+                content=partial.content,
+                cited=partial.cited,
+                warning=exchange.warning,
+                search_query=exchange.search_query,
+                error_code=code,
+                figures=exchange.figures(top_k),
+            )
+        except (OperationalError, InterfaceError):
+            errors_logger.warning(
+                "answer %s left streaming: database unavailable", ids["message_id"]
+            )
+        yield exchange.event("error", {"code": code, "message": message})
     finally:
         _log(
             exchange,
@@ -665,9 +676,7 @@ async def _stored_answer_wait(existing: services.ExchangeExisting) -> Message:
     answer = existing.answer
     deadline = time.monotonic() + settings.CHAT_ANSWER_WAIT_SECONDS
     while answer.status == Message.Status.STREAMING:
-        answer = await database_sync_to_async(services.answer_release_if_stale)(
-            answer, stale_after=STALE_STREAMING
-        )
+        answer = await database_sync_to_async(services.answer_release_if_stale)(answer)
         if answer.status != Message.Status.STREAMING:
             break
         if time.monotonic() >= deadline:
