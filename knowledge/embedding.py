@@ -26,6 +26,10 @@ MAX_TOKENS = 256
 DIMENSIONS = 384
 
 _model_lock = threading.Lock()
+# transformers' lazy module is not safe to import from two threads at once: a question arriving
+# while the server's warm-up thread imports it failed with "cannot import name 'AutoTokenizer'"
+# (seen as a 500 on the first /api/chat of a freshly started test server).
+_import_lock = threading.Lock()
 _warm_up_started = threading.Event()
 logger = logging.getLogger(__name__)
 
@@ -52,7 +56,8 @@ def model_version() -> str:
 @lru_cache(maxsize=1)
 def get_tokenizer():
     """The model's own tokenizer (fast to load: no weights)."""
-    from transformers import AutoTokenizer
+    with _import_lock:
+        from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_path()))
     # We measure long texts on purpose (to split them); silence the "too long" warning.
@@ -68,7 +73,8 @@ def get_model():
 
 @lru_cache(maxsize=1)
 def _load_model():
-    from sentence_transformers import SentenceTransformer
+    with _import_lock:
+        from sentence_transformers import SentenceTransformer
 
     if settings.EMBEDDING_THREADS > 0:
         import torch
