@@ -38,7 +38,7 @@ from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.answering.questions import question_normalize
 from chat.models import Conversation, Message
-from chat.ratelimit import chat_rate_limited
+from chat.ratelimit import chat_throttled
 from chat.selectors import ConversationAccess, conversation_access
 
 logger = logging.getLogger(__name__)
@@ -136,12 +136,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "owner can ask questions in it."
             )
             return
-        retry_after = await database_sync_to_async(chat_rate_limited)(self.user)
-        if retry_after is not None:
+        throttled = await database_sync_to_async(chat_throttled)(self.user)
+        if throttled is not None:
+            wait = throttled.retry_after
+            reason = (
+                "Questions are coming very fast"
+                if throttled.flood
+                else "You are asking questions faster than the limit allows"
+            )
             await self._refuse(
-                f"You are asking questions faster than the limit allows. Please wait "
-                f"{retry_after} second{'s' if retry_after != 1 else ''}, then try again "
-                "(↑ in the empty composer brings your question back)."
+                f"{reason}. Please wait {wait} second{'s' if wait != 1 else ''}, then try "
+                "again (↑ in the empty composer brings your question back)."
             )
             return
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -193,3 +194,14 @@ class RateLimitCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.count} since {self.window_start}"
+
+
+class RequestTimes(models.Model):
+    """The times of a user's last few chat requests, for the flood rule when there is no Redis
+    (chat.ratelimit): appended and trimmed by one atomic upsert."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    times = ArrayField(models.FloatField(), default=list, help_text="Unix times, oldest first.")
+
+    def __str__(self) -> str:
+        return f"{self.key}: {len(self.times)} recent requests"

@@ -9,8 +9,15 @@ than the limit under concurrency):
   on the `RateLimitCounter` row of the user and group;
 - with `REDIS_URL` set: Redis `INCR` and `EXPIRE` in one MULTI/EXEC, on a key per window.
 
-Every worker process sees the same counts either way. The API and the WebSocket consumer call
-`chat_rate_limited` once per chat request, the search API `search_rate_limited`.
+Every worker process sees the same counts either way. The search API calls
+`search_rate_limited` once per search.
+
+**Flood protection** (seed 004): besides the rate, a user whose last FLOOD_REQUESTS chat
+requests came less than settings.CHAT_FLOOD_MIN_INTERVAL seconds (2) apart on average is
+turned away for a moment, however few requests the window has counted: a stuck key, a script.
+The times of each user's last requests are kept atomically in the same place as the counts (one
+upsert on an array, or RPUSH + LTRIM in one MULTI/EXEC). The API and the WebSocket consumer
+call `chat_throttled` once per chat request: the rate, then the flood rule.
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
 
-from chat.models import RateLimitCounter
+from chat.models import RateLimitCounter, RequestTimes
 
 GROUP = "chat"
 SEARCH_GROUP = "search"
+FLOOD_GROUP = "flood"
+FLOOD_REQUESTS = 5  # the requests whose average spacing the flood rule looks at
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])\s*$")
 
@@ -74,6 +83,50 @@ def chat_rate_limited(user: AbstractBaseUser) -> int | None:
     return rate_limit_hit(group=GROUP, user=user, rate=settings.CHAT_RATE_LIMIT)
 
 
+@dataclass(frozen=True)
+class Throttled:
+    """A chat request turned away: wait `retry_after` seconds; `flood`: for asking too fast
+    in a row rather than too many in the window."""
+
+    retry_after: int
+    flood: bool = False
+
+
+def chat_throttled(user: AbstractBaseUser) -> Throttled | None:
+    """Count one chat request of `user`: None when it may go ahead, else why not (the rate
+    limit, or the flood rule). Synchronous, like `rate_limit_hit`."""
+    retry_after = chat_rate_limited(user)
+    if retry_after is not None:
+        return Throttled(retry_after=retry_after)
+    retry_after = flood_hit(user)
+    if retry_after is not None:
+        return Throttled(retry_after=retry_after, flood=True)
+    return None
+
+
+def flood_hit(user: AbstractBaseUser) -> int | None:
+    """Record one chat request of `user` now; None when the user's last FLOOD_REQUESTS
+    requests (this one included) are on average at least settings.CHAT_FLOOD_MIN_INTERVAL
+    seconds apart (or fewer were made), else the seconds until the next one would be."""
+    interval = float(settings.CHAT_FLOOD_MIN_INTERVAL)
+    if interval <= 0:
+        return None
+    now = _now()
+    key = f"{FLOOD_GROUP}:{user.pk}"
+    if settings.REDIS_URL:
+        times = _times_redis(key=key, now=now, keep_seconds=int(interval * FLOOD_REQUESTS) + 1)
+    else:
+        times = _times_postgres(key=key, now=now)
+    times = sorted(times)[-FLOOD_REQUESTS:]
+    if len(times) < FLOOD_REQUESTS:
+        return None
+    span = interval * (FLOOD_REQUESTS - 1)
+    if times[-1] - times[0] >= span:
+        return None
+    # The next request at T is admitted when T - times[1] >= span.
+    return max(1, math.ceil(times[1] + span - now))
+
+
 def search_rate_limited(user: AbstractBaseUser) -> int | None:
     """Count one search of `user`, at the chat's rate, in a bucket of its own."""
     return rate_limit_hit(group=SEARCH_GROUP, user=user, rate=settings.CHAT_RATE_LIMIT)
@@ -110,3 +163,34 @@ def _count_redis(*, key: str, window_start: int, period: int) -> int:
     pipeline.expire(redis_key, period + 1)
     count, _ = pipeline.execute()
     return int(count)
+
+
+def _times_postgres(*, key: str, now: float) -> list[float]:
+    """The key's last FLOOD_REQUESTS request times, this one appended, in one statement."""
+    table = connection.ops.quote_name(RequestTimes._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (key, times) VALUES (%s, ARRAY[%s]::double precision[]) "
+            f"ON CONFLICT (key) DO UPDATE SET times = ({table}.times || EXCLUDED.times)"
+            f"[GREATEST(1, cardinality({table}.times) + 2 - %s):] "
+            f"RETURNING times",
+            [key, now, FLOOD_REQUESTS],
+        )
+        (times,) = cursor.fetchone()
+    return [float(t) for t in times]
+
+
+def _times_redis(*, key: str, now: float, keep_seconds: int) -> list[float]:
+    """The key's last FLOOD_REQUESTS request times, this one appended (RPUSH, LTRIM, LRANGE
+    and EXPIRE in one MULTI/EXEC)."""
+    from django_redis import get_redis_connection
+
+    client = get_redis_connection("default")
+    redis_key = f"sourced:flood:{key}"
+    pipeline = client.pipeline(transaction=True)
+    pipeline.rpush(redis_key, repr(now))
+    pipeline.ltrim(redis_key, -FLOOD_REQUESTS, -1)
+    pipeline.lrange(redis_key, 0, -1)
+    pipeline.expire(redis_key, keep_seconds)
+    _, _, times, _ = pipeline.execute()
+    return [float(t) for t in times]

@@ -173,6 +173,9 @@ else:
 
 RATELIMIT_USE_CACHE = "default"
 CHAT_RATE_LIMIT = os.environ.get("CHAT_RATE_LIMIT", "20/m")
+# Flood rule: the last 5 chat requests of a user less than this many seconds apart on average
+# are turned away for a moment (0 turns the rule off).
+CHAT_FLOOD_MIN_INTERVAL = float(os.environ.get("CHAT_FLOOD_MIN_INTERVAL", "2"))
 
 # --- Auth ----------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -40,7 +40,7 @@ from chat.api.errors import (
 )
 from chat.api.transcript import message_list_json, renders_compact_json
 from chat.models import Feedback
-from chat.ratelimit import chat_rate_limited, search_rate_limited
+from chat.ratelimit import Throttled, chat_throttled, search_rate_limited
 from knowledge.retrieval import chunks_search
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -76,13 +76,13 @@ async def _sse(head: list[Event], stream: AsyncIterator[Event]) -> AsyncIterator
             yield sse_frame(event)
 
 
-def _admit(request: HttpRequest) -> tuple[AbstractBaseUser, int | None]:
-    """The staff user of the request and, counting this request, the seconds to wait when
-    over the rate limit (one database round trip for both)."""
+def _admit(request: HttpRequest) -> tuple[AbstractBaseUser, Throttled | None]:
+    """The staff user of the request and, counting this request, whether it must wait (the
+    rate limit or the flood rule; one thread hop for all)."""
     user = request_user(request)
     if not user.is_staff:
         raise AnswerError.forbidden("The API is for staff only.")
-    return user, chat_rate_limited(user)
+    return user, chat_throttled(user)
 
 
 @csrf_exempt
@@ -96,13 +96,16 @@ async def chat_api(request: HttpRequest) -> HttpResponse:
             headers={"Allow": "POST"},
         )
     try:
-        user, retry_after = await database_sync_to_async(_admit)(request)
+        user, throttled = await database_sync_to_async(_admit)(request)
     except AnswerError as error:
         return answer_error_response(error)
-    if retry_after is not None:
-        return rate_limited_response(
-            retry_after, f"Too many questions: try again in {retry_after} seconds."
-        )
+    if throttled is not None:
+        wait = throttled.retry_after
+        if throttled.flood:
+            message = f"Questions are coming very fast: please wait {wait} seconds."
+        else:
+            message = f"Too many questions: try again in {wait} seconds."
+        return rate_limited_response(wait, message)
     try:
         payload = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):

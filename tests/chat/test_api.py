@@ -400,10 +400,11 @@ async def test_chat_streams_server_sent_events_in_process(chat_client, policies_
 
 @pytest.mark.django_db(transaction=True)
 async def test_21st_chat_request_in_a_minute_is_rate_limited_with_retry_after(
-    chat_client, staff_user, other_staff_user, monkeypatch
+    chat_client, staff_user, other_staff_user, monkeypatch, settings
 ):
     from asgiref.sync import sync_to_async
 
+    settings.CHAT_FLOOD_MIN_INTERVAL = 0  # the burst is a flood too: counted apart below
     # The limit counts in fixed one-minute windows read from the wall clock. A burst on a
     # loaded machine can outlast what is left of the current window and be counted in two (the
     # 21st request then starts a fresh count), so the clock is pinned to a window's first second.
@@ -419,6 +420,22 @@ async def test_21st_chat_request_in_a_minute_is_rate_limited_with_retry_after(
     # Per user: someone else is not affected, and the WebSocket consumer shares the counter.
     assert await sync_to_async(chat_rate_limited)(other_staff_user) is None
     assert await sync_to_async(chat_rate_limited)(staff_user) >= 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_five_questions_in_a_few_seconds_get_a_friendly_429(chat_client, monkeypatch):
+    clock = iter([1000.0, 1000.5, 1001.0, 1001.5, 1002.0, 1002.5])
+    monkeypatch.setattr(chat.ratelimit, "_now", lambda: next(clock))
+    for _ in range(4):  # the empty knowledge base refuses at once
+        response = await post_chat(chat_client, chat_body())
+        assert response.status_code == 200 and response.json()["type"] == "refusal"
+
+    response = await post_chat(chat_client, chat_body())
+
+    error = assert_envelope(response, 429, "rate-limited")
+    assert "very fast" in error["message"]
+    # Admitted again once the last five would be 2 s apart on average: at 1000.5 + 8 s.
+    assert int(response["Retry-After"]) == 7 == error["details"]["retry_after"]
 
 
 # --- OpenAPI -------------------------------------------------------------------------------------

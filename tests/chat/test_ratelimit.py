@@ -9,8 +9,11 @@ import pytest
 from django.db import connection
 
 import chat.ratelimit
+from chat.models import RequestTimes
 from chat.ratelimit import (
     chat_rate_limited,
+    chat_throttled,
+    flood_hit,
     rate_parse,
     search_rate_limited,
 )
@@ -96,3 +99,55 @@ def test_search_api_is_rate_limited_like_chat(client, staff_user, settings, pinn
     assert limited.status_code == 429
     assert limited.json()["error"]["code"] == "rate-limited"
     assert 1 <= int(limited["Retry-After"]) <= 60
+
+
+# --- The flood rule (seed 004) -------------------------------------------------------------------
+def at_times(monkeypatch, *times: float) -> None:
+    clock = iter(times)
+    monkeypatch.setattr(chat.ratelimit, "_now", lambda: next(clock))
+
+
+@pytest.mark.django_db
+def test_five_requests_less_than_two_seconds_apart_on_average_are_a_flood(
+    staff_user, other_staff_user, monkeypatch
+):
+    at_times(monkeypatch, 0.0, 1.0, 2.0, 3.0, 4.0, 4.0)
+
+    assert [flood_hit(staff_user) for _ in range(4)] == [None] * 4
+    assert flood_hit(staff_user) == 5  # the next one is fine at 1.0 + 4 x 2 s = 9.0
+    assert flood_hit(other_staff_user) is None  # per user
+
+
+@pytest.mark.django_db
+def test_requests_two_seconds_apart_on_average_are_no_flood(staff_user, monkeypatch):
+    at_times(monkeypatch, 0.0, 0.5, 1.0, 7.0, 8.0, 8.5)
+
+    assert [flood_hit(staff_user) for _ in range(6)] == [None] * 6
+    assert RequestTimes.objects.get(key=f"flood:{staff_user.pk}").times == [
+        0.5, 1.0, 7.0, 8.0, 8.5,
+    ]  # fmt: skip  # only the last five are kept
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_are_all_recorded_by_the_flood_rule(staff_user):
+    results = hits_at_once(staff_user, flood_hit, 12)
+
+    assert results.count(None) == 4  # the fifth on are a flood, whatever the order
+    assert len(RequestTimes.objects.get(key=f"flood:{staff_user.pk}").times) == 5
+
+
+@pytest.mark.django_db
+def test_the_flood_rule_can_be_turned_off(staff_user, monkeypatch, settings):
+    settings.CHAT_FLOOD_MIN_INTERVAL = 0
+    at_times(monkeypatch, *[0.0] * 8)
+    assert [chat_throttled(staff_user) for _ in range(8)] == [None] * 8
+
+
+@pytest.mark.django_db
+def test_a_chat_request_is_throttled_by_the_rate_before_the_flood_rule(staff_user, monkeypatch):
+    monkeypatch.setattr(chat.ratelimit, "_now", lambda: 60.0)
+    outcomes = [chat_throttled(staff_user) for _ in range(21)]
+
+    assert outcomes[:4] == [None] * 4
+    assert all(o is not None and o.flood for o in outcomes[4:20])
+    assert not outcomes[20].flood and outcomes[20].retry_after == 60
