@@ -14,6 +14,7 @@ from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
 from chat.models import Citation, Conversation, Message
 from knowledge.models import Document
+from knowledge.retrieval import not_expired
 
 CITATION_FIELDS = tuple(field.name for field in Citation._meta.concrete_fields)
 
@@ -68,6 +69,7 @@ def citations_with_source_state() -> QuerySet[Citation]:
             "chunk__text",
             "chunk__document__enabled",
             "chunk__document__status",
+            "chunk__document__expires_at",
         )
         .order_by("n")
     )
@@ -94,6 +96,8 @@ class CitationRow:
     document_title: str
     page: int | None
     section: str | None
+    sheet: str | None
+    cells: str | None
     url: str
     text: str
     similarity: float
@@ -134,10 +138,11 @@ def _suggestions(value: object) -> tuple[str, ...]:
 
 def citation_fresh() -> ExpressionWrapper:
     """SQL for "not stale" (`citation_is_stale` in the database): the cited chunk still
-    exists with the very text cited, in an enabled, ready document. NULL (not fresh) when
-    the chunk is gone: its columns come from LEFT JOINs on primary keys."""
+    exists with the very text cited, in an enabled, ready, unexpired document. NULL (not
+    fresh) when the chunk is gone: its columns come from LEFT JOINs on primary keys."""
     return ExpressionWrapper(
         Q(
+            not_expired("chunk__document__"),
             chunk__text=F("text"),
             chunk__document__enabled=True,
             chunk__document__status=Document.Status.READY,

@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -35,6 +36,7 @@ from knowledge.chunking import ChunkDraft, chunks_build, embedding_input
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.parsing import (
     DocumentParseError,
+    ParsedDocument,
     UnsupportedFileType,
     document_parse,
     file_type_check,
@@ -104,8 +106,10 @@ def document_ingest(
     uploaded_by: AbstractBaseUser | None = None,
     dry_run: bool = False,
     source: str | None = None,
+    expires_at: datetime | None = None,
 ) -> IngestOutcome:
-    """Ingest one file. New → created; changed → chunks replaced; unchanged → untouched.
+    """Ingest one file. New → created; changed → chunks replaced; unchanged → untouched
+    (but for `expires_at`, which is set whenever it is given).
 
     `source` (default: the resolved path) identifies the document across runs. An explicit
     `title` wins; otherwise a new document takes the file's own title or first heading, else
@@ -121,6 +125,7 @@ def document_ingest(
             uploaded_by=uploaded_by,
             dry_run=dry_run,
             source=source,
+            expires_at=expires_at,
         )
     )
     return window.outcomes()[0]
@@ -153,15 +158,19 @@ def documents_ingest(
     enabled: bool,
     dry_run: bool,
     progress: Progress | None = None,
+    expires_at: datetime | None = None,
 ) -> list[IngestOutcome]:
     """Ingest files and directories (walked recursively; files of unsupported types inside a
     directory are skipped, see `paths_expand`). One file failing never stops the others.
-    Outcomes in file order; `progress(1)` as each file is done."""
+    Outcomes in file order; `progress(1)` as each file is done. `expires_at`: when every
+    ingested document expires (see `Document.expires_at`)."""
     files, _skipped = paths_expand(paths)
     window = _Window(progress=progress)
     for file in files:
         try:
-            step = _ingest_job(path=file, title=title, enabled=enabled, dry_run=dry_run)
+            step = _ingest_job(
+                path=file, title=title, enabled=enabled, dry_run=dry_run, expires_at=expires_at
+            )
         except Exception as exc:  # one broken file must not stop a batch; logged in full
             logger.exception("Ingesting %s failed", file)
             step = IngestOutcome(str(file), "failed", None, 0, f"Unexpected error: {exc}")
@@ -331,6 +340,7 @@ def _ingest_job(
     dry_run: bool,
     uploaded_by: AbstractBaseUser | None = None,
     source: str | None = None,
+    expires_at: datetime | None = None,
 ) -> IngestOutcome | _Job:
     """Read, check, parse and chunk one file: a final outcome, or a job to embed and write."""
     source = source or str(path.resolve())
@@ -351,6 +361,9 @@ def _ingest_job(
         and existing.content_hash == content_hash
         and existing.status == Document.Status.READY
     ):
+        if expires_at is not None and existing.expires_at != expires_at and not dry_run:
+            Document.objects.filter(pk=existing.pk).update(expires_at=expires_at)
+            existing.expires_at = expires_at
         return IngestOutcome(source, "unchanged", existing, existing.chunks.count())
     action: Action = "updated" if existing is not None else "new"
 
@@ -364,6 +377,8 @@ def _ingest_job(
             fields.update(enabled=enabled, uploaded_by=uploaded_by)
         elif not enabled:
             fields["enabled"] = False
+        if expires_at is not None:
+            fields["expires_at"] = expires_at
         return fields
 
     try:
@@ -382,7 +397,7 @@ def _ingest_job(
         existing=existing,
         content_hash=content_hash,
         drafts=drafts,
-        fields=fields_for(parsed.title),
+        fields={**fields_for(parsed.title), **_parsed_metadata(parsed, existing)},
         failure_fields=fields_for(parsed.title),
     )
 
@@ -401,7 +416,7 @@ def _rebuild_job(
             _mark_failed(source=document.source, error=str(exc), fields={})
             document.refresh_from_db()
         return IngestOutcome(document.source, "failed", document, 0, str(exc))
-    fields = {"media_type": _media_type(name)}
+    fields = {"media_type": _media_type(name), **_parsed_metadata(parsed, document)}
     if not document.title:
         fields["title"] = parsed.title or title_from_name(name)
     return _job_new(
@@ -413,6 +428,15 @@ def _rebuild_job(
         fields=fields,
         failure_fields={},
     )
+
+
+def _parsed_metadata(parsed: ParsedDocument, existing: Document | None) -> dict:
+    """{"metadata": ...} when the parser found some (a spreadsheet's sheets), merged over
+    the document's own (its url and the like stay)."""
+    if not parsed.metadata:
+        return {}
+    current = existing.metadata if existing is not None and existing.metadata else {}
+    return {"metadata": {**current, **parsed.metadata}}
 
 
 def _drafts(*, parsed, name: str) -> list[ChunkDraft]:
@@ -532,6 +556,8 @@ def _write(job: _Job) -> Document:
                     char_end=draft.char_end,
                     token_count=draft.token_count,
                     text_hash=draft.text_hash,
+                    sheet=draft.sheet,
+                    cells=draft.cells,
                 )
                 for draft in job.drafts
             ],
