@@ -17,7 +17,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
@@ -67,6 +67,21 @@ class SourceView:
     document_available: bool = False
     has_file: bool = False
     stale: bool = False  # the cited passage has changed or left the knowledge base since
+    sheet: str | None = None  # spreadsheets: the sheet and the cells cited ("A4:E4")
+    cells: str | None = None
+
+    @property
+    def cell_reference(self) -> str:
+        """"Stocks!A4:E4" for a spreadsheet source, else ""."""
+        if not self.sheet:
+            return ""
+        return f"{self.sheet}!{self.cells}" if self.cells else self.sheet
+
+    @property
+    def heading(self) -> str:
+        """The title, and for a spreadsheet the cells: "inventory.xlsx — Stocks!A4:E4"."""
+        reference = self.cell_reference
+        return f"{self.title} — {reference}" if reference else self.title
 
     @property
     def location(self) -> str:
@@ -84,7 +99,10 @@ class SourceView:
             return ""
         url = reverse("knowledge:document", kwargs={"pk": self.document_id})
         if self.chunk_id:
-            url += f"?chunk={self.chunk_id}#chunk-{self.chunk_id}"
+            query = {"chunk": self.chunk_id}
+            if self.sheet and self.cells:
+                query["cells"] = self.cells
+            url += f"?{urlencode(query)}#chunk-{self.chunk_id}"
         return url
 
     @property
@@ -210,7 +228,7 @@ def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
         "</span></span></span>",
         mid=message_id,
         n=source.n,
-        title=source.title,
+        title=source.heading,
         card=card_id,
         location=location,
         excerpt=source.excerpt,
@@ -246,6 +264,8 @@ def _source_of(citation: CitationRow, documents: dict[int, bool]) -> SourceView:
         document_available=document_id in documents,
         has_file=documents.get(document_id, False),
         stale=citation.stale,
+        sheet=citation.sheet,
+        cells=citation.cells,
     )
 
 
@@ -472,6 +492,8 @@ def sources_from_event(citations: Sequence[dict[str, Any]]) -> list[SourceView]:
                 document_available=document_id in documents,
                 has_file=documents.get(document_id, False),
                 stale=bool(citation.get("stale")),
+                sheet=citation.get("sheet"),
+                cells=citation.get("cells"),
             )
         )
     return sorted(views, key=lambda s: s.n)

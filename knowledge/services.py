@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from knowledge import embedding
 from knowledge.chunking import ChunkDraft, chunks_build, embedding_input
@@ -54,6 +55,7 @@ Progress = Callable[[int], None]
 _LOOKUP_BATCH = 1000  # text hashes per embedding-cache query
 _WRITE_BATCH = 500  # rows per INSERT
 _STALE_BATCH = 256  # chunks per re-embedding round
+_PURGE_BATCH = 100  # documents deleted per transaction
 
 
 def _embed_window() -> int:
@@ -275,6 +277,46 @@ def documents_reindex(
             step = IngestOutcome(document.source, "failed", document, 0, f"{exc}")
         window.add(step)
     return window.outcomes()
+
+
+def documents_expired(*, now: datetime | None = None) -> QuerySet[Document]:
+    """Documents whose `expires_at` has passed, by pk."""
+    return Document.objects.filter(expires_at__lte=now or timezone.now()).order_by("pk")
+
+
+def documents_purge_expired(
+    *, now: datetime | None = None, dry_run: bool = False, progress: Progress | None = None
+) -> list[Document]:
+    """Delete the expired documents (their chunks and embeddings go with them; answers that
+    cited them keep their citation snapshots, shown as from a removed document) and their
+    uploaded files. Batches by pk, each in its own transaction; `progress(n)` after each.
+    Returns the documents deleted (or, with `dry_run`, that would be)."""
+    now = now or timezone.now()
+    if dry_run:
+        return list(documents_expired(now=now))
+    storage = Document._meta.get_field("file").storage
+    deleted: list[Document] = []
+    last_pk = 0
+    while True:
+        with transaction.atomic():
+            batch = list(
+                documents_expired(now=now).filter(pk__gt=last_pk).select_for_update()[:_PURGE_BATCH]
+            )
+            if not batch:
+                return deleted
+            last_pk = batch[-1].pk
+            names = [document.file.name for document in batch if document.file]
+            Document.objects.filter(pk__in=[document.pk for document in batch]).delete()
+
+            def remove(names: list[str] = names) -> None:
+                for name in names:
+                    if storage.exists(name):
+                        storage.delete(name)
+
+            transaction.on_commit(remove)
+        deleted.extend(batch)
+        if progress:
+            progress(len(batch))
 
 
 def title_from_name(name: str) -> str:

@@ -1,5 +1,6 @@
 """Document pages: a document's passages in order (the cited one highlighted) and its original
-file. Staff only, like the chat."""
+file. Staff only, like the chat. A spreadsheet's passages are shown as its sheets' tables, the
+cited rows highlighted (`?chunk=<id>&cells=A4:E4`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from chat.decorators import no_access, staff_required
 from chat.rendering import safe_external_url
 from chat.views import sidebar_context
 from knowledge.models import Document
+from knowledge.selectors import document_sheet_tables
 
 # Shown in the browser (a PDF opens at the cited page); everything else is downloaded, so a
 # document's own HTML or script can never run on this site.
@@ -53,12 +55,22 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
     document = Document.objects.filter(pk=pk).first()
     if document is None:
         return document_not_found(request)
-    chunks = list(document.chunks.order_by("index").only("pk", "index", "text", "page", "section"))
+    chunks = list(
+        document.chunks.order_by("index").only(
+            "pk", "index", "text", "page", "section", "sheet", "cells"
+        )
+    )
     highlighted: int | None = None
     requested = request.GET.get("chunk", "")
     if requested.isdigit():
         highlighted = int(requested)
     highlighted_missing = highlighted is not None and all(c.pk != highlighted for c in chunks)
+    sheet_tables = document_sheet_tables(
+        document=document,
+        chunks=chunks,
+        highlighted=highlighted,
+        cells=request.GET.get("cells", "")[:40],
+    )
     file_url = ""
     if original_path(document) is not None:
         file_url = reverse("knowledge:document_file", kwargs={"pk": document.pk})
@@ -67,6 +79,7 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "chunks": chunks,
         "highlighted": highlighted,
         "highlighted_missing": highlighted_missing,
+        "sheet_tables": sheet_tables,
         "file_url": file_url,
         "external_url": safe_external_url(document.url),
         "source_label": source_label(document.source),
