@@ -65,7 +65,6 @@ CSV_DELIMITERS = ",;\t|"
 
 _RANGE = re.compile(r"^([A-Z]{1,3})(\d+)(?::([A-Z]{1,3})(\d+))?$")
 _MERGE_REF = re.compile(rb"<(?:\w+:)?mergeCell\s[^>]*?ref=\"([A-Z]+\d+(?::[A-Z]+\d+)?)\"")
-_CURRENCY = re.compile(r"\[\$([^\]-]*)[^\]]*\]|([€$£¥])")
 
 
 # --- Cell references -----------------------------------------------------------------------
@@ -207,16 +206,40 @@ def number_text(value: float, number_format: str | None = None) -> str:
         text = format(float(number), f"{separator}.{decimals}f")
         if text.startswith("-") and float(text.replace(",", "")) == 0:
             text = text[1:]
-    if percent:
-        text += "%"
-    currency = _CURRENCY.search(fmt)
-    if currency:
-        symbol = (currency.group(1) or currency.group(2) or "").strip()
-        if symbol:
-            placeholder = re.search(r"[0#?]", fmt)
-            before = placeholder is None or currency.start() < placeholder.start()
-            text = f"{symbol}{text}" if before else f"{text} {symbol}"
-    return text
+    prefix, suffix = _format_literals(fmt)
+    return f"{prefix}{text}{suffix}".strip()
+
+
+_FORMAT_TOKEN = re.compile(
+    r'"(?P<quoted>[^"]*)"|\\(?P<escaped>.)|\[\$(?P<currency>[^\]-]*)[^\]]*\]|\[[^\]]*\]'
+    r"|[_*].|(?P<placeholder>[0#?])|(?P<literal>[^0#?.,])|[.,]"
+)
+
+
+def _format_literals(fmt: str) -> tuple[str, str]:
+    """The text a number format puts before and after the number: quoted text ("GBP "),
+    escaped characters, currency signs, percent, spaces. Colours, conditions and padding
+    (`_)`, `*-`) are left out."""
+    if fmt == "General" or "@" in fmt:  # "@": shown as text
+        return "", ""
+    prefix: list[str] = []
+    suffix: list[str] = []
+    seen_placeholder = False
+    for token in _FORMAT_TOKEN.finditer(fmt):
+        if token.group("placeholder"):
+            seen_placeholder = True
+            continue
+        literal = next(
+            (
+                token.group(name)
+                for name in ("quoted", "escaped", "currency", "literal")
+                if token.group(name) is not None
+            ),
+            None,
+        )
+        if literal:
+            (suffix if seen_placeholder else prefix).append(literal)
+    return "".join(prefix), "".join(suffix)
 
 
 # --- Limits --------------------------------------------------------------------------------

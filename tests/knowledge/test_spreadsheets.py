@@ -128,6 +128,11 @@ def test_a_comma_separated_utf8_csv_with_quotes_is_read_too(tmp_path):
         (12.5, '#,##0.00 "€"', "12.50 €"),
         (99, '"$"#,##0', "$99"),
         (-0.0001, "0.00", "0.00"),
+        (189, '"GBP "#,##0.00', "GBP 189.00"),
+        (5, "[$€-407] #,##0.00", "€ 5.00"),
+        (3, '0" kg"', "3 kg"),
+        (-12, "#,##0;[Red]-#,##0", "-12"),
+        (7, "@", "7"),
     ],
 )
 def test_numbers_read_as_their_cell_format_shows_them(value, number_format, shown):
