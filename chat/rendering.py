@@ -72,7 +72,7 @@ class SourceView:
 
     @property
     def cell_reference(self) -> str:
-        """"Stocks!A4:E4" for a spreadsheet source, else ""."""
+        """The sheet and cells of a spreadsheet source ("Stocks!A4:E4"), else ""."""
         if not self.sheet:
             return ""
         return f"{self.sheet}!{self.cells}" if self.cells else self.sheet
