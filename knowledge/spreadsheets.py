@@ -80,7 +80,7 @@ def column_letter(index: int) -> str:
 
 
 def column_index(letters: str) -> int:
-    """ "A" → 1, "AA" → 27."""
+    """Column letters to a number: "A" → 1, "AA" → 27."""
     index = 0
     for letter in letters:
         index = index * 26 + ord(letter) - 64
@@ -88,7 +88,7 @@ def column_index(letters: str) -> int:
 
 
 def cell_range(first_row: int, last_row: int, first_column: int, last_column: int) -> str:
-    """ "A4:E6" (or "B7" for a single cell)."""
+    """The range as written: "A4:E6" (or "B7" for a single cell)."""
     start = f"{column_letter(first_column)}{first_row}"
     end = f"{column_letter(last_column)}{last_row}"
     return start if start == end else f"{start}:{end}"
@@ -112,7 +112,7 @@ class CellRange:
 
 
 def range_parse(text: str | None) -> CellRange | None:
-    """ "A4:E6" → CellRange(4, 6, 1, 5); None for anything else."""
+    """Parse a range: "A4:E6" → CellRange(4, 6, 1, 5); None for anything else."""
     match = _RANGE.match((text or "").strip().upper())
     if not match:
         return None
