@@ -58,7 +58,9 @@ CELL_SEPARATOR = " · "  # between "label: value" pairs
 LABEL_SEPARATOR = ": "
 HEADER_SEARCH_ROWS = 10  # the header row is looked for among a sheet's first non-empty rows
 MAX_SHEETS = 500
-MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # sum of an .xlsx's parts once unzipped
+# Sum of an .xlsx's parts once unzipped: 50,000 rows of 20 filled cells take about 60 MB; a
+# file far beyond (empty styled cells by the million, a zip bomb) is refused before parsing.
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 MAX_LABEL_CHARS = 120
 MAX_CELL_CHARS = 2000  # a longer cell is cut (with "…"): a row must stay readable
 CSV_DELIMITERS = ",;\t|"
@@ -540,7 +542,7 @@ def _xlsx_sheet(worksheet, archive: zipfile.ZipFile, builder, budget: _Budget) -
         return value_text(value)
 
     return sheet_blocks(
-        name=_clean_inline(worksheet.title) or "Sheet",
+        name=_clean_inline(worksheet.title)[:MAX_LABEL_CHARS] or "Sheet",
         rows=_merge_fill(raw_rows(), merges, render),
         merges=merges,
         builder=builder,
@@ -572,7 +574,7 @@ def parse_csv(data: bytes, builder: _BlockBuilder) -> str | None:
     text = _decode_text(data)
     dialect = _csv_dialect(text)
     name = Path(builder.name).stem if builder.name else "Sheet"
-    name = _clean_inline(name) or "Sheet"
+    name = _clean_inline(name)[:MAX_LABEL_CHARS] or "Sheet"
 
     def rows() -> Iterator[Row]:
         reader = csv.reader(io.StringIO(text, newline=""), dialect)
@@ -598,7 +600,8 @@ def parse_csv(data: bytes, builder: _BlockBuilder) -> str | None:
 def _csv_dialect(text: str) -> type[csv.Dialect] | csv.Dialect:
     """The CSV dialect: Python's sniffer on the first lines, else the delimiter that splits
     those lines most consistently, else a comma."""
-    sample = "\n".join(text.splitlines()[:50])[:64 * 1024]  # fmt: skip
+    head = text[: 64 * 1024]
+    sample = "\n".join(head.splitlines()[:50])
     try:
         dialect = csv.Sniffer().sniff(sample, delimiters=CSV_DELIMITERS)
         if dialect.delimiter in CSV_DELIMITERS:
