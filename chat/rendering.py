@@ -249,14 +249,24 @@ def _documents_info(document_ids: Iterable[int | None]) -> dict[int, bool]:
     return {document.pk: original_path(document) is not None for document in documents}
 
 
-def _source_of(citation: CitationRow, documents: dict[int, bool]) -> SourceView:
+def quoted_rows_excerpt(text: str, content: str) -> str:
+    """The excerpt of a spreadsheet source: the rows of its chunk the answer quotes (an
+    answer quotes rows whole), else the chunk's beginning."""
+    quoted = [line for line in text.split("\n") if line.strip() and line in content]
+    return excerpt_of(" ".join(quoted) if quoted else text)
+
+
+def _source_of(citation: CitationRow, documents: dict[int, bool], content: str = "") -> SourceView:
     document_id = citation.document_id_snapshot
+    excerpt = (
+        quoted_rows_excerpt(citation.text, content) if citation.sheet else excerpt_of(citation.text)
+    )
     return SourceView(
         n=citation.n,
         title=citation.document_title,
         page=citation.page,
         section=citation.section,
-        excerpt=excerpt_of(citation.text),
+        excerpt=excerpt,
         text=citation.text,
         chunk_id=citation.chunk_id_snapshot or citation.chunk_id,
         document_id=document_id,
@@ -315,7 +325,7 @@ def _view_of(row: MessageRow, around: _Surroundings, *, can_post: bool) -> Messa
         status=row.status,
         content=row.content,
         created_at=row.created_at,
-        sources=[_source_of(c, around.documents) for c in row.citations],
+        sources=[_source_of(c, around.documents, row.content) for c in row.citations],
         suggestions=list(row.suggestions),
         warning=row.warning,
         error_code=row.error_code,

@@ -16,7 +16,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from chat.answering.extractive import cited_rows, row_spans
-from chat.rendering import sources_from_event
+from chat.rendering import quoted_rows_excerpt, sources_from_event
 from knowledge.models import Document
 from knowledge.retrieval import RetrievedChunk
 from knowledge.services import document_ingest
@@ -138,6 +138,12 @@ def test_cited_rows_narrow_the_range_to_the_quoted_rows():
     assert cited_rows(chunk, [starts[1]]) == "B11:D11"
     assert cited_rows(chunk, [starts[0], starts[2]]) == "B10:D12"
     assert cited_rows(chunk.__class__(**{**chunk.as_dict(), "cells": "B10:D11"}), [0]) == "B10:D11"
+
+
+def test_a_spreadsheet_source_is_excerpted_by_the_rows_the_answer_quotes():
+    text = "S — a: 1 · b: x\nS — a: 2 · b: y\nS — a: 3 · b: z"
+    assert quoted_rows_excerpt(text, "S — a: 2 · b: y [1]") == "S — a: 2 · b: y"
+    assert quoted_rows_excerpt(text, "something else [1]").startswith("S — a: 1 · b: x S — a: 2")
 
 
 def test_an_expired_spreadsheet_is_not_cited_and_purged_answers_keep_their_snapshot(

@@ -95,6 +95,7 @@ def test_a_cell_question_is_cited_down_to_the_cells_and_shown_in_the_sheet(pages
     badge.focus()
     card = page.locator(f"#{badge.get_attribute('aria-describedby')}")
     assert card.is_visible() and HEADING in card.inner_text()
+    assert "QX-2207" in card.inner_text() and "QX-2208" not in card.inner_text()  # its row
     screenshot(page, "spreadsheet-answer.png")
     badge.blur()  # the card closes again
 
