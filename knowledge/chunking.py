@@ -313,9 +313,9 @@ def _split_long(text: str, start: int, end: int, body_max: int, paragraph: int) 
     """Cut text[start:end] into pieces of at most `body_max` word pieces, at word starts
     (a line start preferred), in the middle of a word only when one word is that long."""
     piece = text[start:end]
-    offsets = embedding.get_tokenizer()(
-        piece, add_special_tokens=False, return_offsets_mapping=True
-    )["offset_mapping"]
+    offsets = embedding.tokenize(piece, add_special_tokens=False, return_offsets_mapping=True)[
+        "offset_mapping"
+    ]
     units: list[_Unit] = []
     i, total = 0, len(offsets)
     while i < total:
