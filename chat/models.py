@@ -113,6 +113,8 @@ class Citation(models.Model):
     document_title = models.CharField(max_length=300)
     page = models.PositiveIntegerField(null=True, blank=True)
     section = models.CharField(max_length=1000, null=True, blank=True)
+    sheet = models.CharField(max_length=255, null=True, blank=True)
+    cells = models.CharField(max_length=40, null=True, blank=True)
     url = models.CharField(max_length=1000, blank=True)
     chunk_index = models.PositiveIntegerField(null=True, blank=True)
     text = models.TextField()

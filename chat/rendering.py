@@ -19,6 +19,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
@@ -56,6 +57,21 @@ class SourceView:
     document_available: bool = False
     has_file: bool = False
     stale: bool = False  # the cited passage has changed or left the knowledge base since
+    sheet: str | None = None  # spreadsheets: the sheet and the cells cited ("A4:E4")
+    cells: str | None = None
+
+    @property
+    def cell_reference(self) -> str:
+        """The sheet and cells of a spreadsheet source ("Stocks!A4:E4"), else ""."""
+        if not self.sheet:
+            return ""
+        return f"{self.sheet}!{self.cells}" if self.cells else self.sheet
+
+    @property
+    def heading(self) -> str:
+        """The title, and for a spreadsheet the cells: "inventory.xlsx — Stocks!A4:E4"."""
+        reference = self.cell_reference
+        return f"{self.title} — {reference}" if reference else self.title
 
     @property
     def location(self) -> str:
@@ -73,7 +89,10 @@ class SourceView:
             return ""
         url = reverse("knowledge:document", kwargs={"pk": self.document_id})
         if self.chunk_id:
-            url += f"?chunk={self.chunk_id}#chunk-{self.chunk_id}"
+            query = {"chunk": self.chunk_id}
+            if self.sheet and self.cells:
+                query["cells"] = self.cells
+            url += f"?{urlencode(query)}#chunk-{self.chunk_id}"
         return url
 
     @property
@@ -213,7 +232,7 @@ def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
         "</span></span></span>",
         mid=message_id,
         n=source.n,
-        title=source.title,
+        title=source.heading,
         card=card_id,
         location=location,
         excerpt=source.excerpt,
@@ -232,14 +251,24 @@ def _documents_info(document_ids: Iterable[int | None]) -> dict[int, bool]:
     return {document.pk: document_original_path(document) is not None for document in documents}
 
 
-def _source_of(citation: CitationRow, documents: dict[int, bool]) -> SourceView:
+def quoted_rows_excerpt(text: str, content: str) -> str:
+    """The excerpt of a spreadsheet source: the rows of its chunk the answer quotes (an
+    answer quotes rows whole), else the chunk's beginning."""
+    quoted = [line for line in text.split("\n") if line.strip() and line in content]
+    return excerpt_of(" ".join(quoted) if quoted else text)
+
+
+def _source_of(citation: CitationRow, documents: dict[int, bool], content: str = "") -> SourceView:
     document_id = citation.document_id_snapshot
+    excerpt = (
+        quoted_rows_excerpt(citation.text, content) if citation.sheet else excerpt_of(citation.text)
+    )
     return SourceView(
         n=citation.n,
         title=citation.document_title,
         page=citation.page,
         section=citation.section,
-        excerpt=excerpt_of(citation.text),
+        excerpt=excerpt,
         text=citation.text,
         chunk_id=citation.chunk_id_snapshot or citation.chunk_id,
         document_id=document_id,
@@ -247,6 +276,8 @@ def _source_of(citation: CitationRow, documents: dict[int, bool]) -> SourceView:
         document_available=document_id in documents,
         has_file=documents.get(document_id, False),
         stale=citation.stale,
+        sheet=citation.sheet,
+        cells=citation.cells,
     )
 
 
@@ -296,7 +327,7 @@ def _view_of(row: MessageRow, around: _Surroundings, *, can_post: bool) -> Messa
         status=row.status,
         content=row.content,
         created_at=row.created_at,
-        sources=[_source_of(c, around.documents) for c in row.citations],
+        sources=[_source_of(c, around.documents, row.content) for c in row.citations],
         suggestions=list(row.suggestions),
         warning=row.warning,
         error_code=row.error_code,
@@ -474,6 +505,8 @@ def sources_from_event(citations: Sequence[dict[str, Any]]) -> list[SourceView]:
                 document_available=document_id in documents,
                 has_file=documents.get(document_id, False),
                 stale=bool(citation.get("stale")),
+                sheet=citation.get("sheet"),
+                cells=citation.get("cells"),
             )
         )
     return sorted(views, key=lambda s: s.n)

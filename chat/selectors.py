@@ -16,6 +16,7 @@ from chat.answering.errors import AnswerError
 from chat.answering.followups import Turn
 from chat.models import Citation, Conversation, Message
 from knowledge.models import Document
+from knowledge.retrieval import not_expired
 from knowledge.selectors import document_error_for, document_source_label, documents_visible_to
 
 CITATION_FIELDS = tuple(field.name for field in Citation._meta.concrete_fields)
@@ -105,6 +106,7 @@ def citations_with_source_state() -> QuerySet[Citation]:
             "chunk__text",
             "chunk__document__enabled",
             "chunk__document__status",
+            "chunk__document__expires_at",
         )
         .order_by("n")
     )
@@ -131,6 +133,8 @@ class CitationRow:
     document_title: str
     page: int | None
     section: str | None
+    sheet: str | None
+    cells: str | None
     url: str
     text: str
     similarity: float
@@ -172,10 +176,11 @@ def _suggestions(value: object) -> tuple[str, ...]:
 
 def citation_fresh() -> ExpressionWrapper:
     """SQL for "not stale" (`citation_is_stale` in the database): the cited chunk still
-    exists with the very text cited, in an enabled, ready document. NULL (not fresh) when
-    the chunk is gone: its columns come from LEFT JOINs on primary keys."""
+    exists with the very text cited, in an enabled, ready, unexpired document. NULL (not
+    fresh) when the chunk is gone: its columns come from LEFT JOINs on primary keys."""
     return ExpressionWrapper(
         Q(
+            not_expired("chunk__document__"),
             chunk__text=F("text"),
             chunk__document__enabled=True,
             chunk__document__status=Document.Status.READY,
@@ -311,6 +316,8 @@ def documents_list(user: AbstractBaseUser) -> list[dict]:
             "reprocessing": document.reprocessing_since is not None,
             "error": document_error_for(user, document),
             "enabled": document.enabled,
+            "expires_at": document.expires_at,
+            "is_expired": document.is_expired,
             "chunk_count": document.chunk_count,
             "url": document.url,
             "created_at": document.created_at,

@@ -46,7 +46,7 @@ from chat.services import (
     feedback_give,
 )
 from knowledge.models import Document
-from knowledge.retrieval import knowledge_base_is_empty
+from knowledge.retrieval import knowledge_base_is_empty, not_expired
 from pages import no_access, sidebar_context, staff_required
 
 HISTORY_PAGE_SIZE = 25
@@ -95,9 +95,9 @@ def default_top_k() -> int:
 
 def composer_context(user, *, is_new: bool, last_question: str) -> dict:
     documents = list(
-        Document.objects.filter(enabled=True, status=Document.Status.READY).values_list(
-            "pk", "title"
-        )
+        Document.objects.filter(
+            not_expired(), enabled=True, status=Document.Status.READY
+        ).values_list("pk", "title")
     )
     return {
         "top_k": default_top_k(),

@@ -207,6 +207,10 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", BASE_DIR / ".data" / "media"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DOCUMENT_MAX_UPLOAD_BYTES = int(os.environ.get("DOCUMENT_MAX_UPLOAD_BYTES", 50 * 1024 * 1024))
+# A spreadsheet (.xlsx, .csv) beyond these fails with a clear error instead of tying up the
+# worker: rows holding data, and non-empty cells, over the whole file.
+SPREADSHEET_MAX_ROWS = int(os.environ.get("SPREADSHEET_MAX_ROWS", "50000"))
+SPREADSHEET_MAX_CELLS = int(os.environ.get("SPREADSHEET_MAX_CELLS", "1000000"))
 
 # --- Background tasks (document ingestion) -------------------------------------------------
 TASKS = {

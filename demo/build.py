@@ -1,8 +1,10 @@
 """Build the binary documents of the demo knowledge base.
 
 The Markdown, HTML and text documents in this folder are written by hand. The PDF (expenses
-and travel policy, one topic per page, numbered pages) and the DOCX (customer refund policy,
-Word heading styles) are generated from the text below so they can be reviewed in a diff.
+and travel policy, one topic per page, numbered pages), the DOCX (customer refund policy,
+Word heading styles), the XLSX (IT equipment stock and consulting day rates, two sheets) and
+the PPTX (the Q1 2026 all-hands deck) are generated from the text below so they can be
+reviewed in a diff.
 The generated files are committed too: running the app never needs this script.
 
     .venv/bin/python demo/build.py
@@ -16,6 +18,8 @@ from pathlib import Path
 DEMO_DIR = Path(__file__).resolve().parent
 PDF_PATH = DEMO_DIR / "expenses-and-travel-policy.pdf"
 DOCX_PATH = DEMO_DIR / "customer-refund-policy.docx"
+XLSX_PATH = DEMO_DIR / "it-equipment-stock.xlsx"
+PPTX_PATH = DEMO_DIR / "all-hands-q1-2026.pptx"
 # Fixed dates keep rebuilt files identical when the text has not changed.
 BUILT_AT = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.UTC)
 
@@ -400,12 +404,133 @@ def build_docx(path: Path = DOCX_PATH) -> None:
     _normalise_zip_dates(path)
 
 
-def _normalise_zip_dates(path: Path) -> None:
-    """python-docx stamps each zip member with the current time; pin them to BUILT_AT."""
+# --- IT equipment stock and day rates (XLSX) ------------------------------------------------
+STOCK_HEADER = ["Item code", "Item", "In stock", "Reorder level", "Unit cost", "Last delivery"]
+STOCK_ROWS: list[list[object]] = [
+    ["NW-LAP-14", "Laptop, 14-inch (standard issue)", 12, 5, 1249.0, dt.date(2026, 1, 12)],
+    ["NW-LAP-16", "Laptop, 16-inch (data science)", 4, 3, 2180.0, dt.date(2025, 11, 28)],
+    ["NW-DCK-01", "USB-C docking station", 18, 10, 189.0, dt.date(2026, 1, 12)],
+    ["NW-MON-27", "27-inch monitor", 9, 8, 245.0, dt.date(2025, 12, 3)],
+    ["NW-HST-02", "Wireless headset", 25, 15, 79.0, dt.date(2025, 12, 3)],
+    ["NW-KBD-01", "Keyboard and mouse set", 31, 10, 45.0, dt.date(2025, 10, 20)],
+    ["NW-CAM-01", "Webcam, 1080p", 7, 6, 59.0, dt.date(2025, 10, 20)],
+    ["NW-KEY-05", "Hardware security key", 40, 20, 52.0, dt.date(2026, 1, 5)],
+]
+RATES_HEADER = ["Service code", "Service", "Day rate", "Minimum days"]
+RATES_ROWS: list[list[object]] = [
+    ["CS-STRAT", "Data strategy workshop", 1450, 1],
+    ["CS-BI", "Dashboard and BI build", 1150, 5],
+    ["CS-ML", "Machine learning model development", 1350, 10],
+    ["CS-TRN", "Analytics training (up to 12 attendees)", 1600, 1],
+]
+
+
+def build_xlsx(path: Path = XLSX_PATH) -> None:
+    """Two sheets with a caption row, a header and formatted numbers and dates."""
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    workbook.properties.creator = "Northwind Analytics IT Support"
+    workbook.properties.created = BUILT_AT.replace(tzinfo=None)
+    workbook.properties.modified = BUILT_AT.replace(tzinfo=None)
+    stock = workbook.active
+    stock.title = "Equipment stock"
+    stock["A1"] = "IT equipment in stock at the Bristol office (counted 12 January 2026)"
+    stock.merge_cells("A1:F1")
+    stock.append(STOCK_HEADER)
+    for row in STOCK_ROWS:
+        stock.append(row)
+    for number in range(3, 3 + len(STOCK_ROWS)):
+        stock.cell(number, 5).number_format = '"GBP "#,##0.00'
+        stock.cell(number, 6).number_format = "dd/mm/yyyy"
+    rates = workbook.create_sheet("Consulting day rates")
+    rates.append(RATES_HEADER)
+    for row in RATES_ROWS:
+        rates.append(row)
+    for number in range(2, 2 + len(RATES_ROWS)):
+        rates.cell(number, 3).number_format = '"GBP "#,##0'
+    workbook.save(str(path))
+    _normalise_zip_dates(path, modified=True)
+
+
+# --- All-hands deck (PPTX) -------------------------------------------------------------------
+DECK_TITLE = "Northwind Analytics all-hands, Q1 2026"
+DECK_SLIDES: list[tuple[str, list[str], str]] = [
+    (
+        "Where we are",
+        [
+            "Revenue for 2025 was GBP 8.4 million, up 12% on 2024.",
+            "We are 64 people, including nine new starters since October.",
+            "Client satisfaction averaged 8.7 out of 10 across 41 projects.",
+        ],
+        "Thank the delivery teams for the December releases.",
+    ),
+    (
+        "Priorities for 2026",
+        [
+            "Launch the self-service dashboard product by the end of June.",
+            "Grow the machine learning practice to twelve consultants.",
+            "Achieve Cyber Essentials Plus certification by September.",
+        ],
+        "",
+    ),
+    (
+        "Office and ways of working",
+        [
+            "The Bristol office opens a second meeting floor on 2 March 2026.",
+            "Teams keep agreeing their shared office day each quarter.",
+            "The next all-hands is on 16 April 2026, in Bristol and online.",
+        ],
+        "Remind everyone to book desks through the office app.",
+    ),
+]
+
+
+def build_pptx(path: Path = PPTX_PATH) -> None:
+    """A title slide, then one slide per topic: a title, bullets and speaker notes."""
+    from pptx import Presentation
+
+    deck = Presentation()
+    deck.core_properties.title = DECK_TITLE
+    deck.core_properties.author = "Northwind Analytics leadership team"
+    deck.core_properties.created = BUILT_AT.replace(tzinfo=None)
+    deck.core_properties.modified = BUILT_AT.replace(tzinfo=None)
+    deck.core_properties.revision = 1
+    opening = deck.slides.add_slide(deck.slide_layouts[0])
+    opening.shapes.title.text = DECK_TITLE
+    opening.placeholders[1].text = "Bristol and online, 15 January 2026"
+    for title, bullets, notes in DECK_SLIDES:
+        slide = deck.slides.add_slide(deck.slide_layouts[1])
+        slide.shapes.title.text = title
+        frame = slide.placeholders[1].text_frame
+        frame.text = bullets[0]
+        for bullet in bullets[1:]:
+            frame.add_paragraph().text = bullet
+        if notes:
+            slide.notes_slide.notes_text_frame.text = notes
+    deck.save(str(path))
+    _normalise_zip_dates(path)
+
+
+def _normalise_zip_dates(path: Path, *, modified: bool = False) -> None:
+    """Office libraries stamp each zip member with the current time; pin them to BUILT_AT.
+    `modified`: the document's own "modified" property too (openpyxl sets it on save)."""
+    import re
     import zipfile
 
     with zipfile.ZipFile(path) as archive:
         members = [(info, archive.read(info.filename)) for info in archive.infolist()]
+    if modified:
+        stamp = BUILT_AT.strftime("%Y-%m-%dT%H:%M:%SZ").encode()
+        members = [
+            (
+                info,
+                re.sub(rb"(<dcterms:modified[^>]*>)[^<]*(<)", rb"\g<1>" + stamp + rb"\g<2>", data)
+                if info.filename == "docProps/core.xml"
+                else data,
+            )
+            for info, data in members
+        ]
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for info, data in members:
             info.date_time = BUILT_AT.timetuple()[:6]
@@ -415,7 +540,9 @@ def _normalise_zip_dates(path: Path) -> None:
 def main() -> None:
     build_pdf()
     build_docx()
-    for path in (PDF_PATH, DOCX_PATH):
+    build_xlsx()
+    build_pptx()
+    for path in (PDF_PATH, DOCX_PATH, XLSX_PATH, PPTX_PATH):
         print(f"wrote {path.relative_to(DEMO_DIR.parent)} ({path.stat().st_size} bytes)")
 
 

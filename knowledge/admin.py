@@ -19,6 +19,7 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
@@ -56,7 +57,7 @@ class DocumentUploadForm(forms.ModelForm):
 
     class Meta:
         model = Document
-        fields = ("file", "title", "enabled")
+        fields = ("file", "title", "enabled", "expires_at")
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
@@ -83,7 +84,25 @@ class DocumentUploadForm(forms.ModelForm):
 class DocumentChangeForm(forms.ModelForm):
     class Meta:
         model = Document
-        fields = ("title", "enabled")
+        fields = ("title", "enabled", "expires_at")
+
+
+class ExpiryFilter(admin.SimpleListFilter):
+    title = "expiry"
+    parameter_name = "expiry"
+
+    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
+        return [("expired", "Expired"), ("expires", "Expires later"), ("never", "Never expires")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Document]):
+        now = timezone.now()
+        if self.value() == "expired":
+            return queryset.filter(expires_at__lte=now)
+        if self.value() == "expires":
+            return queryset.filter(expires_at__gt=now)
+        if self.value() == "never":
+            return queryset.filter(expires_at__isnull=True)
+        return queryset
 
 
 @admin.register(Document)
@@ -95,13 +114,14 @@ class DocumentAdmin(admin.ModelAdmin):
         "display_title",
         "status_badge",
         "enabled",
+        "expiry",
         "chunk_count",
         "media_type",
         "updated_at",
         "error_summary",
     )
     list_display_links = ("display_title",)
-    list_filter = ("status", "enabled", "media_type")
+    list_filter = ("status", "enabled", ExpiryFilter, "media_type")
     search_fields = ("title", "source")
     ordering = ("-updated_at", "-id")
     list_per_page = 50
@@ -119,9 +139,9 @@ class DocumentAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
-    add_fieldsets = ((None, {"fields": ("file", "title", "enabled")}),)
+    add_fieldsets = ((None, {"fields": ("file", "title", "enabled", "expires_at")}),)
     fieldsets = (
-        (None, {"fields": ("title", "enabled")}),
+        (None, {"fields": ("title", "enabled", "expires_at")}),
         ("Processing", {"fields": ("status_badge", "error", "chunks_link")}),
         (
             "Origin",
@@ -250,6 +270,19 @@ class DocumentAdmin(admin.ModelAdmin):
             " · re-processing" if obj.reprocessing_since is not None else "",
         )
 
+    @admin.display(description="Expires", ordering="expires_at")
+    def expiry(self, obj: Document) -> str:
+        if obj.expires_at is None:
+            return "—"
+        day = timezone.localtime(obj.expires_at).strftime("%Y-%m-%d %H:%M")
+        if obj.is_expired:
+            return format_html(
+                '<span class="document-expired" style="color:#b91c1c;font-weight:600">'
+                "Expired {}</span>",
+                day,
+            )
+        return day
+
     @admin.display(description="Chunks", ordering="chunk_total")
     def chunk_count(self, obj: Document) -> int:
         total = getattr(obj, "chunk_total", None)
@@ -330,6 +363,8 @@ class ChunkAdmin(admin.ModelAdmin):
         "index",
         "page",
         "section",
+        "sheet",
+        "cells",
         "char_start",
         "char_end",
         "token_count",

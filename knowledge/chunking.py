@@ -4,7 +4,10 @@ Rules, in order of strength:
 1. A chunk never holds more than `MAX_TOKENS` word pieces of the model's own tokenizer,
    special tokens included: the model never silently truncates a chunk.
 2. A chunk never crosses a page or a section boundary (consecutive blocks with the same
-   page and section form a group; chunks are cut inside groups only).
+   page and section form a group; chunks are cut inside groups only). Spreadsheet rows
+   (blocks with a `sheet`) group by sheet, and an empty row ends a group: the rows of a
+   chunk are consecutive, one per line, and the chunk's `cells` is the range they cover
+   together ("A4:E6"), so line i of a spreadsheet chunk is row `first row + i`.
 3. Sentences stay whole; only a sentence that alone exceeds the limit is cut, on word
    boundaries (a line break preferred), by counting tokens.
 4. Paragraphs stay whole when they fit; short neighbouring paragraphs are merged up to
@@ -36,6 +39,7 @@ from itertools import groupby
 
 from knowledge import embedding
 from knowledge.parsing import SECTION_SEPARATOR, Block, ParsedDocument
+from knowledge.spreadsheets import range_rows, range_union
 
 MAX_TOKENS = embedding.MAX_TOKENS  # 256, [CLS] and [SEP] included
 TARGET_TOKENS = 200  # merge paragraphs up to this; a single paragraph may use the full limit
@@ -54,6 +58,8 @@ class ChunkDraft:
     char_end: int
     token_count: int  # pieces the model sees (heading path + text + special tokens)
     text_hash: str
+    sheet: str | None = None  # spreadsheets: the sheet of the chunk's rows
+    cells: str | None = None  # spreadsheets: the range its rows cover, "A4:E6"
 
     @property
     def embedding_input(self) -> str:
@@ -166,14 +172,33 @@ def chunks_build(
             paragraphs.append((block, units))
 
     pieces: list[tuple[Block, list[_Unit]]] = []
-    for (_, section), group in groupby(paragraphs, key=lambda p: (p[0].page, p[0].section)):
-        group = list(group)
+    keyed = zip(_group_keys([block for block, _ in paragraphs]), paragraphs, strict=True)
+    for (_, section, _, _), keyed_group in groupby(keyed, key=lambda pair: pair[0]):
+        group = [paragraph for _, paragraph in keyed_group]
         target_body, body_max = limits(section)
         packed = _pack([units for _, units in group], target_body, body_max)
         for units in _overlap(packed, overlap_tokens, body_max):
             pieces.append((group[0][0], units))
 
-    return _finish(text, pieces, max_tokens)
+    return _finish(text, pieces, max_tokens, parsed.blocks)
+
+
+def _group_keys(blocks: Sequence[Block]) -> list[tuple]:
+    """(page, section, sheet, region) per block: chunks are cut inside runs of equal keys.
+    A spreadsheet row that does not follow the previous one (an empty row between them)
+    starts a new region."""
+    keys: list[tuple] = []
+    region, last_row = 0, None
+    for block in blocks:
+        rows = range_rows(block.cells) if block.sheet else None
+        if rows is not None:
+            if last_row is not None and rows.start != last_row + 1:
+                region += 1
+            last_row = rows[-1]
+        else:
+            last_row = None
+        keys.append((block.page, block.section, block.sheet, region))
+    return keys
 
 
 def _pack(paragraphs: list[list[_Unit]], target_body: int, body_max: int) -> list[list[_Unit]]:
@@ -228,7 +253,10 @@ def _overlap(chunks: list[list[_Unit]], overlap_tokens: int, body_max: int) -> l
 
 
 def _finish(
-    text: str, pieces: list[tuple[Block, list[_Unit]]], max_tokens: int
+    text: str,
+    pieces: list[tuple[Block, list[_Unit]]],
+    max_tokens: int,
+    blocks: Sequence[Block] = (),
 ) -> list[ChunkDraft]:
     """Drafts from packed units; each chunk is counted again and cut again if over the limit."""
     spans = [(block, units[0].start, units[-1].end) for block, units in pieces]
@@ -239,7 +267,10 @@ def _finish(
         ]
     )
     drafts: list[ChunkDraft] = []
-    for (block, start, end), count in zip(spans, counts, strict=True):
+    for (block, start, end), count, (_, units) in zip(spans, counts, pieces, strict=True):
+        cells = None
+        if block.sheet and blocks:
+            cells = range_union(blocks[unit.paragraph].cells for unit in units)
         fitted = _fit(text, start, end, count, max_tokens, block.section)
         for piece_start, piece_end, piece_count in fitted:
             piece = text[piece_start:piece_end]
@@ -253,6 +284,8 @@ def _finish(
                     char_end=piece_end,
                     token_count=piece_count,
                     text_hash=text_hash(piece),
+                    sheet=block.sheet,
+                    cells=cells,
                 )
             )
     return drafts
@@ -280,9 +313,9 @@ def _split_long(text: str, start: int, end: int, body_max: int, paragraph: int) 
     """Cut text[start:end] into pieces of at most `body_max` word pieces, at word starts
     (a line start preferred), in the middle of a word only when one word is that long."""
     piece = text[start:end]
-    offsets = embedding.get_tokenizer()(
-        piece, add_special_tokens=False, return_offsets_mapping=True
-    )["offset_mapping"]
+    offsets = embedding.tokenize(piece, add_special_tokens=False, return_offsets_mapping=True)[
+        "offset_mapping"
+    ]
     units: list[_Unit] = []
     i, total = 0, len(offsets)
     while i < total:

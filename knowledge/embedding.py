@@ -30,6 +30,7 @@ _model_lock = threading.Lock()
 # while the server's warm-up thread imports it failed with "cannot import name 'AutoTokenizer'"
 # (seen as a 500 on the first /api/chat of a freshly started test server).
 _import_lock = threading.Lock()
+_tokenizer_lock = threading.Lock()
 _warm_up_started = threading.Event()
 logger = logging.getLogger(__name__)
 
@@ -86,24 +87,30 @@ def _load_model():
     return model
 
 
+def tokenize(texts: str | list[str], **options):
+    """The shared fast tokenizer, called by one thread at a time: it is not thread-safe (each
+    call sets its truncation state, and a call meeting another one in flight fails with
+    "RuntimeError: Already borrowed"; huggingface/tokenizers#537, transformers#47085). A
+    server tokenizes in several threads at once: the warm-up, and each question."""
+    with _tokenizer_lock:  # also around the first load: concurrent imports fail too
+        return get_tokenizer()(texts, **options)
+
+
 def token_count(text: str) -> int:
     """Word pieces the model sees for `text`, special tokens included."""
-    return len(get_tokenizer()(text, add_special_tokens=True, truncation=False)["input_ids"])
+    return len(tokenize(text, add_special_tokens=True, truncation=False)["input_ids"])
 
 
 def token_counts(texts: list[str]) -> list[int]:
     if not texts:
         return []
-    encoded = get_tokenizer()(texts, add_special_tokens=True, truncation=False)
+    encoded = tokenize(texts, add_special_tokens=True, truncation=False)
     return [len(ids) for ids in encoded["input_ids"]]
 
 
 def truncate_to_limit(text: str, limit: int = MAX_TOKENS) -> tuple[str, bool]:
     """Cut `text` so it fits the model; returns (text, was_truncated)."""
-    tokenizer = get_tokenizer()
-    encoded = tokenizer(
-        text, add_special_tokens=True, truncation=False, return_offsets_mapping=True
-    )
+    encoded = tokenize(text, add_special_tokens=True, truncation=False, return_offsets_mapping=True)
     if len(encoded["input_ids"]) <= limit:
         return text, False
     # Keep the pieces that fit between [CLS] and [SEP]; offsets point back into the text.

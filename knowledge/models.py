@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 EMBEDDING_DIMENSIONS = 384
@@ -48,6 +49,13 @@ class Document(models.Model):
         on_delete=models.SET_NULL,
         related_name="uploaded_documents",
     )
+    expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        db_index=True,
+        help_text="From this moment the document is never cited; `manage.py purge_expired` "
+        "deletes it. Empty: it never expires.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -67,6 +75,10 @@ class Document(models.Model):
         """Where a reader can open the original: the metadata URL, else the stored file."""
         return self.metadata.get("url", "") if isinstance(self.metadata, dict) else ""
 
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
 
 class Chunk(models.Model):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
@@ -74,6 +86,9 @@ class Chunk(models.Model):
     text = models.TextField()
     page = models.PositiveIntegerField(null=True, blank=True)
     section = models.CharField(max_length=1000, null=True, blank=True)
+    # Spreadsheets: the sheet of the chunk's rows and the cells they cover ("A4:E6").
+    sheet = models.CharField(max_length=255, null=True, blank=True)
+    cells = models.CharField(max_length=40, null=True, blank=True)
     char_start = models.PositiveIntegerField(default=0)
     char_end = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=0)

@@ -6,9 +6,13 @@ items, table rows, code blocks), each with its page (PDF) or section (heading pa
 into the extracted text. Chunking never lets a chunk cross from one page or section to the
 next, so these two fields are what citations point at.
 
-Supported: .pdf, .md/.markdown, .html/.htm, .txt, .docx. Anything else is refused with an
-`UnsupportedFileType`; a corrupt or empty file raises a `DocumentParseError` whose message is
-meant for the person who gave us the file.
+Spreadsheet blocks (.xlsx, .csv; knowledge/spreadsheets.py) are rows, each with its `sheet`
+and the `cells` it covers ("A4:E4"); slides (.pptx; knowledge/slides.py) have the slide
+number as their page and the slide's title as their section.
+
+Supported: .pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx. Anything else
+is refused with an `UnsupportedFileType`; a corrupt or empty file raises a
+`DocumentParseError` whose message is meant for the person who gave us the file.
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ SUPPORTED_TYPES: dict[str, str] = {
     ".htm": "text/html",
     ".txt": "text/plain",
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".csv": "text/csv",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
 }
-SUPPORTED_TYPES_LABEL = ".pdf, .md/.markdown, .html/.htm, .txt, .docx"
+SUPPORTED_TYPES_LABEL = ".pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx"
 SECTION_SEPARATOR = " > "
 
 # Control characters PostgreSQL cannot store (NUL) or that only add noise; \t and \n stay.
@@ -57,6 +64,8 @@ class Block:
     section: str | None
     char_start: int
     char_end: int
+    sheet: str | None = None  # spreadsheets: the sheet the row is on
+    cells: str | None = None  # spreadsheets: the cells the row covers, "A4:E4"
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,7 @@ class ParsedDocument:
     blocks: list[Block]
     title: str | None  # the document's own title or first heading, when it has one
     media_type: str
+    metadata: dict = field(default_factory=dict)  # for Document.metadata (spreadsheets: sheets)
 
 
 def file_type_check(name: str) -> str:
@@ -89,7 +99,7 @@ def document_parse(*, data: bytes, name: str) -> ParsedDocument:
     if not data.strip():
         raise DocumentParseError(f"The file is empty ({Path(name).name}).")
     parser = _PARSERS[Path(name).suffix.lower()]
-    builder = _BlockBuilder()
+    builder = _BlockBuilder(name=Path(name).name)
     title = parser(data, builder)
     if not builder.blocks:
         raise DocumentParseError(f"No text could be extracted from {Path(name).name}.")
@@ -98,6 +108,7 @@ def document_parse(*, data: bytes, name: str) -> ParsedDocument:
         blocks=builder.blocks,
         title=(_clean_inline(title)[:300] or None) if title else None,
         media_type=media_type,
+        metadata=builder.metadata,
     )
 
 
@@ -166,11 +177,20 @@ class _BlockBuilder:
     newline between the rows of a list or a table."""
 
     blocks: list[Block] = field(default_factory=list)
+    name: str = ""  # the file's name (a CSV's one sheet is named after it)
+    metadata: dict = field(default_factory=dict)
     _parts: list[str] = field(default_factory=list)
     _length: int = 0
 
     def add(
-        self, text: str, *, page: int | None = None, section: str | None = None, tight=False
+        self,
+        text: str,
+        *,
+        page: int | None = None,
+        section: str | None = None,
+        tight=False,
+        sheet: str | None = None,
+        cells: str | None = None,
     ) -> None:
         if not text:
             return
@@ -181,7 +201,7 @@ class _BlockBuilder:
         start = self._length
         self._parts.append(text)
         self._length += len(text)
-        self.blocks.append(Block(text, page, section, start, self._length))
+        self.blocks.append(Block(text, page, section, start, self._length, sheet, cells))
 
     def text(self) -> str:
         return "".join(self._parts)
@@ -634,6 +654,24 @@ def _docx_rows(table) -> Iterable[str]:
             yield " | ".join(cells)
 
 
+def _parse_xlsx(data: bytes, builder: _BlockBuilder) -> str | None:
+    from knowledge.spreadsheets import parse_xlsx
+
+    return parse_xlsx(data, builder)
+
+
+def _parse_csv(data: bytes, builder: _BlockBuilder) -> str | None:
+    from knowledge.spreadsheets import parse_csv
+
+    return parse_csv(data, builder)
+
+
+def _parse_pptx(data: bytes, builder: _BlockBuilder) -> str | None:
+    from knowledge.slides import parse_pptx
+
+    return parse_pptx(data, builder)
+
+
 _PARSERS: dict[str, Callable[[bytes, _BlockBuilder], str | None]] = {
     ".pdf": _parse_pdf,
     ".md": _parse_markdown,
@@ -642,4 +680,7 @@ _PARSERS: dict[str, Callable[[bytes, _BlockBuilder], str | None]] = {
     ".htm": _parse_html,
     ".txt": _parse_text,
     ".docx": _parse_docx,
+    ".xlsx": _parse_xlsx,
+    ".csv": _parse_csv,
+    ".pptx": _parse_pptx,
 }

@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,6 +38,7 @@ from knowledge.chunking import ChunkDraft, chunks_build, embedding_input
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.parsing import (
     DocumentParseError,
+    ParsedDocument,
     UnsupportedFileType,
     document_parse,
     file_type_check,
@@ -55,6 +57,7 @@ Progress = Callable[[int], None]
 _LOOKUP_BATCH = 1000  # text hashes per embedding-cache query
 _WRITE_BATCH = 500  # rows per INSERT
 _STALE_BATCH = 256  # chunks per re-embedding round
+_PURGE_BATCH = 100  # documents deleted per transaction
 
 
 def _embed_window() -> int:
@@ -107,8 +110,10 @@ def document_ingest(
     uploaded_by: AbstractBaseUser | None = None,
     dry_run: bool = False,
     source: str | None = None,
+    expires_at: datetime | None = None,
 ) -> IngestOutcome:
-    """Ingest one file. New → created; changed → chunks replaced; unchanged → untouched.
+    """Ingest one file. New → created; changed → chunks replaced; unchanged → untouched
+    (but for `expires_at`, which is set whenever it is given).
 
     `source` (default: the resolved path) identifies the document across runs. An explicit
     `title` wins; otherwise a new document takes the file's own title or first heading, else
@@ -124,6 +129,7 @@ def document_ingest(
             uploaded_by=uploaded_by,
             dry_run=dry_run,
             source=source,
+            expires_at=expires_at,
         )
     )
     return window.outcomes()[0]
@@ -218,15 +224,19 @@ def documents_ingest(
     enabled: bool,
     dry_run: bool,
     progress: Progress | None = None,
+    expires_at: datetime | None = None,
 ) -> list[IngestOutcome]:
     """Ingest files and directories (walked recursively; files of unsupported types inside a
     directory are skipped, see `paths_expand`). One file failing never stops the others.
-    Outcomes in file order; `progress(1)` as each file is done."""
+    Outcomes in file order; `progress(1)` as each file is done. `expires_at`: when every
+    ingested document expires (see `Document.expires_at`)."""
     files, _skipped = paths_expand(paths)
     window = _Window(progress=progress)
     for file in files:
         try:
-            step = _ingest_job(path=file, title=title, enabled=enabled, dry_run=dry_run)
+            step = _ingest_job(
+                path=file, title=title, enabled=enabled, dry_run=dry_run, expires_at=expires_at
+            )
         except Exception as exc:  # one broken file must not stop a batch; logged in full
             logger.exception("Ingesting %s failed", file)
             step = IngestOutcome(str(file), "failed", None, 0, f"Unexpected error: {exc}")
@@ -333,6 +343,46 @@ def documents_reindex(
     return window.outcomes()
 
 
+def documents_expired(*, now: datetime | None = None) -> QuerySet[Document]:
+    """Documents whose `expires_at` has passed, by pk."""
+    return Document.objects.filter(expires_at__lte=now or timezone.now()).order_by("pk")
+
+
+def documents_purge_expired(
+    *, now: datetime | None = None, dry_run: bool = False, progress: Progress | None = None
+) -> list[Document]:
+    """Delete the expired documents (their chunks and embeddings go with them; answers that
+    cited them keep their citation snapshots, shown as from a removed document) and their
+    uploaded files. Batches by pk, each in its own transaction; `progress(n)` after each.
+    Returns the documents deleted (or, with `dry_run`, that would be)."""
+    now = now or timezone.now()
+    if dry_run:
+        return list(documents_expired(now=now))
+    storage = Document._meta.get_field("file").storage
+    deleted: list[Document] = []
+    last_pk = 0
+    while True:
+        with transaction.atomic():
+            batch = list(
+                documents_expired(now=now).filter(pk__gt=last_pk).select_for_update()[:_PURGE_BATCH]
+            )
+            if not batch:
+                return deleted
+            last_pk = batch[-1].pk
+            names = [document.file.name for document in batch if document.file]
+            Document.objects.filter(pk__in=[document.pk for document in batch]).delete()
+
+            def remove(names: list[str] = names) -> None:
+                for name in names:
+                    if storage.exists(name):
+                        storage.delete(name)
+
+            transaction.on_commit(remove)
+        deleted.extend(batch)
+        if progress:
+            progress(len(batch))
+
+
 def title_from_name(name: str) -> str:
     """A title from a file name: "staff-handbook_2026.md" → "Staff handbook 2026"."""
     stem = Path(name).stem
@@ -396,6 +446,7 @@ def _ingest_job(
     dry_run: bool,
     uploaded_by: AbstractBaseUser | None = None,
     source: str | None = None,
+    expires_at: datetime | None = None,
 ) -> IngestOutcome | _Job:
     """Read, check, parse and chunk one file: a final outcome, or a job to embed and write."""
     source = source or str(path.resolve())
@@ -416,6 +467,9 @@ def _ingest_job(
         and existing.content_hash == content_hash
         and existing.status == Document.Status.READY
     ):
+        if expires_at is not None and existing.expires_at != expires_at and not dry_run:
+            Document.objects.filter(pk=existing.pk).update(expires_at=expires_at)
+            existing.expires_at = expires_at
         return IngestOutcome(source, "unchanged", existing, existing.chunks.count())
     action: Action = "updated" if existing is not None else "new"
 
@@ -429,6 +483,8 @@ def _ingest_job(
             fields.update(enabled=enabled, uploaded_by=uploaded_by)
         elif not enabled:
             fields["enabled"] = False
+        if expires_at is not None:
+            fields["expires_at"] = expires_at
         return fields
 
     try:
@@ -447,7 +503,7 @@ def _ingest_job(
         existing=existing,
         content_hash=content_hash,
         drafts=drafts,
-        fields=fields_for(parsed.title),
+        fields={**fields_for(parsed.title), **_parsed_metadata(parsed, existing)},
         failure_fields=fields_for(parsed.title),
     )
 
@@ -466,7 +522,7 @@ def _rebuild_job(
             _mark_failed(source=document.source, error=str(exc), fields={})
             document.refresh_from_db()
         return IngestOutcome(document.source, "failed", document, 0, str(exc))
-    fields = {"media_type": _media_type(name)}
+    fields = {"media_type": _media_type(name), **_parsed_metadata(parsed, document)}
     if not document.title:
         fields["title"] = parsed.title or title_from_name(name)
     return _job_new(
@@ -478,6 +534,15 @@ def _rebuild_job(
         fields=fields,
         failure_fields={},
     )
+
+
+def _parsed_metadata(parsed: ParsedDocument, existing: Document | None) -> dict:
+    """{"metadata": ...} when the parser found some (a spreadsheet's sheets), merged over
+    the document's own (its url and the like stay)."""
+    if not parsed.metadata:
+        return {}
+    current = existing.metadata if existing is not None and existing.metadata else {}
+    return {"metadata": {**current, **parsed.metadata}}
 
 
 def _drafts(*, parsed, name: str) -> list[ChunkDraft]:
@@ -598,6 +663,8 @@ def _write(job: _Job) -> Document:
                     char_end=draft.char_end,
                     token_count=draft.token_count,
                     text_hash=draft.text_hash,
+                    sheet=draft.sheet,
+                    cells=draft.cells,
                 )
                 for draft in job.drafts
             ],

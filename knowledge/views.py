@@ -1,6 +1,7 @@
 """Document pages: a document's passages in order (the cited one highlighted) and its original
 file. Staff only, like the chat; a disabled document only for staff who may see documents in
-the admin (it is out of the knowledge base for everyone else)."""
+the admin (it is out of the knowledge base for everyone else). A spreadsheet's passages are
+shown as its sheets' tables, the cited rows highlighted (`?chunk=<id>&cells=A4:E4`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from knowledge.selectors import document_get_for, document_original_path, document_source_label
+from knowledge.selectors import (
+    document_get_for,
+    document_original_path,
+    document_sheet_tables,
+    document_source_label,
+)
 from pages import no_access, safe_external_url, sidebar_context, staff_required
 
 # Shown in the browser (a PDF opens at the cited page); everything else is downloaded, so a
@@ -27,12 +33,22 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
     document = document_get_for(request.user, pk)
     if document is None:
         return document_not_found(request)
-    chunks = list(document.chunks.order_by("index").only("pk", "index", "text", "page", "section"))
+    chunks = list(
+        document.chunks.order_by("index").only(
+            "pk", "index", "text", "page", "section", "sheet", "cells"
+        )
+    )
     highlighted: int | None = None
     requested = request.GET.get("chunk", "")
     if requested.isdigit():
         highlighted = int(requested)
     highlighted_missing = highlighted is not None and all(c.pk != highlighted for c in chunks)
+    sheet_tables = document_sheet_tables(
+        document=document,
+        chunks=chunks,
+        highlighted=highlighted,
+        cells=request.GET.get("cells", "")[:40],
+    )
     file_url = ""
     if document_original_path(document) is not None:
         file_url = reverse("knowledge:document_file", kwargs={"pk": document.pk})
@@ -41,6 +57,7 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "chunks": chunks,
         "highlighted": highlighted,
         "highlighted_missing": highlighted_missing,
+        "sheet_tables": sheet_tables,
         "file_url": file_url,
         "external_url": safe_external_url(document.url),
         "source_label": document_source_label(document.source),

@@ -374,6 +374,5 @@ def _word_pieces(tokens: Iterable[str]) -> list[int]:
     tokens = list(tokens)
     if not tokens:
         return []
-    tokenizer = embedding.get_tokenizer()
-    encoded = tokenizer(tokens, add_special_tokens=False)["input_ids"]
+    encoded = embedding.tokenize(tokens, add_special_tokens=False)["input_ids"]
     return [max(1, len(ids)) for ids in encoded]

@@ -2,7 +2,9 @@
 
 The `sources` event of a fresh answer and a reload of the conversation both render stored
 `Citation` rows through `citation_as_dict`, so they are identical, also after the cited
-document was re-ingested, disabled or deleted (then `stale` says the source has changed).
+document was re-ingested, disabled, expired or deleted (then `stale` says the source has
+changed). A spreadsheet citation also names its `sheet` and `cells`: the rows the answer
+quotes ("A4:E4"), within the cited chunk's range.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def citation_build(*, message: Message, n: int, chunk: RetrievedChunk) -> Citati
         document_title=chunk.document_title[:300],
         page=chunk.page,
         section=chunk.section[:1000] if chunk.section else chunk.section,
+        sheet=chunk.sheet[:255] if chunk.sheet else chunk.sheet,
+        cells=chunk.cells[:40] if chunk.cells else chunk.cells,
         url=document_link(chunk.document_id, chunk.document_url)[:1000],
         chunk_index=chunk.chunk_index,
         text=chunk.text,
@@ -49,7 +53,8 @@ def citation_build(*, message: Message, n: int, chunk: RetrievedChunk) -> Citati
 
 
 def citation_is_stale(citation: Citation) -> bool:
-    """The cited chunk is gone, or its text changed, or its document is no longer searchable.
+    """The cited chunk is gone, or its text changed, or its document is no longer searchable
+    (disabled, not ready, expired).
 
     Expects `chunk__document` to be loaded (select_related) to avoid a query per citation.
     """
@@ -59,7 +64,8 @@ def citation_is_stale(citation: Citation) -> bool:
     if chunk.text != citation.text:
         return True
     document = chunk.document
-    return not (document.enabled and document.status == Document.Status.READY)
+    searchable = document.enabled and document.status == Document.Status.READY
+    return not searchable or document.is_expired
 
 
 def citation_as_dict(citation: Citation, *, stale: bool | None = None) -> dict[str, Any]:
@@ -72,6 +78,8 @@ def citation_as_dict(citation: Citation, *, stale: bool | None = None) -> dict[s
         "title": citation.document_title,
         "page": citation.page,
         "section": citation.section,
+        "sheet": citation.sheet,
+        "cells": citation.cells,
         "url": citation.url,
         "excerpt": excerpt_of(citation.text),
         "text": citation.text,

@@ -25,6 +25,15 @@ deterministic: ties break on chunk rank and position.
 Every answer sentence is an exact substring of the chunk it cites (`Sentence.text ==
 chunk.text[start:end]`).
 
+Spreadsheet chunks (`chunk.sheet` set) are cut into their rows, one per line, instead of
+sentences: a row ("Stocks — Product code: QX-2207 · … · Safety stock: 200") is what an answer
+quotes, never half a row or two rows run together. Rows of one sheet read much alike, so a
+further row joins the best one only when it also holds every question word the best row
+holds (a question naming one product code gets that product's row, a question about a
+category the rows of that category). The citation of a quoted row narrows from the chunk's
+range to the row(s) quoted (`A4:E6` → `A4:E4`): a chunk's lines are its consecutive rows
+(knowledge/chunking.py).
+
 Measured on ../shared/eval/squad2-visible.json (the 400 answerable questions, top 5 chunks,
 the pipeline's evidence check; a harness scoring the selection on cached retrieval results,
 constants chosen on half of the articles and checked on the other half): the selection cites a
@@ -48,12 +57,13 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
+from knowledge.spreadsheets import range_parse
 
 MAX_SENTENCES = 3
 MAX_CANDIDATE_CHUNKS = 8
@@ -231,13 +241,49 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+def row_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each line of a spreadsheet chunk (each a row), trimmed."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    for line in text.split("\n"):
+        start, end = _trim_spaces(text, position, position + len(line))
+        if end > start:
+            spans.append((start, end))
+        position += len(line) + 1
+    return spans
+
+
+def _trim_spaces(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def cited_rows(chunk: RetrievedChunk, starts: Sequence[int]) -> str | None:
+    """The range of the rows of a spreadsheet chunk that begin at or hold the offsets
+    `starts` (line i is the chunk's (first row + i)-th row); the chunk's range when its
+    lines and rows do not line up."""
+    parsed = range_parse(chunk.cells)
+    if parsed is None or not starts:
+        return chunk.cells
+    rows = parsed.rows()
+    if chunk.text.count("\n") + 1 != len(rows):
+        return chunk.cells
+    lines = sorted({chunk.text.count("\n", 0, start) for start in starts})
+    return str(parsed.with_rows(rows[lines[0]], rows[lines[-1]]))
+
+
 def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
-    """Answerable sentences of the chunks: not headings or table rows, at least three words,
-    each distinct text once (overlapping chunks repeat sentences: the better chunk keeps it)."""
+    """Answerable sentences of the chunks (rows of a spreadsheet chunk): not headings or
+    table rows, at least three words, each distinct text once (overlapping chunks repeat
+    sentences: the better chunk keeps it)."""
     seen: set[str] = set()
     candidates: list[Sentence] = []
     for rank, chunk in enumerate(chunks[:MAX_CANDIDATE_CHUNKS]):
-        for position, (start, end) in enumerate(sentence_spans(chunk.text)):
+        spans = row_spans(chunk.text) if chunk.sheet else sentence_spans(chunk.text)
+        for position, (start, end) in enumerate(spans):
             sentence = Sentence(chunk=chunk, rank=rank, position=position, start=start, end=end)
             text = sentence.text
             if _MARKUP_LINE.match(text) or len(_WORD.findall(text)) < MIN_WORDS:
@@ -373,10 +419,18 @@ def extractive_answer(
 
     chosen = [order[0]]
     best = scores[order[0]]
+    # A row follows a best row only holding every question word the best row holds.
+    question_terms = set(terms(question))
+    best_row_terms = (
+        question_terms & set(terms(texts[order[0]])) if candidates[order[0]].chunk.sheet else None
+    )
     for i in order[1:]:
         if len(chosen) == MAX_SENTENCES or scores[i] < best * FOLLOWER_RELATIVE_SCORE:
             break
         if any(float(vectors[i] @ vectors[j]) >= REDUNDANT_SIMILARITY for j in chosen):
+            continue
+        other_row = best_row_terms is not None and candidates[i].chunk.sheet
+        if other_row and not best_row_terms <= set(terms(texts[i])):
             continue
         chosen.append(i)
 
@@ -388,10 +442,20 @@ def extractive_answer(
     chosen[1:] = sorted(
         chosen[1:], key=lambda i: (chunk_order[candidates[i].chunk.chunk_id], candidates[i].start)
     )
+    # A spreadsheet chunk is cited by the rows quoted from it.
+    quoted: dict[int, list[int]] = {}
+    for i in chosen:
+        quoted.setdefault(candidates[i].chunk.chunk_id, []).append(candidates[i].start)
+    narrowed: dict[int, RetrievedChunk] = {}
     numbers: dict[int, int] = {}
     sentences = []
     for i in chosen:
         chunk = candidates[i].chunk
+        if chunk.sheet:
+            if chunk.chunk_id not in narrowed:
+                cells = cited_rows(chunk, quoted[chunk.chunk_id])
+                narrowed[chunk.chunk_id] = replace(chunk, cells=cells)
+            chunk = narrowed[chunk.chunk_id]
         n = numbers.setdefault(chunk.chunk_id, len(numbers) + 1)
         sentences.append(AnswerSentence(text=texts[i], n=n, chunk=chunk, score=scores[i]))
     return ExtractiveAnswer(sentences=sentences)

@@ -107,6 +107,14 @@ class CitationSerializer(serializers.Serializer):
     title = serializers.CharField()
     page = serializers.IntegerField(allow_null=True)
     section = serializers.CharField(allow_null=True)
+    sheet = serializers.CharField(
+        allow_null=True, help_text="Spreadsheets: the sheet of the cited rows (else null)."
+    )
+    cells = serializers.CharField(
+        allow_null=True,
+        help_text='Spreadsheets: the cited cells, e.g. "A4:E4" (shown as "file.xlsx — '
+        'Sheet!A4:E4"); else null.',
+    )
     url = serializers.CharField(help_text="Link to the source (may be empty).")
     excerpt = serializers.CharField(help_text="The first 200 characters of the cited chunk.")
     text = serializers.CharField(help_text="The cited chunk's full text, as it was cited.")
@@ -215,6 +223,12 @@ class DocumentSerializer(serializers.Serializer):
         help_text="Why processing failed (in full for staff who manage documents)."
     )
     enabled = serializers.BooleanField()
+    expires_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the document stops being cited (null: never)."
+    )
+    expired = serializers.BooleanField(
+        source="is_expired", help_text="Expired: never cited, deleted by purge_expired."
+    )
     chunk_count = serializers.IntegerField()
     url = serializers.CharField()
     created_at = serializers.DateTimeField()
@@ -241,6 +255,8 @@ class SearchHitSerializer(serializers.Serializer):
     chunk_index = serializers.IntegerField()
     page = serializers.IntegerField(allow_null=True)
     section = serializers.CharField(allow_null=True)
+    sheet = serializers.CharField(allow_null=True)
+    cells = serializers.CharField(allow_null=True)
     excerpt = serializers.CharField()
     text = serializers.CharField()
     similarity = serializers.FloatField(allow_null=True)

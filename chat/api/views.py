@@ -197,7 +197,8 @@ SSE_EXAMPLE = (
     'event: answer_delta\ndata: {"text": " [1]"}\n\n'
     'event: sources\ndata: {"message_id": "9f1c…", "citations": [{"n": 1, "chunk_id": 12, '
     '"document_id": 3, "title": "Staff handbook", "page": 3, "section": "Leave > Annual '
-    'leave", "url": "/documents/3/", "excerpt": "Full-time employees receive…", "text": "…", '
+    'leave", "sheet": null, "cells": null, "url": "/documents/3/", "excerpt": "Full-time '
+    'employees receive…", "text": "…", '
     '"similarity": 0.71, "stale": false}]}\n\n'
     'event: answer_end\ndata: {"message_id": "9f1c…", "status": "complete"}\n\n'
 )

@@ -130,7 +130,7 @@ def test_upload_returns_at_once_and_the_database_worker_processes_it(
     [
         ("payroll.exe", b"MZ\x90\x00binary", "Unsupported file type"),
         ("notes", b"plain words", "Unsupported file type"),
-        ("sheet.xlsx", b"PK\x03\x04", "Supported types: .pdf"),
+        ("sheet.xls", b"PK\x03\x04", "Supported types: .pdf"),
     ],
 )
 def test_upload_of_an_unsupported_type_is_a_form_error_and_saves_nothing(

@@ -259,21 +259,21 @@ def test_dry_run_writes_nothing(documents_dir, embedded_texts):
 
 
 def test_unsupported_files_are_skipped_in_directories_and_refused_when_named(documents_dir):
-    (documents_dir / "budget.xlsx").write_bytes(b"not supported")
+    (documents_dir / "budget.xls").write_bytes(b"not supported")
     (documents_dir / ".hidden.md").write_text("# Hidden\n\nNot ingested.")
 
     files, skipped = paths_expand([documents_dir])
     outcomes = documents_ingest(
-        paths=[documents_dir / "budget.xlsx"], title=None, enabled=True, dry_run=False
+        paths=[documents_dir / "budget.xls"], title=None, enabled=True, dry_run=False
     )
 
     assert sorted(f.name for f in files) == sorted(
         ["cafe-rules.txt", "expense-policy.docx", "handbook.md", "it-security.html"]
         + ["travel-policy.pdf"]
     )
-    assert [s.name for s in skipped] == ["budget.xlsx"]
+    assert [s.name for s in skipped] == ["budget.xls"]
     assert [o.action for o in outcomes] == ["failed"]
-    assert "Unsupported file type '.xlsx'" in outcomes[0].error
+    assert "Unsupported file type '.xls'" in outcomes[0].error
     assert ".pdf, .md/.markdown, .html/.htm, .txt, .docx" in outcomes[0].error
     assert not Document.objects.exists()
 

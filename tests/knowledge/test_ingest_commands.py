@@ -87,19 +87,20 @@ def test_ingest_of_a_missing_path_is_a_command_error(tmp_path):
 
 
 def test_ingest_of_an_unsupported_type_fails_naming_the_supported_types(tmp_path):
-    sheet = tmp_path / "budget.xlsx"
+    sheet = tmp_path / "budget.xls"
     sheet.write_bytes(b"PK\x03\x04")
 
     error, output = run_failing("ingest", str(sheet))
 
     assert error.returncode == 1
-    assert "Unsupported file type '.xlsx' (budget.xlsx)" in output
-    assert "Supported types: .pdf, .md/.markdown, .html/.htm, .txt, .docx." in output
+    assert "Unsupported file type '.xls' (budget.xls)" in output
+    supported = ".pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx"
+    assert f"Supported types: {supported}." in output
     assert not Document.objects.exists()
 
 
 def test_ingest_from_the_shell_exits_1_with_a_message_not_a_traceback(tmp_path):
-    sheet = tmp_path / "budget.xlsx"
+    sheet = tmp_path / "budget.xls"
     sheet.write_bytes(b"PK\x03\x04")
 
     missing = manage("ingest", str(tmp_path / "nope.md"))
@@ -108,15 +109,15 @@ def test_ingest_from_the_shell_exits_1_with_a_message_not_a_traceback(tmp_path):
     assert missing.returncode == 1
     assert f"No such file or directory: {tmp_path / 'nope.md'}" in missing.stderr
     assert unsupported.returncode == 1
-    assert "Unsupported file type '.xlsx'" in unsupported.stdout
+    assert "Unsupported file type '.xls'" in unsupported.stdout
     assert "1 file(s) failed" in unsupported.stderr
     for result in (missing, unsupported):
         assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_a_directory_without_supported_files_is_a_command_error(tmp_path):
-    (tmp_path / "budget.xlsx").write_bytes(b"x")
-    (tmp_path / "slides.pptx").write_bytes(b"x")
+    (tmp_path / "budget.xls").write_bytes(b"x")
+    (tmp_path / "slides.key").write_bytes(b"x")
 
     error, _ = run_failing("ingest", str(tmp_path))
 
@@ -124,7 +125,7 @@ def test_a_directory_without_supported_files_is_a_command_error(tmp_path):
 
 
 def test_skipped_files_are_counted_in_the_summary(documents_dir):
-    (documents_dir / "budget.xlsx").write_bytes(b"x")
+    (documents_dir / "budget.xls").write_bytes(b"x")
 
     output = run("ingest", str(documents_dir))
 

@@ -136,14 +136,25 @@ def test_utf8_text_with_byte_order_mark_is_decoded():
     assert parsed.text == "Naïve café prices."
 
 
-@pytest.mark.parametrize("name", ["report.xlsx", "slides.pptx", "README", "archive.tar.gz"])
+@pytest.mark.parametrize("name", ["report.xls", "slides.ppt", "README", "archive.tar.gz"])
 def test_unsupported_type_is_refused_naming_the_supported_types(name):
     with pytest.raises(UnsupportedFileType) as caught:
         document_parse(data=b"some content", name=name)
 
     message = str(caught.value)
     assert name.split(".")[0] in message
-    for supported in (".pdf", ".md", ".markdown", ".html", ".htm", ".txt", ".docx"):
+    for supported in [
+        ".pdf",
+        ".md",
+        ".markdown",
+        ".html",
+        ".htm",
+        ".txt",
+        ".docx",
+        ".xlsx",
+        ".csv",
+        ".pptx",
+    ]:
         assert supported in message
 
 

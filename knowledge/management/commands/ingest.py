@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 from tqdm import tqdm
 
 from knowledge import embedding, services
 from knowledge.parsing import SUPPORTED_TYPES_LABEL, is_supported
+
+MAX_EXPIRY_DAYS = 36_500
 
 
 class Command(BaseCommand):
@@ -32,9 +36,23 @@ class Command(BaseCommand):
             action="store_true",
             help="Parse and chunk, report what would change, write nothing.",
         )
+        parser.add_argument(
+            "--expires-in",
+            type=float,
+            metavar="DAYS",
+            help="The documents expire DAYS days from now: never cited after that, deleted "
+            "by `purge_expired` (also set on unchanged files).",
+        )
 
     def handle(
-        self, *args, paths: list[Path], title: str | None, disabled: bool, dry_run: bool, **opts
+        self,
+        *args,
+        paths: list[Path],
+        title: str | None,
+        disabled: bool,
+        dry_run: bool,
+        expires_in: float | None = None,
+        **opts,
     ) -> None:
         missing = [str(path) for path in paths if not path.exists()]
         if missing:
@@ -43,6 +61,13 @@ class Command(BaseCommand):
             raise CommandError("--title can only be used with a single file.")
         if title is not None and not title.strip():
             raise CommandError("--title must not be blank.")
+        expires_at = None
+        if expires_in is not None:
+            if not (0 < expires_in <= MAX_EXPIRY_DAYS):
+                raise CommandError(
+                    f"--expires-in must be a number of days above 0 and at most {MAX_EXPIRY_DAYS}."
+                )
+            expires_at = timezone.now() + timedelta(days=expires_in)
 
         files, skipped = services.paths_expand(paths)
         unreadable = [str(file) for file in files if not os.access(file, os.R_OK)]
@@ -71,6 +96,7 @@ class Command(BaseCommand):
                 enabled=not disabled,
                 dry_run=dry_run,
                 progress=bar.update,
+                expires_at=expires_at,
             )
         seconds = time.monotonic() - started
         self._report(outcomes, skipped=len(skipped), seconds=seconds, dry_run=dry_run)

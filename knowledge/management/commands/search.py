@@ -82,6 +82,8 @@ class Command(BaseCommand):
                 where.append(f"page {chunk.page}")
             if chunk.section:
                 where.append(f"section {chunk.section}")
+            if chunk.sheet:
+                where.append(f"{chunk.sheet}!{chunk.cells}")
             self.stdout.write(
                 f"{rank:>2}. score {chunk.score:.4f}  similarity {similarity}  "
                 f"{chunk.document_title} (document {chunk.document_id}, "

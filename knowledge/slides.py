@@ -1,0 +1,78 @@
+"""PowerPoint decks (.pptx, python-pptx): the slide number is the page, the slide's title the
+section.
+
+Per slide, in the order of the slide's shapes (groups opened, top to bottom as PowerPoint
+lists them): each paragraph of each text box as a block (bullet levels kept as a "- "
+marker), each table row as "cell | cell", and the speaker notes last, as a paragraph starting
+with "Notes:". The title placeholder itself is not repeated as a block: it is the section
+every block of the slide carries (and what the model reads in front of each chunk). A slide
+without a title gets "Slide N" as its section, so chunks never run from one slide into the
+next. Hidden slides are read too.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from knowledge.parsing import DocumentParseError, _clean_inline, _reason
+
+if TYPE_CHECKING:
+    from knowledge.parsing import _BlockBuilder
+
+
+def parse_pptx(data: bytes, builder: _BlockBuilder) -> str | None:
+    from pptx import Presentation
+
+    try:
+        presentation = Presentation(io.BytesIO(data))
+        slides = list(presentation.slides)
+        deck_title = _clean_inline(presentation.core_properties.title or "") or None
+    except Exception as exc:  # zip, XML and package errors of many kinds on broken files
+        raise DocumentParseError(
+            "Could not read the presentation: the file is damaged or not a .pptx file "
+            f"({_reason(exc)})."
+        ) from exc
+    first_title: str | None = None
+    for number, slide in enumerate(slides, start=1):
+        title_shape = slide.shapes.title
+        title = _clean_inline(title_shape.text_frame.text) if title_shape is not None else ""
+        first_title = first_title or title or None
+        section = title or f"Slide {number}"
+        previous_row = False
+        for text, is_row in _slide_texts(slide.shapes, skip=title_shape):
+            builder.add(text, page=number, section=section, tight=is_row and previous_row)
+            previous_row = is_row
+        if slide.has_notes_slide:
+            notes = _clean_inline(slide.notes_slide.notes_text_frame.text or "")
+            if notes:
+                builder.add(f"Notes: {notes}", page=number, section=section)
+    return deck_title or first_title
+
+
+def _slide_texts(shapes, *, skip) -> Iterator[tuple[str, bool]]:
+    """(text, is a table row) of the shapes, in order."""
+    for shape in shapes:
+        if skip is not None and shape.shape_id == skip.shape_id:
+            continue
+        if shape.shape_type is not None and int(shape.shape_type) == 6:  # a group
+            yield from _slide_texts(shape.shapes, skip=None)
+            continue
+        if getattr(shape, "has_table", False) and shape.has_table:
+            for row in shape.table.rows:
+                cells: list[str] = []
+                for cell in row.cells:
+                    text = _clean_inline(cell.text)
+                    if text and (not cells or cells[-1] != text):  # merged cells repeat
+                        cells.append(text)
+                if cells:
+                    yield " | ".join(cells), True
+            continue
+        if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+            for paragraph in shape.text_frame.paragraphs:
+                text = _clean_inline("".join(run.text for run in paragraph.runs) or "")
+                if not text:
+                    text = _clean_inline(paragraph.text or "")
+                if text:
+                    yield (f"- {text}" if paragraph.level > 0 else text), False
