@@ -4,7 +4,9 @@ Pages and the WebSocket consumer render messages through the same views and the 
 template partial (`chat/partials/message.html`), so a reloaded conversation looks exactly as it
 did when it streamed. Every piece of question, answer or document text is escaped here or by
 the templates' autoescaping; the only HTML built in Python is the citation badge, assembled
-with `format_html` around escaped text.
+with `format_html` around escaped text. A generative answer (its message's `mode`) is Markdown:
+it is rendered and sanitised by `chat.markdown.markdown_html` before its badges go in; an
+extractive answer stays plain escaped text.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from bs4 import BeautifulSoup
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.urls import get_script_prefix, reverse
@@ -26,6 +29,7 @@ from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from chat.markdown import markdown_html
 from chat.models import Feedback, Message
 from chat.selectors import CitationRow, MessageRow, message_row
 from knowledge.models import Document
@@ -115,6 +119,7 @@ class MessageView:
     reply_to_id: str = ""
     my_rating: int | None = None
     can_post: bool = True
+    mode: str = ""  # the message's Message.Mode ("" while streaming: plain text)
 
     @property
     def is_user(self) -> bool:
@@ -150,7 +155,14 @@ class MessageView:
         return copy_text_of(self.content)
 
     @property
+    def is_markdown(self) -> bool:
+        """A model's answer: Markdown, rendered (sanitised) rather than pre-wrapped text."""
+        return self.mode == Message.Mode.GENERATIVE and not self.is_streaming
+
+    @property
     def answer_html(self) -> SafeString:
+        if self.is_markdown:
+            return answer_markdown_html(self.content, self.sources, self.id)
         return answer_html(self.content, self.sources, self.id)
 
     @property
@@ -188,6 +200,35 @@ def answer_html(content: str, sources: Sequence[SourceView], message_id: str) ->
         position = match.end()
     pieces.append(escape(content[position:]))
     return mark_safe("".join(pieces))  # every piece is escaped or format_html
+
+
+def answer_markdown_html(
+    content: str, sources: Sequence[SourceView], message_id: str
+) -> SafeString:
+    """A model's answer: its Markdown rendered and sanitised (`markdown_html`), then each `[n]`
+    naming a source turned into a badge — only in text, never inside code or a link."""
+    soup = BeautifulSoup(markdown_html(content), "html.parser")
+    by_n = {source.n: source for source in sources}
+    occurrence = 0
+    for node in list(soup.find_all(string=MARKER_RE)):
+        if node.find_parent(["code", "pre", "a"]) is not None:
+            continue
+        text = str(node)
+        pieces: list[str] = []
+        position = 0
+        for match in MARKER_RE.finditer(text):
+            source = by_n.get(int(match.group(1)))
+            if source is None:
+                continue
+            occurrence += 1
+            pieces.append(escape(text[position : match.start()].rstrip(" \t")))
+            pieces.append(citation_badge(source, message_id, occurrence))
+            position = match.end()
+        if not pieces:
+            continue
+        pieces.append(escape(text[position:]))
+        node.replace_with(BeautifulSoup("".join(pieces), "html.parser"))
+    return mark_safe(str(soup))  # sanitised HTML; the badges are format_html
 
 
 def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
@@ -303,6 +344,7 @@ def _view_of(row: MessageRow, around: _Surroundings, *, can_post: bool) -> Messa
         reply_to_id=str(row.reply_to_id) if row.reply_to_id else "",
         my_rating=around.ratings.get(row.id),
         can_post=can_post,
+        mode=row.mode,
     )
 
 

@@ -49,6 +49,7 @@ import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -60,7 +61,13 @@ from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 
 from chat import selectors, services
-from chat.answering.answerers import Answerer, AnswerRequest, WrittenAnswer, answerer_for
+from chat.answering.answerers import (
+    Answerer,
+    AnswerFailed,
+    AnswerRequest,
+    WrittenAnswer,
+    answerer_for,
+)
 from chat.answering.citations import citation_as_dict
 from chat.answering.errors import AnswerError
 from chat.answering.events import Event
@@ -73,6 +80,7 @@ from chat.answering.evidence import (
 )
 from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess_async, evidence_outcome
 from chat.answering.followups import SearchPlan, Turn, search_plan, unknown_own_terms
+from chat.answering.generative import answering_mode
 from chat.answering.questions import question_normalize
 from chat.models import Message
 from knowledge import embedding
@@ -137,6 +145,8 @@ class _Stored:
     mode: str
     begun: services.ExchangeClaim | services.ExchangeExisting
     history: list[Turn]
+    notice: str = ""  # why the answer is not in the admin's mode (chat/answering/generative.py)
+    max_history_turns: int = 6
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,9 @@ class _Exchange:
     contextual: bool = False
     warning: str = ""
     answerer: Answerer | None = None
+
+    def warn(self, text: str) -> None:
+        self.warning = f"{self.warning} {text}" if self.warning else text
 
     def elapsed_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 1)
@@ -280,7 +293,8 @@ def _exchange_store(request: _Request) -> _Stored:
             )
     chat_settings = chat_settings_get()
     top_k = request.top_k or chat_settings.default_top_k
-    mode = Message.Mode.EXTRACTIVE
+    choice = answering_mode(chat_settings.generation_mode)
+    mode = choice.mode
     if request.regenerate:
         begun = services.exchange_regenerate(
             user=request.user, message_id=request.message_id, mode=mode, top_k=top_k
@@ -306,6 +320,8 @@ def _exchange_store(request: _Request) -> _Stored:
         mode=mode,
         begun=begun,
         history=history,
+        notice=choice.notice,
+        max_history_turns=chat_settings.max_history_turns,
     )
 
 
@@ -508,6 +524,20 @@ async def answer_stream(
             return
 
         # 6. Answer: the answerer of the mode writes the text, streamed as it comes.
+        exchange.answerer = answerer_for(stored.mode)
+        request_for_answerer = AnswerRequest(
+            question=question,
+            search_query=found.query,
+            query_vector=found.query_vector,
+            chunks=found.qualifying,
+            history=stored.history,
+            question_id=question_message.pk,
+            max_history_turns=stored.max_history_turns,
+        )
+        if stored.notice:
+            exchange.warn(stored.notice)
+            yield exchange.event("warning", {"message": stored.notice})
+        await exchange.answerer.prepare(request_for_answerer)
         yield exchange.event(
             "answer_start",
             {
@@ -517,22 +547,18 @@ async def answer_stream(
                 "search_query": found.query,
             },
         )
-        exchange.answerer = answerer_for(stored.mode)
-        request_for_answerer = AnswerRequest(
-            question=question,
-            search_query=found.query,
-            query_vector=found.query_vector,
-            chunks=found.qualifying,
-            history=stored.history,
-        )
         delay = settings.CHAT_STREAM_DELAY_MS / 1000
-        async for piece in exchange.answerer.stream(request_for_answerer):
-            yield exchange.event("answer_delta", {"text": piece})
-            if delay:
-                await asyncio.sleep(delay)
+        async with aclosing(exchange.answerer.stream(request_for_answerer)) as pieces:
+            async for piece in pieces:
+                yield exchange.event("answer_delta", {"text": piece})
+                if delay:
+                    await asyncio.sleep(delay)
 
         # 7. Store and finish.
         written = exchange.written(complete=True)
+        if written.notice:
+            exchange.warn(written.notice)
+            yield exchange.event("warning", {"message": written.notice})
         citations = await database_sync_to_async(services.answer_finish)(
             answer_id=answer_message.pk,
             status=Message.Status.COMPLETE,
@@ -569,6 +595,20 @@ async def answer_stream(
                 )
             )
         raise
+    except AnswerFailed as failure:
+        status = Message.Status.ERROR
+        partial = exchange.written(complete=False)
+        await database_sync_to_async(services.answer_finish)(
+            answer_id=answer_message.pk,
+            status=status,
+            content=partial.content,
+            cited=partial.cited,
+            warning=exchange.warning,
+            search_query=exchange.search_query,
+            error_code=failure.code,
+            figures=exchange.figures(top_k),
+        )
+        yield exchange.event("error", {"code": failure.code, "message": failure.message})
     except Exception:
         errors_logger.exception("answering message %s failed", question_message.pk)
         status = Message.Status.ERROR
@@ -592,6 +632,7 @@ async def answer_stream(
             user=user.pk,
             top_k=top_k,
             status=status,
+            mode=stored.mode,
             citations=len(exchange.written(complete=status == Message.Status.COMPLETE).cited),
             replayed=False,
         )
