@@ -76,6 +76,9 @@ class Answerer(abc.ABC):
     async def prepare(self, request: AnswerRequest) -> None:  # noqa: B027 (optional step)
         """What must succeed before the answer starts (AnswerFailed otherwise)."""
 
+    async def aclose(self) -> None:  # noqa: B027 (optional step)
+        """Release what `prepare` opened when the stream never ran (or did): idempotent."""
+
     @abc.abstractmethod
     def stream(self, request: AnswerRequest) -> AsyncIterator[str]:
         """The answer's text in pieces, as they are produced."""

@@ -13,7 +13,10 @@ settings.CHAT_ANSWER_WAIT_SECONDS). Nothing is stored in those cases.
 Then the events, in order (SPEC §6; `data` shown):
 
 - `warning {message}` — optional, first: the question was longer than the embedding model
-  reads, only its beginning was embedded (also stored as `Message.warning`).
+  reads, only its beginning was embedded (also stored as `Message.warning`); or, right before
+  `answer_start`, why the admin's generative mode is not used for this answer (no model
+  configured, circuit open: chat/answering/generative.py); or, after the last delta, that the
+  model's answer cites no source ("Not grounded in the documents"). All stored, joined.
 - either `refusal {conversation_id, message_id, reply_to, message, suggestions}` — alone and
   last: the knowledge base is empty, or the evidence check finds no close enough passage
   (below the admin's threshold, or short of the further margins of
@@ -24,7 +27,10 @@ Then the events, in order (SPEC §6; `data` shown):
   followed by its marker " [n]") → `sources {message_id, citations: [{n, chunk_id,
   document_id, title, page, section, url, excerpt, text, similarity, stale}]}` →
   `answer_end {message_id, status}`.
-- `error {code, message}` — last, when answering failed after it started (status `error`).
+- `error {code, message}` — last, when answering failed after it started (status `error`):
+  `upstream-unavailable` when the language model could not answer (before `answer_start` when
+  no reply could start: the API's 503; after some deltas when it broke off, the partial
+  answer kept), `internal` otherwise.
 
 `message_id` in the events is the assistant message's id, `reply_to` the question's (the
 client's message_id). The same message_id again (a retry, a second tab, concurrently) answers
@@ -80,7 +86,7 @@ from chat.answering.evidence import (
 )
 from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess_async, evidence_outcome
 from chat.answering.followups import SearchPlan, Turn, search_plan, unknown_own_terms
-from chat.answering.generative import answering_mode
+from chat.answering.generative import answering_mode, search_plan_generative
 from chat.answering.questions import question_normalize
 from chat.models import Message
 from knowledge import embedding
@@ -402,6 +408,8 @@ async def _search(
     more before refusing."""
     started = time.perf_counter()
     plan = search_plan(question, stored.history)
+    if stored.mode == Message.Mode.GENERATIVE:
+        plan = await search_plan_generative(plan, question=question, history=stored.history)
     if plan.contextual:
         if embedded is not None:
             embedded.cancel()
@@ -625,6 +633,8 @@ async def answer_stream(
         )
         yield exchange.event("error", {"code": "internal", "message": INTERNAL_ERROR_MESSAGE})
     finally:
+        if exchange.answerer is not None:
+            await exchange.answerer.aclose()  # a reply prepared but never streamed
         _log(
             exchange,
             conversation=ids["conversation_id"],
