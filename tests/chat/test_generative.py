@@ -18,10 +18,12 @@ from django.test import AsyncClient
 
 from chat import selectors
 from chat.answering import breaker
+from chat.answering.followups import Turn, search_plan
 from chat.answering.generative import (
     CIRCUIT_OPEN_NOTICE,
     NO_BACKEND_NOTICE,
     NOT_GROUNDED_NOTICE,
+    REWRITE_PROMPT,
 )
 from chat.answering.grounding import SYSTEM_PROMPT
 from chat.answering.memory import SUMMARY_PROMPT
@@ -492,3 +494,57 @@ async def test_the_final_render_of_a_generative_answer_is_sanitised_markdown(
     assert soup.find(["script", "img"]) is None
     assert all(not name.startswith("on") for tag in soup.find_all(True) for name in tag.attrs)
     assert all(not a.get("href", "").lower().startswith("javascript") for a in soup("a"))
+
+
+# --- Follow-ups --------------------------------------------------------------------------------
+FOLLOW_UP = "And how many of those days can be carried over?"
+
+
+async def test_a_follow_up_is_searched_as_the_model_rewrites_it(
+    llm_server, generative, policies_kb, staff_user
+):
+    rewrite = "unused annual leave days carried over into the next year"
+    llm_server.script(
+        Scripted(pieces=["Full-time employees receive 25 days [1]."]),
+        Scripted(pieces=[f'"{rewrite}"\n']),
+        Scripted(pieces=["Up to five days [1]."]),
+    )
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    conversation_id = events[0].data["conversation_id"]
+    message_id = uuid.uuid4()
+    events = await collect(
+        user=staff_user, question=FOLLOW_UP, message_id=message_id,
+        conversation_id=conversation_id,
+    )  # fmt: skip
+    asking = llm_server.completions()[1].messages
+    assert asking[0] == {"role": "system", "content": REWRITE_PROMPT}
+    assert LEAVE_QUESTION in asking[1]["content"] and FOLLOW_UP in asking[1]["content"]
+    assert events[0].data["search_query"] == rewrite
+    answer = await sync_to_async(answer_of)(message_id)
+    assert answer.search_query == rewrite and answer.status == Message.Status.COMPLETE
+
+
+async def test_a_failing_rewrite_falls_back_to_the_deterministic_query(
+    llm_server, generative, policies_kb, staff_user
+):
+    first_answer = "Full-time employees receive 25 days [1]."
+    llm_server.script(
+        Scripted(pieces=[first_answer]),
+        *[Scripted(status=500)] * 3,  # the rewrite: one try, two retries
+        Scripted(pieces=["Up to five days [1]."]),
+    )
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    conversation_id = events[0].data["conversation_id"]
+    message_id = uuid.uuid4()
+    await collect(
+        user=staff_user, question=FOLLOW_UP, message_id=message_id,
+        conversation_id=conversation_id,
+    )  # fmt: skip
+    expected = search_plan(
+        FOLLOW_UP,
+        [Turn(LEAVE_QUESTION, LEAVE_QUESTION, answer=first_answer, answered=True)],
+    ).query
+    answer = await sync_to_async(answer_of)(message_id)
+    assert expected != FOLLOW_UP and answer.search_query == expected
+    assert answer.status == Message.Status.COMPLETE
+    assert not await sync_to_async(breaker.circuit_is_open)()
