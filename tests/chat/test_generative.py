@@ -497,7 +497,7 @@ async def test_the_final_render_of_a_generative_answer_is_sanitised_markdown(
 
 
 # --- Follow-ups --------------------------------------------------------------------------------
-FOLLOW_UP = "And how many of those days can be carried over?"
+FOLLOW_UP = "And can those days be carried over?"
 
 
 async def test_a_follow_up_is_searched_as_the_model_rewrites_it(
