@@ -9,15 +9,22 @@ the script in order; with the script empty it answers `default`.
         server.script(Scripted(pieces=["Leave is 25 days", " [1]."]), Scripted(status=500))
         ... LLM_BASE_URL=server.base_url ...
         server.requests[0].body["messages"]
+
+`default` may also be a function of the request: `quoting_reply` answers like a perfectly
+obedient model (the first sentence of source [1], cited), which is what
+`python -m tests.chat.openai_server` serves for running `manage.py evaluate --mode generative`
+against it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -50,7 +57,9 @@ class Received:
 class OpenAIServer:
     base_url: str = ""
     requests: list[Received] = field(default_factory=list)
-    default: Scripted = field(default_factory=lambda: Scripted(pieces=["No script."]))
+    default: Scripted | Callable[[Received], Scripted] = field(
+        default_factory=lambda: Scripted(pieces=["No script."])
+    )
     _script: list[Scripted] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -58,9 +67,11 @@ class OpenAIServer:
         with self._lock:
             self._script.extend(replies)
 
-    def next_reply(self) -> Scripted:
+    def next_reply(self, received: Received) -> Scripted:
         with self._lock:
-            return self._script.pop(0) if self._script else self.default
+            if self._script:
+                return self._script.pop(0)
+        return self.default(received) if callable(self.default) else self.default
 
     def completions(self) -> list[Received]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
@@ -112,7 +123,7 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(length) or b"{}")
             received = Received(self.path, body)
             server.requests.append(received)
-            reply = server.next_reply()
+            reply = server.next_reply(received)
             if reply.status != 200:
                 self._json(
                     reply.status,
@@ -154,11 +165,30 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+_FIRST_SOURCE = re.compile(r"<sources>\s*\[1\][^\n]*\n(.+?)(?:\n\n\[\d+\] |\n</sources>)", re.S)
+_LAST_QUESTION = re.compile(r"User \(last question\): (.+)")
+
+
+def quoting_reply(received: Received) -> Scripted:
+    """An obedient model: an answer quotes the first sentence of source [1] and cites it; a
+    follow-up rewrite repeats the question; anything else gets a one-line summary."""
+    content = received.messages[-1]["content"] if received.messages else ""
+    source = _FIRST_SOURCE.search(content)
+    if source:
+        sentence = re.split(r"(?<=[.!?])\s+", source.group(1).strip(), maxsplit=1)[0]
+        words = sentence.split(" ")
+        return Scripted(pieces=[words[0], *[f" {w}" for w in words[1:]], " [1]"])
+    question = _LAST_QUESTION.search(content)
+    if question:
+        return Scripted(pieces=[question.group(1)])
+    return Scripted(pieces=["The user asked about the documents."])
+
+
 @contextmanager
-def openai_server() -> Iterator[OpenAIServer]:
-    """Serve on a free port of 127.0.0.1 until the block ends."""
+def openai_server(port: int = 0) -> Iterator[OpenAIServer]:
+    """Serve on 127.0.0.1 (a free port by default) until the block ends."""
     state = OpenAIServer()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(state))
     httpd.daemon_threads = True
     state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     thread = threading.Thread(target=httpd.serve_forever, name="openai-test-server", daemon=True)
@@ -169,3 +199,14 @@ def openai_server() -> Iterator[OpenAIServer]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="An obedient OpenAI-protocol server on loopback.")
+    parser.add_argument("--port", type=int, default=8765)
+    port = parser.parse_args().port
+    with openai_server(port) as server:
+        server.default = quoting_reply
+        print(f"LLM_BASE_URL={server.base_url} LLM_MODEL=test-model (Ctrl-C stops)", flush=True)
+        with suppress(KeyboardInterrupt):
+            threading.Event().wait()
