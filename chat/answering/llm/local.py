@@ -111,11 +111,8 @@ class LocalBackend(LLMBackend):
         return f"LLM_MODEL_PATH does not exist: {self.path}"
 
     def probe(self) -> str:
-        if not self.configured:
-            return self.not_configured_reason()
-        if model_is_loaded(self.path):
-            return ""
-        return ""  # present; loaded on the first generative answer
+        """The file or folder is there (it is loaded on the first generative answer)."""
+        return "" if self.configured else self.not_configured_reason()
 
     async def open(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Reply:
         if not self.configured:
