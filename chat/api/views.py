@@ -222,7 +222,7 @@ class ChatApiSchema(APIView):
             (200, "application/json"): OpenApiResponse(
                 response=s.RefusalSerializer, description="A refusal."
             ),
-            **_errors(400, 401, 403, 404, 409, 422, 429, 500),
+            **_errors(400, 401, 403, 404, 409, 422, 429, 500, 503),
         },
         tags=["chat"],
     )
