@@ -9,7 +9,7 @@ access see what the chat shows them, shared conversations and their own private 
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -17,6 +17,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
+from chat.answering.generative import LanguageModelState, language_model_state
 from chat.models import ChatSettings, Citation, Conversation, Feedback, Message
 from chat.selectors import conversations_admin_filter
 from chat.unanswered import unanswered_groups
@@ -58,12 +59,19 @@ class ChatSettingsAdmin(admin.ModelAdmin):
     radio_fields = {"generation_mode": admin.HORIZONTAL}
     fields = (
         "generation_mode",
+        "language_model",
         "evidence_threshold",
         "default_top_k",
         "max_history_turns",
         "updated_at",
     )
-    readonly_fields = ("updated_at",)
+    readonly_fields = ("language_model", "updated_at")
+
+    @admin.display(description="Language model")
+    def language_model(self, obj: ChatSettings) -> str:
+        """Whether the generative mode has a model to use (configured, reachable), the last
+        error and the circuit breaker; a warning when generative is chosen without one."""
+        return language_model_html(language_model_state(), obj.generation_mode)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -87,10 +95,56 @@ class ChatSettingsAdmin(admin.ModelAdmin):
             )
         return super().change_view(request, object_id, form_url, extra_context)
 
+    def save_model(self, request: HttpRequest, obj: ChatSettings, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if obj.generation_mode == ChatSettings.Mode.GENERATIVE:
+            state = language_model_state(check=False)
+            if not state.status.configured:
+                self.message_user(
+                    request,
+                    "Generative mode is on, but no language model is configured "
+                    f"({state.status.detail}): answers stay extractive, with a notice.",
+                    level=messages.WARNING,
+                )
+
     def response_change(self, request: HttpRequest, obj: ChatSettings) -> HttpResponse:
         # Saving returns to the same form (there is no list to go back to).
         self.message_user(request, "Chat settings saved.")
         return HttpResponseRedirect(request.path)
+
+
+def language_model_html(state: LanguageModelState, generation_mode: str) -> str:
+    status = state.status
+    rows = [format_html("Backend: <code>{}</code>", status.backend or "?")]
+    if not status.configured:
+        rows.append(format_html("<strong>Not configured.</strong> {}", status.detail))
+    else:
+        rows.append(format_html("Model: <code>{}</code>", status.model))
+        if status.reachable:
+            rows.append(format_html("{}", "Reachable."))
+        elif status.reachable is False:
+            rows.append(format_html("<strong>Not reachable:</strong> {}", status.detail))
+    if state.circuit_open:
+        rows.append(
+            format_html(
+                "<strong>{}</strong>",
+                "Circuit open: after repeated failures the model is skipped for a while and "
+                "answers are extractive.",
+            )
+        )
+    if state.last_error is not None:
+        rows.append(
+            format_html("Last error: {} ({})", state.last_error.message, state.last_error.at)
+        )
+    html = format_html_join("", "<div>{}</div>", ((row,) for row in rows))
+    if generation_mode == ChatSettings.Mode.GENERATIVE and not status.configured:
+        html = format_html(
+            '<p class="errornote">{}</p>{}',
+            "Generative mode is chosen but no language model is configured: answers stay "
+            "extractive and say so.",
+            html,
+        )
+    return html
 
 
 # --- Conversations and messages -------------------------------------------------------------

@@ -7,6 +7,9 @@ as it did when it streamed. Fragments are partials of the page templates they be
 `chat/layout.html#<name>` for the sidebar. Every piece of question, answer or document text is
 escaped here or by the templates' autoescaping; the only HTML built in Python is the citation
 badge, assembled with `format_html` around escaped text.
+A generative answer (its message's `mode`) is Markdown: it is rendered and sanitised by
+`chat.markdown.markdown_html` before its badges go in; an extractive answer stays plain escaped
+text.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from bs4 import BeautifulSoup
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.urls import get_script_prefix, reverse
@@ -28,6 +32,7 @@ from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from chat.markdown import markdown_html
 from chat.models import Conversation, Feedback, Message
 from chat.selectors import CitationRow, MessageRow, message_row
 from knowledge.models import Document
@@ -124,6 +129,7 @@ class MessageView:
     my_rating: int | None = None
     can_post: bool = True
     search_query: str = ""  # for an answer: what retrieval searched for
+    mode: str = ""  # the message's Message.Mode ("" while streaming: plain text)
 
     @property
     def is_user(self) -> bool:
@@ -159,7 +165,14 @@ class MessageView:
         return copy_text_of(self.content)
 
     @property
+    def is_markdown(self) -> bool:
+        """A model's answer: Markdown, rendered (sanitised) rather than pre-wrapped text."""
+        return self.mode == Message.Mode.GENERATIVE and not self.is_streaming
+
+    @property
     def answer_html(self) -> SafeString:
+        if self.is_markdown:
+            return answer_markdown_html(self.content, self.sources, self.id)
         return answer_html(self.content, self.sources, self.id)
 
     @property
@@ -210,6 +223,35 @@ def answer_html(content: str, sources: Sequence[SourceView], message_id: str) ->
         position = match.end()
     pieces.append(escape(content[position:]))
     return mark_safe("".join(pieces))  # every piece is escaped or format_html
+
+
+def answer_markdown_html(
+    content: str, sources: Sequence[SourceView], message_id: str
+) -> SafeString:
+    """A model's answer: its Markdown rendered and sanitised (`markdown_html`), then each `[n]`
+    naming a source turned into a badge — only in text, never inside code or a link."""
+    soup = BeautifulSoup(markdown_html(content), "html.parser")
+    by_n = {source.n: source for source in sources}
+    occurrence = 0
+    for node in list(soup.find_all(string=MARKER_RE)):
+        if node.find_parent(["code", "pre", "a"]) is not None:
+            continue
+        text = str(node)
+        pieces: list[str] = []
+        position = 0
+        for match in MARKER_RE.finditer(text):
+            source = by_n.get(int(match.group(1)))
+            if source is None:
+                continue
+            occurrence += 1
+            pieces.append(escape(text[position : match.start()].rstrip(" \t")))
+            pieces.append(citation_badge(source, message_id, occurrence))
+            position = match.end()
+        if not pieces:
+            continue
+        pieces.append(escape(text[position:]))
+        node.replace_with(BeautifulSoup("".join(pieces), "html.parser"))
+    return mark_safe(str(soup))  # sanitised HTML; the badges are format_html
 
 
 def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
@@ -336,6 +378,7 @@ def _view_of(row: MessageRow, around: _Surroundings, *, can_post: bool) -> Messa
         my_rating=around.ratings.get(row.id),
         can_post=can_post,
         search_query=row.search_query,
+        mode=row.mode,
     )
 
 

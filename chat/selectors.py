@@ -116,9 +116,9 @@ def conversation_messages(conversation: Conversation) -> list[Message]:
     """The conversation's messages in order, citations (with what tells stale ones)
     prefetched: two queries whatever the length."""
     return list(
-        conversation.messages.order_by("created_at", "id").prefetch_related(
-            Prefetch("citations", queryset=citations_with_source_state())
-        )
+        conversation.messages.exclude(role=Message.Role.SYSTEM_SUMMARY)
+        .order_by("created_at", "id")
+        .prefetch_related(Prefetch("citations", queryset=citations_with_source_state()))
     )
 
 
@@ -201,7 +201,11 @@ def conversation_transcript(conversation: Conversation) -> list[MessageRow]:
     )
     for message_id, *values, fresh in citations:
         cited.setdefault(message_id, []).append(CitationRow(*values, stale=not fresh))
-    messages = conversation.messages.order_by("created_at", "id").values_list(*_MESSAGE_COLUMNS)
+    messages = (
+        conversation.messages.exclude(role=Message.Role.SYSTEM_SUMMARY)
+        .order_by("created_at", "id")
+        .values_list(*_MESSAGE_COLUMNS)
+    )
     return [
         MessageRow(
             *values[:_SUGGESTIONS],
@@ -270,12 +274,17 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
         .order_by("-created_at", "-id")
         .values_list("id", "content")[:limit]
     )
-    if not earlier:
+    return [turn for _, turn in _turns_of(list(reversed(earlier)))]
+
+
+def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, Turn]]:
+    """(id, Turn) of each (id, text) question, in the given order: two queries."""
+    if not questions:
         return []
     answers = {
         reply_to: (answer_id, status, content, search_query)
         for answer_id, reply_to, status, content, search_query in Message.objects.filter(
-            reply_to_id__in=[pk for pk, _ in earlier], role=Message.Role.ASSISTANT
+            reply_to_id__in=[pk for pk, _ in questions], role=Message.Role.ASSISTANT
         ).values_list("id", "reply_to_id", "status", "content", "search_query")
     }
     cited: dict[uuid.UUID, list[int]] = {}
@@ -287,18 +296,62 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
     ):
         cited.setdefault(message_id, []).append(document_id)
     turns = []
-    for pk, content in reversed(earlier):
+    for pk, content in questions:
         answer_id, status, answer, search_query = answers.get(pk, (None, "", "", ""))
         turns.append(
-            Turn(
-                question=content,
-                search_query=search_query,
-                answer=answer if status == Message.Status.COMPLETE else "",
-                answered=status == Message.Status.COMPLETE,
-                cited_document_ids=tuple(dict.fromkeys(cited.get(answer_id, ()))),
+            (
+                pk,
+                Turn(
+                    question=content,
+                    search_query=search_query,
+                    answer=answer if status == Message.Status.COMPLETE else "",
+                    answered=status == Message.Status.COMPLETE,
+                    cited_document_ids=tuple(dict.fromkeys(cited.get(answer_id, ()))),
+                ),
             )
         )
     return turns
+
+
+@dataclass(frozen=True)
+class ConversationMemory:
+    """What a generative answer remembers beyond its history window: the latest
+    system-summary (its text, "" when none) and the questions older than the window that no
+    summary has folded in yet ((id, Turn), oldest first)."""
+
+    summary: str
+    unfolded: list[tuple[uuid.UUID, Turn]]
+
+
+def conversation_memory(
+    question_id: uuid.UUID, *, window: int, limit: int = 40
+) -> ConversationMemory:
+    """The memory of the question's conversation before it, outside its last `window` turns
+    (at most `limit` unfolded turns, the newest)."""
+    question = Message.objects.filter(pk=question_id).values("conversation_id", "created_at")
+    question = question.first()
+    if question is None:
+        return ConversationMemory("", [])
+    earlier = Message.objects.filter(
+        conversation_id=question["conversation_id"], created_at__lt=question["created_at"]
+    )
+    summary = (
+        Message.objects.filter(
+            conversation_id=question["conversation_id"],
+            role=Message.Role.SYSTEM_SUMMARY,
+            reply_to__created_at__lt=question["created_at"],
+        )
+        .order_by("-reply_to__created_at", "-created_at")
+        .values_list("content", "reply_to__created_at")
+        .first()
+    )
+    older = earlier.filter(role=Message.Role.USER)
+    if summary is not None:
+        older = older.filter(created_at__gt=summary[1])
+    rows = list(
+        older.order_by("-created_at", "-id").values_list("id", "content")[window : window + limit]
+    )
+    return ConversationMemory(summary[0] if summary else "", _turns_of(list(reversed(rows))))
 
 
 def documents_list(user: AbstractBaseUser) -> list[dict]:

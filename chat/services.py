@@ -348,6 +348,22 @@ def answer_finish(
     return citations
 
 
+# --- Memory -------------------------------------------------------------------------------------
+def conversation_summary_store(*, covers_question_id: uuid.UUID, content: str) -> Message:
+    """Store a system-summary of the conversation up to and including the question
+    `covers_question_id` (its `reply_to`): what a generative answer remembers of turns older
+    than its history window. Earlier summaries are kept (the latest one is used)."""
+    question = Message.objects.only("conversation_id").get(pk=covers_question_id)
+    return Message.objects.create(
+        conversation_id=question.conversation_id,
+        role=Message.Role.SYSTEM_SUMMARY,
+        status=Message.Status.COMPLETE,
+        reply_to_id=covers_question_id,
+        mode=Message.Mode.GENERATIVE,
+        content=content,
+    )
+
+
 # --- Feedback ------------------------------------------------------------------------------------
 def feedback_give(
     *, user: AbstractBaseUser, message: Message, rating: int, comment: str = ""

@@ -261,9 +261,24 @@ CHAT_MAX_MESSAGE_CHARS = int(os.environ.get("CHAT_MAX_MESSAGE_CHARS", "4000"))
 CHAT_STREAM_DELAY_MS = int(os.environ.get("CHAT_STREAM_DELAY_MS", "0"))
 # A repeated message_id waits this long for the first request's answer, then gets 409.
 CHAT_ANSWER_WAIT_SECONDS = float(os.environ.get("CHAT_ANSWER_WAIT_SECONDS", "30"))
+# --- The generative mode's language model (chat/answering/llm/) -----------------------------
+# LLM_BACKEND: "openai" (an OpenAI-compatible server: Ollama, vLLM, llama.cpp server, OpenAI),
+# "local" (a transformers folder or a .gguf file loaded in this process), or a dotted path to an
+# LLMBackend subclass. Nothing is used until an admin chooses the generative mode.
+LLM_BACKEND = os.environ.get("LLM_BACKEND", "openai")
 LLM_BASE_URL = os.environ.get("LLM_BASE_URL", "")
 LLM_MODEL = os.environ.get("LLM_MODEL", "")
 LLM_API_KEY = os.environ.get("LLM_API_KEY", "")
+LLM_MODEL_PATH = os.environ.get("LLM_MODEL_PATH", "")
+# Seconds to connect / between two pieces of a reply; retries on connection errors, timeouts
+# and 5xx/429 before the first token (the openai client's own).
+LLM_TIMEOUT_S = float(os.environ.get("LLM_TIMEOUT_S", "30"))
+LLM_MAX_RETRIES = int(os.environ.get("LLM_MAX_RETRIES", "2"))
+LLM_MAX_TOKENS = int(os.environ.get("LLM_MAX_TOKENS", "512"))
+# Circuit breaker: this many failures within the window skip the model for the cool-down.
+LLM_CIRCUIT_FAILURES = int(os.environ.get("LLM_CIRCUIT_FAILURES", "5"))
+LLM_CIRCUIT_WINDOW_S = float(os.environ.get("LLM_CIRCUIT_WINDOW_S", "120"))
+LLM_CIRCUIT_COOL_DOWN_S = float(os.environ.get("LLM_CIRCUIT_COOL_DOWN_S", "60"))
 
 # --- Logging: one structured line per exchange ---------------------------------------------
 LOGGING = {

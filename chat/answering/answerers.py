@@ -10,13 +10,18 @@ to answer; an `Answerer` then turns the qualifying chunks into text:
 
 `written(complete=False)` is what to keep when the stream stopped early (Stop, a disconnect, a
 failure): the text already streamed and only the citations whose marker was sent. An answerer
-is used for one answer only. The extractive answerer is the first implementation; the
-generative one (a language model) plugs in the same way.
+is used for one answer only. Before `answer_start` the pipeline awaits `prepare(request)`: the
+work that may fail before anything is shown (the generative answerer opens the model's reply
+there); failing, it raises `AnswerFailed`, and so does a stream that breaks off.
+
+Two implementations: extractive (no model) and generative (chat/answering/generative.py, a
+language model behind chat/answering/llm/).
 """
 
 from __future__ import annotations
 
 import abc
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
@@ -39,20 +44,40 @@ class AnswerRequest:
     query_vector: np.ndarray
     chunks: Sequence[RetrievedChunk]
     history: Sequence[Turn] = field(default=())
+    question_id: uuid.UUID | None = None  # the stored question (memory of the conversation)
+    max_history_turns: int = 6
 
 
 @dataclass(frozen=True)
 class WrittenAnswer:
-    """The answer's text as stored and its citations: (number, chunk), numbered by first use."""
+    """The answer's text as stored and its citations: (number, chunk), numbered by first use;
+    `notice`: something the reader should know about it (shown and stored as a warning)."""
 
     content: str
     cited: list[tuple[int, RetrievedChunk]]
+    notice: str = ""
+
+
+class AnswerFailed(Exception):
+    """The answer could not be written: before anything was shown (`prepare`), or part-way."""
+
+    code = "upstream-unavailable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class Answerer(abc.ABC):
     """Writes one answer from the qualifying chunks."""
 
     mode: str
+
+    async def prepare(self, request: AnswerRequest) -> None:  # noqa: B027 (optional step)
+        """What must succeed before the answer starts (AnswerFailed otherwise)."""
+
+    async def aclose(self) -> None:  # noqa: B027 (optional step)
+        """Release what `prepare` opened when the stream never ran (or did): idempotent."""
 
     @abc.abstractmethod
     def stream(self, request: AnswerRequest) -> AsyncIterator[str]:
@@ -100,4 +125,8 @@ def answerer_for(mode: str) -> Answerer:
     """A new answerer for `mode` (a `Message.Mode`)."""
     if mode == Message.Mode.EXTRACTIVE:
         return ExtractiveAnswerer()
+    if mode == Message.Mode.GENERATIVE:
+        from chat.answering.generative import GenerativeAnswerer
+
+        return GenerativeAnswerer()
     raise ValueError(f"no answerer for mode {mode!r}")

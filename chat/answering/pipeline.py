@@ -19,7 +19,10 @@ settings.CHAT_ANSWER_WAIT_SECONDS). Nothing is stored in those cases.
 Then the events, in order (SPEC §6; `data` shown):
 
 - `warning {message}` — optional, first: the question was longer than the embedding model
-  reads, only its beginning was embedded (also stored as `Message.warning`).
+  reads, only its beginning was embedded (also stored as `Message.warning`); or, right before
+  `answer_start`, why the admin's generative mode is not used for this answer (no model
+  configured, circuit open: chat/answering/generative.py); or, after the last delta, that the
+  model's answer cites no source ("Not grounded in the documents"). All stored, joined.
 - either `refusal {conversation_id, message_id, reply_to, message, suggestions,
   search_query}` — alone and
   last: the knowledge base is empty, or the evidence check finds no close enough passage
@@ -31,7 +34,10 @@ Then the events, in order (SPEC §6; `data` shown):
   followed by its marker " [n]") → `sources {message_id, citations: [{n, chunk_id,
   document_id, title, page, section, url, excerpt, text, similarity, stale}]}` →
   `answer_end {message_id, status}`.
-- `error {code, message}` — last, when answering failed after it started (status `error`).
+- `error {code, message}` — last, when answering failed after it started (status `error`):
+  `upstream-unavailable` when the language model could not answer (before `answer_start` when
+  no reply could start: the API's 503; after some deltas when it broke off, the partial
+  answer kept), `internal` otherwise.
 
 `search_query` is what retrieval searched for: the question as typed, or a follow-up read with
 its conversation's context (also `Message.search_query` and the log line).
@@ -58,6 +64,7 @@ import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +76,13 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import InterfaceError, OperationalError
 
 from chat import selectors, services
-from chat.answering.answerers import Answerer, AnswerRequest, WrittenAnswer, answerer_for
+from chat.answering.answerers import (
+    Answerer,
+    AnswerFailed,
+    AnswerRequest,
+    WrittenAnswer,
+    answerer_for,
+)
 from chat.answering.citations import citation_as_dict
 from chat.answering.errors import AnswerError
 from chat.answering.events import Event
@@ -87,6 +100,7 @@ from chat.answering.followups import (
     search_plan_in_context,
     unknown_own_terms,
 )
+from chat.answering.generative import answering_mode, search_plan_generative
 from chat.answering.questions import question_normalize
 from chat.models import Message
 from knowledge import embedding
@@ -156,6 +170,8 @@ class _Stored:
     mode: str
     begun: services.ExchangeClaim | services.ExchangeExisting
     history: list[Turn]
+    notice: str = ""  # why the answer is not in the admin's mode (chat/answering/generative.py)
+    max_history_turns: int = 6
 
 
 @dataclass(frozen=True)
@@ -182,6 +198,9 @@ class _Exchange:
     contextual: bool = False
     warning: str = ""
     answerer: Answerer | None = None
+
+    def warn(self, text: str) -> None:
+        self.warning = f"{self.warning} {text}" if self.warning else text
 
     def elapsed_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 1)
@@ -299,7 +318,8 @@ def _exchange_store(request: _Request) -> _Stored:
             )
     chat_settings = chat_settings_get()
     top_k = request.top_k or chat_settings.default_top_k
-    mode = Message.Mode.EXTRACTIVE
+    choice = answering_mode(chat_settings.generation_mode)
+    mode = choice.mode
     if request.regenerate:
         begun = services.exchange_regenerate(
             user=request.user, message_id=request.message_id, mode=mode, top_k=top_k
@@ -325,6 +345,8 @@ def _exchange_store(request: _Request) -> _Stored:
         mode=mode,
         begun=begun,
         history=history,
+        notice=choice.notice,
+        max_history_turns=chat_settings.max_history_turns,
     )
 
 
@@ -414,6 +436,8 @@ async def _search(
     plan = SearchPlan(query=question)
     if stored.history:
         plan = await database_sync_to_async(search_plan_in_context)(question, stored.history)
+    if stored.mode == Message.Mode.GENERATIVE:
+        plan = await search_plan_generative(plan, question=question, history=stored.history)
     if plan.contextual:
         if embedded is not None:
             embedded.cancel()
@@ -536,6 +560,20 @@ async def answer_stream(
             return
 
         # 6. Answer: the answerer of the mode writes the text, streamed as it comes.
+        exchange.answerer = answerer_for(stored.mode)
+        request_for_answerer = AnswerRequest(
+            question=question,
+            search_query=found.query,
+            query_vector=found.query_vector,
+            chunks=found.qualifying,
+            history=stored.history,
+            question_id=question_message.pk,
+            max_history_turns=stored.max_history_turns,
+        )
+        if stored.notice:
+            exchange.warn(stored.notice)
+            yield exchange.event("warning", {"message": stored.notice})
+        await exchange.answerer.prepare(request_for_answerer)
         yield exchange.event(
             "answer_start",
             {
@@ -545,22 +583,18 @@ async def answer_stream(
                 "search_query": found.query,
             },
         )
-        exchange.answerer = answerer_for(stored.mode)
-        request_for_answerer = AnswerRequest(
-            question=question,
-            search_query=found.query,
-            query_vector=found.query_vector,
-            chunks=found.qualifying,
-            history=stored.history,
-        )
         delay = settings.CHAT_STREAM_DELAY_MS / 1000
-        async for piece in exchange.answerer.stream(request_for_answerer):
-            yield exchange.event("answer_delta", {"text": piece})
-            if delay:
-                await asyncio.sleep(delay)
+        async with aclosing(exchange.answerer.stream(request_for_answerer)) as pieces:
+            async for piece in pieces:
+                yield exchange.event("answer_delta", {"text": piece})
+                if delay:
+                    await asyncio.sleep(delay)
 
         # 7. Store and finish.
         written = exchange.written(complete=True)
+        if written.notice:
+            exchange.warn(written.notice)
+            yield exchange.event("warning", {"message": written.notice})
         citations = await database_sync_to_async(services.answer_finish)(
             answer_id=answer_message.pk,
             status=Message.Status.COMPLETE,
@@ -597,6 +631,20 @@ async def answer_stream(
                 )
             )
         raise
+    except AnswerFailed as failure:
+        status = Message.Status.ERROR
+        partial = exchange.written(complete=False)
+        await database_sync_to_async(services.answer_finish)(
+            answer_id=answer_message.pk,
+            status=status,
+            content=partial.content,
+            cited=partial.cited,
+            warning=exchange.warning,
+            search_query=exchange.search_query,
+            error_code=failure.code,
+            figures=exchange.figures(top_k),
+        )
+        yield exchange.event("error", {"code": failure.code, "message": failure.message})
     except Exception as exc:
         errors_logger.exception("answering message %s failed", question_message.pk)
         status = Message.Status.ERROR
@@ -621,6 +669,8 @@ async def answer_stream(
             )
         yield exchange.event("error", {"code": code, "message": message})
     finally:
+        if exchange.answerer is not None:
+            await exchange.answerer.aclose()  # a reply prepared but never streamed
         _log(
             exchange,
             conversation=ids["conversation_id"],
@@ -628,6 +678,7 @@ async def answer_stream(
             user=user.pk,
             top_k=top_k,
             status=status,
+            mode=stored.mode,
             citations=len(exchange.written(complete=status == Message.Status.COMPLETE).cited),
             replayed=False,
         )

@@ -161,8 +161,10 @@ SSE_DESCRIPTION = """
 Ask a question. The answer streams as **Server-Sent Events** (`text/event-stream`), each frame
 `event: <type>` + `data: <json>`, in this order:
 
-- `warning` `{message}` — optional, first: the question was longer than the embedding model
-  reads; only its beginning was used to search.
+- `warning` `{message}` — optional: the question was longer than the embedding model reads
+  (only its beginning was used to search); the generative mode is on but this answer is
+  extractive (no model configured, or the model is failing); or, after the text, a generative
+  answer cites none of the sources ("Not grounded in the documents").
 - `answer_start` `{conversation_id, message_id, reply_to, title, is_private, search_query}` —
   once; `message_id` is the answer's id, `reply_to` is your `message_id`, `search_query` what
   was searched: your message, or a follow-up ("And in London?") read with the conversation's
@@ -172,7 +174,12 @@ Ask a question. The answer streams as **Server-Sent Events** (`text/event-stream
 - `sources` `{message_id, citations: [{n, chunk_id, document_id, title, page, section, url,
   excerpt, text, similarity, stale}]}` — once, after the text: exactly the cited chunks.
 - `answer_end` `{message_id, status}` — last (`complete`).
-- `error` `{code, message}` — last, if answering failed after it started.
+- `error` `{code, message}` — last, if answering failed after it started
+  (`upstream-unavailable` when the language model broke off; the partial answer is kept).
+
+In the generative mode a language model writes the text (Markdown, citing sources as `[n]`;
+markers naming no source given to it are removed before they are sent). When the model cannot
+answer at all, the response is a 503 `upstream-unavailable` error envelope.
 
 When the knowledge base is empty, or nothing in it is close enough to the question (best
 cosine similarity below the evidence threshold), the answer is a **refusal**, returned as plain
@@ -222,7 +229,7 @@ class ChatApiSchema(APIView):
             (200, "application/json"): OpenApiResponse(
                 response=s.RefusalSerializer, description="A refusal."
             ),
-            **_errors(400, 401, 403, 404, 409, 422, 429, 500),
+            **_errors(400, 401, 403, 404, 409, 422, 429, 500, 503),
         },
         tags=["chat"],
     )

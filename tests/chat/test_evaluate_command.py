@@ -152,3 +152,28 @@ def test_evaluate_reads_documents_given_as_files_beside_the_dataset(tmp_path):
     missing.write_text(json.dumps({"documents": [{"file": "nope.pdf"}], "questions": [question]}))
     with pytest.raises(CommandError, match="no such file"):
         call_command("evaluate", str(missing))
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_evaluate_in_generative_mode_asks_the_configured_model(tiny_dataset, tmp_path, settings):
+    from chat.answering import breaker
+    from tests.chat.openai_server import openai_server, quoting_reply
+
+    breaker.circuit_reset()
+    json_path = tmp_path / "figures.json"
+    with openai_server() as server:
+        server.default = quoting_reply
+        settings.LLM_BACKEND, settings.LLM_BASE_URL = "openai", server.base_url
+        settings.LLM_MODEL = "test-model"
+        out = StringIO()
+        call_command(
+            "evaluate", str(tiny_dataset), "--mode", "generative", "--json", str(json_path),
+            stdout=out,
+        )  # fmt: skip
+    figures = json.loads(json_path.read_text())
+    assert figures["mode"] == "generative" and "generative mode" in out.getvalue()
+    # The two answerable questions reached the model; the off-topic one was refused first.
+    assert len(server.completions()) == 2
+    assert figures["answerable"]["citation_accuracy"] == 1.0
+    assert figures["off_kb"]["refusal_rate"] == 1.0

@@ -20,6 +20,7 @@ from chat.evaluation.runner import (
     figures_table,
     threshold_calibrate,
 )
+from chat.models import ChatSettings
 
 
 class Command(BaseCommand):
@@ -41,6 +42,13 @@ class Command(BaseCommand):
             help="Also report the evidence threshold these labels call for (replays the "
             "evidence decision at thresholds 0.20..0.80).",
         )
+        parser.add_argument(
+            "--mode",
+            choices=[choice for choice, _ in ChatSettings.Mode.choices],
+            default=ChatSettings.Mode.EXTRACTIVE,
+            help="Answering mode of the throwaway knowledge base (generative: the language "
+            "model of the LLM_* settings).",
+        )
 
     def handle(self, *args, **options) -> None:
         if options["limit"] < 0:
@@ -60,6 +68,9 @@ class Command(BaseCommand):
                 documents, chunks, seconds = dataset_ingest(dataset)
             except IngestionFailed as exc:
                 raise CommandError(f"Ingestion failed: {exc}") from exc
+            ChatSettings.objects.update_or_create(
+                pk=1, defaults={"generation_mode": options["mode"]}
+            )
             self.stdout.write(
                 f"Ingested {documents} documents into a throwaway knowledge base: "
                 f"{chunks} chunks in {seconds:.1f}s ({chunks / max(seconds, 1e-9):.1f} chunks/s)"
@@ -74,12 +85,13 @@ class Command(BaseCommand):
             threshold = evidence_threshold()
 
         figures = figures_compute(dataset.name, results, threshold=threshold)
+        figures["mode"] = options["mode"]
         figures["ingest"] = {"documents": documents, "chunks": chunks, "seconds": round(seconds, 2)}
         if options["calibrate"]:
             figures["calibration"] = threshold_calibrate(results, threshold)
         self.stdout.write("")
         self.stdout.write(
-            f"{dataset.name}: {len(results)} questions, extractive mode, "
+            f"{dataset.name}: {len(results)} questions, {options['mode']} mode, "
             f"evidence threshold {threshold}"
         )
         self.stdout.write(figures_table(figures))
