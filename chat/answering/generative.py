@@ -216,11 +216,14 @@ async def followup_rewrite(
 async def search_plan_generative(
     plan: SearchPlan, *, question: str, history: Sequence[Turn]
 ) -> SearchPlan:
-    """A follow-up's plan with the model's rewrite as the query (the deterministic plan when
-    the model gives none); other plans unchanged."""
+    """A follow-up's plan with the model's rewrite as the query and the deterministic reading
+    (chat/answering/followups.py) as its fallback; the deterministic plan when the model gives
+    none; other plans unchanged."""
     if not plan.contextual:
         return plan
     query = await followup_rewrite(question=question, history=history)
-    if query is None:
+    if query is None or query.strip() == plan.query:
         return plan
-    return replace(plan, query=query)
+    # The deterministic reading stays as the fallback: a rewrite that finds nothing (or merely
+    # repeats the question) does not cost the follow-up its answer.
+    return replace(plan, query=query, fallback=plan.query, fallback_within=())

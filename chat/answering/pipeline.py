@@ -467,7 +467,7 @@ async def _search(
             question=question,
             query=plan.fallback,
             query_vector=fallback_vector,
-            contextual=not plan.contextual,
+            contextual=plan.fallback != question,
             plan=plan,
             document_ids=_narrowed(request.document_ids, plan.fallback_within),
             stored=stored,

@@ -548,3 +548,28 @@ async def test_a_failing_rewrite_falls_back_to_the_deterministic_query(
     assert expected != FOLLOW_UP and answer.search_query == expected
     assert answer.status == Message.Status.COMPLETE
     assert not await sync_to_async(breaker.circuit_is_open)()
+
+
+async def test_a_rewrite_that_finds_nothing_falls_back_to_the_deterministic_query(
+    llm_server, generative, policies_kb, staff_user
+):
+    first_answer = "Full-time employees receive 25 days [1]."
+    llm_server.script(
+        Scripted(pieces=[first_answer]),
+        Scripted(pieces=["the boiling point of liquid nitrogen on Neptune's moons"]),
+        Scripted(pieces=["Up to five days [1]."]),
+    )
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    conversation_id = events[0].data["conversation_id"]
+    message_id = uuid.uuid4()
+    events = await collect(
+        user=staff_user, question=FOLLOW_UP, message_id=message_id,
+        conversation_id=conversation_id,
+    )  # fmt: skip
+    expected = search_plan(
+        FOLLOW_UP,
+        [Turn(LEAVE_QUESTION, LEAVE_QUESTION, answer=first_answer, answered=True)],
+    ).query
+    assert events[0].type == "answer_start" and events[0].data["search_query"] == expected
+    answer = await sync_to_async(answer_of)(message_id)
+    assert answer.search_query == expected and answer.status == Message.Status.COMPLETE
