@@ -28,7 +28,7 @@ from django.conf import settings
 
 from chat.answering import breaker
 from chat.answering.answerers import Answerer, AnswerFailed, AnswerRequest, WrittenAnswer
-from chat.answering.followups import SearchPlan, Turn
+from chat.answering.followups import SearchPlan, Turn, leans_on_conversation
 from chat.answering.grounding import (
     CitationRewriter,
     as_data,
@@ -219,8 +219,8 @@ async def search_plan_generative(
     """A follow-up's plan with the model's rewrite as the query and the deterministic reading
     (chat/answering/followups.py) as its fallback; the deterministic plan when the model gives
     none; other plans unchanged."""
-    if not plan.contextual:
-        return plan
+    if not (plan.contextual and leans_on_conversation(question)):
+        return plan  # searched as written, or merely picking up an earlier word: no model call
     query = await followup_rewrite(question=question, history=history)
     if query is None or query.strip() == plan.query:
         return plan

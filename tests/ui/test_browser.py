@@ -116,7 +116,11 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Live]
     server = daphne_server(
         database_url_of(connection.settings_dict),
         # A short pause between answer pieces makes the streaming visible (and stoppable).
-        env={"CHAT_STREAM_DELAY_MS": "100", "CHAT_RATE_LIMIT": "200/m"},
+        env={
+            "CHAT_STREAM_DELAY_MS": "100",
+            "CHAT_RATE_LIMIT": "200/m",
+            "CHAT_FLOOD_MIN_INTERVAL": "0",
+        },
     )
     try:
         with server as url:

@@ -68,7 +68,11 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Live]
             assert outcome.action != "failed", outcome.error
     server = daphne_server(
         database_url_of(connection.settings_dict),
-        env={"CHAT_STREAM_DELAY_MS": "20", "CHAT_RATE_LIMIT": "200/m"},
+        env={
+            "CHAT_STREAM_DELAY_MS": "20",
+            "CHAT_RATE_LIMIT": "200/m",
+            "CHAT_FLOOD_MIN_INTERVAL": "0",
+        },
     )
     try:
         with server as url:
