@@ -618,32 +618,11 @@ async def answer_stream(
     except (asyncio.CancelledError, GeneratorExit):
         if status == Message.Status.STREAMING:
             status = Message.Status.INTERRUPTED
-            partial = exchange.written(complete=False)
-            await asyncio.shield(
-                database_sync_to_async(services.answer_finish)(
-                    answer_id=answer_message.pk,
-                    status=status,
-                    content=partial.content,
-                    cited=partial.cited,
-                    warning=exchange.warning,
-                    search_query=exchange.search_query,
-                    figures=exchange.figures(top_k),
-                )
-            )
+            await asyncio.shield(_partial_store(exchange, answer_message.pk, status, top_k))
         raise
     except AnswerFailed as failure:
         status = Message.Status.ERROR
-        partial = exchange.written(complete=False)
-        await database_sync_to_async(services.answer_finish)(
-            answer_id=answer_message.pk,
-            status=status,
-            content=partial.content,
-            cited=partial.cited,
-            warning=exchange.warning,
-            search_query=exchange.search_query,
-            error_code=failure.code,
-            figures=exchange.figures(top_k),
-        )
+        await _partial_store(exchange, answer_message.pk, status, top_k, error_code=failure.code)
         yield exchange.event("error", {"code": failure.code, "message": failure.message})
     except Exception as exc:
         errors_logger.exception("answering message %s failed", question_message.pk)
@@ -651,18 +630,8 @@ async def answer_stream(
         code, message = "internal", INTERNAL_ERROR_MESSAGE
         if isinstance(exc, (OperationalError, InterfaceError)):  # the database went away
             code, message = "upstream-unavailable", UNAVAILABLE_MESSAGE
-        partial = exchange.written(complete=False)
         try:
-            await database_sync_to_async(services.answer_finish)(
-                answer_id=answer_message.pk,
-                status=status,
-                content=partial.content,
-                cited=partial.cited,
-                warning=exchange.warning,
-                search_query=exchange.search_query,
-                error_code=code,
-                figures=exchange.figures(top_k),
-            )
+            await _partial_store(exchange, answer_message.pk, status, top_k, error_code=code)
         except (OperationalError, InterfaceError):
             errors_logger.warning(
                 "answer %s left streaming: database unavailable", ids["message_id"]
@@ -682,6 +651,29 @@ async def answer_stream(
             citations=len(exchange.written(complete=status == Message.Status.COMPLETE).cited),
             replayed=False,
         )
+
+
+async def _partial_store(
+    exchange: _Exchange,
+    answer_id: uuid.UUID,
+    status: str,
+    top_k: int,
+    *,
+    error_code: str = "",
+) -> None:
+    """Store what was streamed so far (an interrupted or failed answer), its citations limited
+    to the markers already sent."""
+    partial = exchange.written(complete=False)
+    await database_sync_to_async(services.answer_finish)(
+        answer_id=answer_id,
+        status=status,
+        content=partial.content,
+        cited=partial.cited,
+        warning=exchange.warning,
+        search_query=exchange.search_query,
+        error_code=error_code,
+        figures=exchange.figures(top_k),
+    )
 
 
 async def _exchange_store_or_release(request: _Request, embedded: asyncio.Future | None) -> _Stored:
