@@ -97,13 +97,14 @@ class Turn:
 @dataclass(frozen=True)
 class SearchPlan:
     """How to search for a question: `query` first; when it fails the evidence check,
-    `fallback` once (the question in context when `query` is the question as written, and the
-    other way round)."""
+    `fallback` once: the question read in context when `query` is the question as written;
+    the question as written when `query` is its reading in context (or, after a language
+    model's rewrite, the reading of this module: chat/answering/generative.py)."""
 
     query: str
     fallback: str | None = None
     fallback_within: tuple[int, ...] = ()  # the fallback searches only these documents
-    contextual: bool = False  # `query` is the question read in context (`fallback` is not)
+    contextual: bool = False  # `query` is the question read in context
     prefer_documents: tuple[int, ...] = field(default=())
 
 
