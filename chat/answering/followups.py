@@ -65,11 +65,11 @@ _NON_ANAPHORIC = re.compile(
     re.IGNORECASE,
 )
 # Words that ask for more rather than name anything ("Anything else interesting about this
-# article?"): left out of a search query.
+# article?"): left out of a search query, like stop words and anaphors ("else", "more", "other").
 _ABOUT_THE_CONVERSATION = {
     "anything", "anyone", "anybody", "something", "interesting", "aspect", "aspects",
     "article", "text", "document", "section", "tell", "fact", "facts", "information", "info",
-    "detail", "details", "else", "more", "other", "others", "notable", "mention", "mentioned",
+    "detail", "details", "others", "notable", "mention", "mentioned",
 }  # fmt: skip
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
 _NUMBER_WORDS = {
