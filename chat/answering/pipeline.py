@@ -260,10 +260,13 @@ def _embedding_validate(values: Sequence[float] | None) -> np.ndarray | None:
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
         raise AnswerError.validation("embedding", message)
     vector = np.asarray(values, dtype=np.float64)
-    norm = float(np.linalg.norm(vector)) if np.all(np.isfinite(vector)) else math.nan
-    if not math.isfinite(norm) or norm == 0.0:
+    # Scaled by its largest value first: a vector of huge (or tiny) finite numbers is still a
+    # direction, and its norm must not overflow (or underflow) to inf (or 0).
+    scale = float(np.max(np.abs(vector))) if np.all(np.isfinite(vector)) else math.nan
+    if not math.isfinite(scale) or scale == 0.0:
         raise AnswerError.validation("embedding", message)
-    return (vector / norm).astype(np.float32)
+    vector = vector / scale
+    return (vector / np.linalg.norm(vector)).astype(np.float32)
 
 
 def _document_ids_validate(values: Sequence[int] | None) -> list[int] | None:

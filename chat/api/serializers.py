@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from chat.api.errors import MALFORMED_UUID
+from chat.api.errors import CODE_OF_STATUS, MALFORMED_UUID
 from chat.selectors import ConversationAccess, conversation_access
+from chat.services import TITLE_MAX_CHARS
 from knowledge.retrieval import MODES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 
@@ -24,22 +26,27 @@ class ClientUUIDField(serializers.UUIDField):
             ) from None
 
 
+# What the server reads as text with something in it (chat.answering.questions.text_clean drops
+# control, surrogate and private-use characters, then the text is trimmed of white space): at
+# least one character of the Basic Multilingual Plane that is none of those (the class below is
+# exactly that set), and DRF refuses NUL anywhere. For the schema only: the server's own checks
+# give the readable messages. Written in the regex syntax Python and ECMAScript share.
+_TEXT_CHAR = (
+    r"[!-~\u00a1-\u167f\u1681-\u1fff\u200b-\u2027\u202a-\u202e\u2030-\u205e\u2060-\u2fff"
+    r"\u3001-\ud7ff\uf900-\uffff]"
+)
+TEXT_PATTERN = rf"^[^\x00]*{_TEXT_CHAR}[^\x00]*$"
+
+
+def text_schema(max_length: int) -> dict:
+    """The OpenAPI schema of a question-like string: not blank once cleaned, at most
+    `max_length` characters."""
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": TEXT_PATTERN}
+
+
 # --- Errors --------------------------------------------------------------------------------------
 class ErrorBodySerializer(serializers.Serializer):
-    code = serializers.ChoiceField(
-        choices=[
-            "bad-request",
-            "unauthorized",
-            "forbidden",
-            "not-found",
-            "method-not-allowed",
-            "conflict",
-            "validation-failed",
-            "rate-limited",
-            "internal",
-            "upstream-unavailable",
-        ]  # fmt: skip
-    )
+    code = serializers.ChoiceField(choices=sorted(set(CODE_OF_STATUS.values())))
     message = serializers.CharField(help_text="Safe to show to the user.")
     details = serializers.DictField(
         help_text="More about the error; for validation-failed, the messages of each field."
@@ -51,10 +58,38 @@ class ErrorEnvelopeSerializer(serializers.Serializer):
 
 
 # --- Chat ----------------------------------------------------------------------------------------
+class StrictCharField(serializers.CharField):
+    """A string that must be sent as a string: DRF's CharField would take `0` or `true` and store
+    "0" / "True", which the schema (type: string) does not allow."""
+
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(text_schema(settings.CHAT_MAX_MESSAGE_CHARS))
+class QuestionField(StrictCharField):
+    """A question or query: checked by the answering core (422 when it is empty once cleaned or
+    too long), documented as such."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("error_messages", {"blank": "The message is empty."})
+        kwargs.setdefault("max_length", settings.CHAT_MAX_MESSAGE_CHARS)
+        super().__init__(**kwargs)
+
+
+@extend_schema_field(text_schema(TITLE_MAX_CHARS))
+class TitleField(StrictCharField):
+    """A conversation title: checked by `conversation_rename` (422 when it is empty once cleaned
+    or too long), documented as such."""
+
+
 class ChatRequestSerializer(serializers.Serializer):
-    message = serializers.CharField(
+    message = QuestionField(
         trim_whitespace=False,
-        allow_blank=True,
         help_text=f"The question (control characters are removed; at most "
         f"{settings.CHAT_MAX_MESSAGE_CHARS} characters).",
     )
@@ -83,7 +118,8 @@ class ChatRequestSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         max_length=200,
-        help_text="Search only these documents.",
+        help_text="Search only these documents (ids of `GET /api/documents`; an id naming no "
+        "document is refused with 422).",
     )
     embedding = serializers.ListField(
         child=serializers.FloatField(),
@@ -91,8 +127,8 @@ class ChatRequestSerializer(serializers.Serializer):
         allow_null=True,
         min_length=384,
         max_length=384,
-        help_text="The question's all-MiniLM-L6-v2 embedding (384 floats), used instead of "
-        "embedding the message on the server.",
+        help_text="The question's all-MiniLM-L6-v2 embedding (384 floats, not all zero: 422), "
+        "used instead of embedding the message on the server.",
     )
     regenerate = serializers.BooleanField(
         default=False,
@@ -163,7 +199,7 @@ class ConversationGroupsSerializer(serializers.Serializer):
 
 
 class ConversationUpdateSerializer(serializers.Serializer):
-    title = serializers.CharField(max_length=200, help_text="The new title.")
+    title = TitleField(max_length=TITLE_MAX_CHARS, help_text="The new title.")
 
 
 class MessageSerializer(serializers.Serializer):
@@ -199,7 +235,7 @@ class MessageListSerializer(serializers.Serializer):
 
 class FeedbackInputSerializer(serializers.Serializer):
     rating = serializers.ChoiceField(choices=["up", "down"])
-    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    comment = StrictCharField(required=False, allow_blank=True, max_length=2000)
 
 
 class FeedbackSerializer(serializers.Serializer):
@@ -239,8 +275,22 @@ class DocumentListSerializer(serializers.Serializer):
     documents = DocumentSerializer(many=True)
 
 
+# A search query travels in the URL, and daphne (Twisted) drops a request whose first line and
+# headers pass 16 KiB: 1,000 characters, even as 12 bytes each (%XX for 4 UTF-8 bytes), fit.
+SEARCH_QUERY_MAX_CHARS = 1000
+
+
+@extend_schema_field(text_schema(SEARCH_QUERY_MAX_CHARS))
+class SearchQueryField(QuestionField):
+    """The search query: at most SEARCH_QUERY_MAX_CHARS characters."""
+
+
 class SearchInputSerializer(serializers.Serializer):
-    q = serializers.CharField(help_text="The query.")
+    q = SearchQueryField(
+        max_length=SEARCH_QUERY_MAX_CHARS,
+        error_messages={"blank": "The query is empty."},
+        help_text="The query.",
+    )
     mode = serializers.ChoiceField(choices=list(MODES), default="hybrid")
     top_k = serializers.IntegerField(
         min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=TOP_K_DEFAULT

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -47,8 +46,65 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 RATINGS = {"up": Feedback.Rating.UP, "down": Feedback.Rating.DOWN}
 
 
-def _errors(*statuses: int) -> dict:
-    return dict.fromkeys(statuses, s.ErrorEnvelopeSerializer)
+# What each error status means on this API (every one is the error envelope); an operation may
+# say more for a status of its own.
+ERROR_MEANINGS = {
+    400: "bad-request: a malformed UUID (in the path or the body) or a body that is not JSON.",
+    401: "unauthorized: no credentials, or an invalid token.",
+    403: "forbidden: not a staff user, the owner's right is needed, or a session request "
+    "without its CSRF token.",
+    404: "not-found: no such resource, or not visible to you (another user's private one).",
+    405: "method-not-allowed: see the Allow header.",
+    409: "conflict: the same message_id is still being answered.",
+    422: "validation-failed: `details` holds the messages of each field.",
+    429: "rate-limited: wait Retry-After seconds.",
+    500: "internal: something went wrong on our side.",
+    503: "upstream-unavailable: the database (or, for answers, the language model) cannot be "
+    "reached right now; try again after Retry-After seconds.",
+}
+
+
+def _retry_after(*statuses: int) -> OpenApiParameter:
+    return OpenApiParameter(
+        "Retry-After",
+        OpenApiTypes.INT,
+        OpenApiParameter.HEADER,
+        description="Seconds to wait before trying again.",
+        response=list(statuses),
+    )
+
+
+RETRY_AFTER = _retry_after(429, 503)
+RETRY_AFTER_OUTAGE = _retry_after(503)
+PATH_ID_DESCRIPTION = "A UUID (400 bad-request when malformed)."
+
+
+def _errors(*statuses: int, **meanings: str) -> dict:
+    """The documented error responses: `statuses` with their usual meaning, and per status
+    (`s422="..."`) a meaning of the operation's own. A database outage can answer any request
+    with a 503, so every operation documents it."""
+    documented = {
+        **dict.fromkeys(statuses),
+        **{int(key[1:]): text for key, text in meanings.items()},
+    }
+    documented.setdefault(503, None)
+    return {
+        status: OpenApiResponse(
+            response=s.ErrorEnvelopeSerializer,
+            description=documented[status] or ERROR_MEANINGS[status],
+        )
+        for status in sorted(documented)
+    }
+
+
+def _path_id(name: str) -> OpenApiParameter:
+    return OpenApiParameter(
+        name, OpenApiTypes.UUID, OpenApiParameter.PATH, description=PATH_ID_DESCRIPTION
+    )
+
+
+CONVERSATION_ID = _path_id("conversation_id")
+MESSAGE_ID = _path_id("message_id")
 
 
 def _uuid_param(value: str, name: str) -> uuid.UUID:
@@ -229,8 +285,21 @@ class ChatApiSchema(APIView):
             (200, "application/json"): OpenApiResponse(
                 response=s.RefusalSerializer, description="A refusal."
             ),
-            **_errors(400, 401, 403, 404, 409, 422, 429, 500, 503),
+            **_errors(
+                400,
+                401,
+                403,
+                409,
+                429,
+                500,
+                503,
+                s404="not-found: `conversation_id` names another user's private conversation, or "
+                "`regenerate` names a question that was never asked.",
+                s422="validation-failed: the message is empty once control characters are removed "
+                "or too long, or another field is out of range; `details` per field.",
+            ),  # fmt: skip
         },
+        parameters=[RETRY_AFTER],
         tags=["chat"],
     )
     def post(self, request: Request) -> Response:  # pragma: no cover - never routed
@@ -242,7 +311,10 @@ class ConversationListApi(APIView):
     @extend_schema(
         operation_id="conversations_list",
         summary="Your conversations: shared ones and your private ones, newest first",
-        parameters=[OpenApiParameter("q", str, description="Only titles containing this.")],
+        parameters=[
+            OpenApiParameter("q", str, description="Only titles containing this."),
+            RETRY_AFTER_OUTAGE,
+        ],
         responses={200: s.ConversationGroupsSerializer, **_errors(401, 403)},
         tags=["conversations"],
     )
@@ -257,6 +329,7 @@ class ConversationDetailApi(APIView):
     @extend_schema(
         operation_id="conversation_get",
         summary="A conversation",
+        parameters=[CONVERSATION_ID, RETRY_AFTER_OUTAGE],
         responses={200: s.ConversationSerializer, **_errors(400, 401, 403, 404)},
         tags=["conversations"],
     )
@@ -270,7 +343,11 @@ class ConversationDetailApi(APIView):
         operation_id="conversation_rename",
         summary="Rename a conversation (owner only)",
         request=s.ConversationUpdateSerializer,
-        responses={200: s.ConversationSerializer, **_errors(400, 401, 403, 404, 422)},
+        parameters=[CONVERSATION_ID, RETRY_AFTER_OUTAGE],
+        responses={
+            200: s.ConversationSerializer,
+            **_errors(400, 401, 404, 422, s403="forbidden: only the owner renames a conversation."),
+        },
         tags=["conversations"],
     )
     def patch(self, request: Request, conversation_id: str) -> Response:
@@ -287,7 +364,11 @@ class ConversationDetailApi(APIView):
     @extend_schema(
         operation_id="conversation_delete",
         summary="Delete a conversation (owner only)",
-        responses={204: None, **_errors(400, 401, 403, 404)},
+        parameters=[CONVERSATION_ID, RETRY_AFTER_OUTAGE],
+        responses={
+            204: None,
+            **_errors(400, 401, 404, s403="forbidden: only the owner deletes a conversation."),
+        },
         tags=["conversations"],
     )
     def delete(self, request: Request, conversation_id: str) -> Response:
@@ -304,6 +385,7 @@ class ConversationMessagesApi(APIView):
         summary="A conversation's messages with their citations",
         description="Citations are the snapshot taken when the answer was given: identical on "
         "every reload; `stale` tells that the cited chunk has changed or gone since.",
+        parameters=[CONVERSATION_ID, RETRY_AFTER_OUTAGE],
         responses={200: s.MessageListSerializer, **_errors(400, 401, 403, 404)},
         tags=["conversations"],
     )
@@ -327,7 +409,20 @@ class MessageFeedbackApi(APIView):
         operation_id="message_feedback",
         summary="Thumbs up or down on an answer (again: replaces your earlier rating)",
         request=s.FeedbackInputSerializer,
-        responses={200: s.FeedbackSerializer, **_errors(400, 401, 403, 404, 422)},
+        description="Feedback is given on answers only: a `message_id` of a question (a user "
+        "message) is refused with 422 validation-failed.",
+        parameters=[MESSAGE_ID, RETRY_AFTER_OUTAGE],
+        responses={
+            200: s.FeedbackSerializer,
+            **_errors(
+                400,
+                401,
+                403,
+                404,
+                s422="validation-failed: the message is a question, not an answer (feedback is "
+                "given on answers only), or the rating or comment is invalid.",
+            ),  # fmt: skip
+        },
         tags=["conversations"],
     )
     def post(self, request: Request, message_id: str) -> Response:
@@ -358,6 +453,7 @@ class DocumentListApi(APIView):
     @extend_schema(
         operation_id="documents_list",
         summary="The knowledge base's documents (for filters)",
+        parameters=[RETRY_AFTER_OUTAGE],
         responses={200: s.DocumentListSerializer, **_errors(401, 403)},
         tags=["knowledge"],
     )
@@ -370,7 +466,7 @@ class SearchApi(APIView):
     @extend_schema(
         operation_id="search",
         summary="Search the knowledge base (ranked chunks, no answer)",
-        parameters=[s.SearchInputSerializer],
+        parameters=[s.SearchInputSerializer, RETRY_AFTER],
         responses={200: s.SearchResultSerializer, **_errors(401, 403, 422, 429)},
         tags=["knowledge"],
     )
@@ -385,10 +481,6 @@ class SearchApi(APIView):
         query = " ".join(text_clean(serializer.validated_data["q"]).split())
         if not query:
             raise AnswerError.validation("q", "The query is empty.")
-        if len(query) > settings.CHAT_MAX_MESSAGE_CHARS:
-            raise AnswerError.validation(
-                "q", f"The query is too long: the limit is {settings.CHAT_MAX_MESSAGE_CHARS}."
-            )
         mode, top_k = serializer.validated_data["mode"], serializer.validated_data["top_k"]
         result = chunks_search(query=query, top_k=top_k, mode=mode)
         body = {

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 import uuid
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.test import AsyncClient, Client
@@ -467,6 +469,85 @@ def test_schema_documents_every_endpoint_the_sse_events_and_the_error_envelope(c
             "ErrorEnvelope"
         )
     assert "ErrorEnvelope" in schema["components"]["schemas"]
+
+
+@pytest.mark.django_db
+def test_schema_says_what_the_server_checks(client):
+    """What schemathesis found undocumented (tests/chat/test_api_contract.py runs it)."""
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    paths, components = schema["paths"], schema["components"]["schemas"]
+    for path, method in [
+        ("/api/conversations/{conversation_id}", "get"),
+        ("/api/conversations/{conversation_id}", "patch"),
+        ("/api/conversations/{conversation_id}", "delete"),
+        ("/api/conversations/{conversation_id}/messages", "get"),
+        ("/api/messages/{message_id}/feedback", "post"),
+    ]:
+        operation = paths[path][method]
+        (id_parameter,) = [p for p in operation["parameters"] if p["in"] == "path"]
+        assert id_parameter["schema"] == {"type": "string", "format": "uuid"}
+        assert "400" in operation["responses"] and "503" in operation["responses"]
+        assert list(operation.get("requestBody", {}).get("content", ["application/json"])) == [
+            "application/json"
+        ]
+    rename = paths["/api/conversations/{conversation_id}"]["patch"]["requestBody"]
+    assert rename["required"] is True
+    assert components["ConversationUpdateRequest"]["required"] == ["title"]
+    feedback = paths["/api/messages/{message_id}/feedback"]["post"]
+    assert "answers only" in feedback["responses"]["422"]["description"]
+    message = components["ChatRequestRequest"]["properties"]["message"]
+    assert message["minLength"] == 1 and message["maxLength"] == 4000
+    pattern = re.compile(message["pattern"])
+    for text in ("A question?", "  é  ", "\u200b"):
+        assert pattern.match(text), text
+    for text in (" ", "\t\n", "\x01\x02", "\ue000", "a\x00b"):
+        assert not pattern.match(text), text
+    search = {p["name"]: p for p in paths["/api/search"]["get"]["parameters"]}
+    assert search["q"]["schema"]["maxLength"] == 1000
+    assert "Retry-After" in paths["/api/search"]["get"]["responses"]["429"]["headers"]
+
+
+@pytest.mark.django_db
+def test_strings_must_be_strings_and_bodies_json(api, staff_user):
+    conversation = conversation_of(staff_user, private=False)
+    url = f"/api/conversations/{conversation.pk}"
+    assert_envelope(
+        api.patch(url, {"title": 0}, content_type="application/json"), 422, "validation-failed"
+    )
+    assert_envelope(
+        api.patch(url, "title=New", content_type="application/x-www-form-urlencoded"),
+        415,
+        "unsupported-media-type",
+    )
+    conversation.refresh_from_db()
+    assert conversation.title == "A chat"
+    answer = Message.objects.create(conversation=conversation, role="assistant", content="Yes.")
+    feedback = f"/api/messages/{answer.pk}/feedback"
+    body = {"rating": "up", "comment": 0}
+    assert_envelope(
+        api.post(feedback, body, content_type="application/json"), 422, "validation-failed"
+    )
+    assert_envelope(api.post(feedback, {"rating": "up"}), 415, "unsupported-media-type")
+    assert not Feedback.objects.exists()
+
+
+@pytest.mark.django_db
+def test_search_query_longer_than_a_url_carries_is_refused(api, policies_kb):
+    error = assert_envelope(api.get("/api/search", {"q": "leave " * 200}), 422, "validation-failed")
+    assert "q" in error["details"]
+    assert api.get("/api/search", {"q": "annual leave"}).status_code == 200
+
+
+def test_an_embedding_of_huge_or_tiny_numbers_is_still_a_direction():
+    from chat.answering.errors import AnswerError
+    from chat.answering.pipeline import _embedding_validate
+
+    for scale in (1e200, 1e-200):
+        vector = _embedding_validate([scale] * 192 + [0.0] * 192)
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+        assert abs(float(vector[0]) - 1 / np.sqrt(192)) < 1e-5
+    with pytest.raises(AnswerError):
+        _embedding_validate([0.0] * 384)
 
 
 @pytest.mark.django_db
