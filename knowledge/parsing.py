@@ -18,6 +18,7 @@ is refused with an `UnsupportedFileType`; a corrupt or empty file raises a
 from __future__ import annotations
 
 import io
+import logging
 import re
 import textwrap
 import zipfile
@@ -40,6 +41,7 @@ SUPPORTED_TYPES: dict[str, str] = {
 }
 SUPPORTED_TYPES_LABEL = ".pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx"
 SECTION_SEPARATOR = " > "
+logger = logging.getLogger(__name__)
 
 # Control characters PostgreSQL cannot store (NUL) or that only add noise; \t and \n stay.
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -100,7 +102,16 @@ def document_parse(*, data: bytes, name: str) -> ParsedDocument:
         raise DocumentParseError(f"The file is empty ({Path(name).name}).")
     parser = _PARSERS[Path(name).suffix.lower()]
     builder = _BlockBuilder(name=Path(name).name)
-    title = parser(data, builder)
+    try:
+        title = parser(data, builder)
+    except DocumentParseError:
+        raise
+    except Exception as exc:  # a reader's own bug on odd input: that file fails, readably
+        logger.exception("Parsing %s failed unexpectedly", name)
+        raise DocumentParseError(
+            f"Could not read {Path(name).name}: the file is damaged or in a form we cannot "
+            f"read ({type(exc).__name__})."
+        ) from exc
     if not builder.blocks:
         raise DocumentParseError(f"No text could be extracted from {Path(name).name}.")
     return ParsedDocument(
