@@ -63,6 +63,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.middleware.ContentSecurityPolicyMiddleware",
     "config.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -189,9 +190,39 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
-X_FRAME_OPTIONS = "SAMEORIGIN"  # the document view embeds PDFs from this origin
-SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES")
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+X_FRAME_OPTIONS = "DENY"  # no page is ever framed (the original files: same origin only)
+
+# --- HTTPS (production) ----------------------------------------------------------------------
+# DJANGO_SECURE=1: the site is served over HTTPS, by a proxy that terminates TLS and sets
+# X-Forwarded-Proto (and removes any a client sent). Then cookies are sent over HTTPS only, plain
+# HTTP is redirected to HTTPS, and browsers are told to use HTTPS only (HSTS, a year by default).
+# Off by default: `make run` serves plain HTTP on 127.0.0.1, where secure cookies would never
+# come back and the redirect would lead nowhere.
+SECURE = env_bool("DJANGO_SECURE")
+SESSION_COOKIE_SECURE = SECURE
+CSRF_COOKIE_SECURE = SECURE
+SECURE_SSL_REDIRECT = SECURE
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if SECURE else None
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", 365 * 24 * 3600 if SECURE else 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", SECURE)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", SECURE)
+
+# Content-Security-Policy, sent with every response (config.middleware): scripts and styles from
+# this origin only (no inline script anywhere, the admin's included; inline style attributes are
+# allowed), nothing framed, no plugins, forms post here only. A view may send a policy of its own.
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 # --- I18N / static / media -----------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 
 from knowledge.selectors import (
     document_get_for,
@@ -66,6 +67,7 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "knowledge/document.html", context)
 
 
+@xframe_options_sameorigin
 @staff_required
 def document_file(request: HttpRequest, pk: int) -> HttpResponse:
     document = document_get_for(request.user, pk)
@@ -79,6 +81,7 @@ def document_file(request: HttpRequest, pk: int) -> HttpResponse:
         filename=path.name,
         content_type=document.media_type if inline else "application/octet-stream",
     )
-    if not inline:
-        response["Content-Security-Policy"] = "sandbox"
+    # A download is sandboxed (an HTML or SVG file could hold script); a PDF shown by the
+    # browser's own viewer gets a policy that lets the viewer work, framed by this origin only.
+    response["Content-Security-Policy"] = "sandbox" if not inline else "frame-ancestors 'self'"
     return response
