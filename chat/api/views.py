@@ -56,6 +56,7 @@ ERROR_MEANINGS = {
     404: "not-found: no such resource, or not visible to you (another user's private one).",
     405: "method-not-allowed: see the Allow header.",
     409: "conflict: the same message_id is still being answered.",
+    415: "unsupported-media-type: the body must be JSON (Content-Type: application/json).",
     422: "validation-failed: `details` holds the messages of each field.",
     429: "rate-limited: wait Retry-After seconds.",
     500: "internal: something went wrong on our side.",
@@ -297,7 +298,7 @@ class ChatApiSchema(APIView):
                 "`regenerate` names a question that was never asked.",
                 s422="validation-failed: the message is empty once control characters are removed "
                 "or too long, or another field is out of range; `details` per field.",
-            ),  # fmt: skip
+            ),
         },
         parameters=[RETRY_AFTER],
         tags=["chat"],
@@ -346,7 +347,9 @@ class ConversationDetailApi(APIView):
         parameters=[CONVERSATION_ID, RETRY_AFTER_OUTAGE],
         responses={
             200: s.ConversationSerializer,
-            **_errors(400, 401, 404, 422, s403="forbidden: only the owner renames a conversation."),
+            **_errors(
+                400, 401, 404, 415, 422, s403="forbidden: only the owner renames a conversation."
+            ),
         },
         tags=["conversations"],
     )
@@ -419,9 +422,10 @@ class MessageFeedbackApi(APIView):
                 401,
                 403,
                 404,
+                415,
                 s422="validation-failed: the message is a question, not an answer (feedback is "
                 "given on answers only), or the rating or comment is invalid.",
-            ),  # fmt: skip
+            ),
         },
         tags=["conversations"],
     )

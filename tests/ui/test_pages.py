@@ -94,12 +94,14 @@ def test_logout_is_a_post_and_ends_the_session(staff_client):
 
 
 def test_pages_load_scripts_and_styles_from_this_site_only(staff_client):
-    page = staff_client.get("/").content.decode()
+    response = staff_client.get("/")
+    page = response.content.decode()
     assets = re.findall(r'<(?:script|link)[^>]+(?:src|href)="([^"]+)"', page)
     assert assets and all(url.startswith("/static/") for url in assets)
     assert "/static/vendor/htmx/htmx-2.0.11.min.js" in assets
     assert "/static/vendor/htmx/htmx-ext-ws-2.0.4.min.js" in assets
-    assert "script-src 'self'" in page  # even injected markup could not run a script
+    # even injected markup could not run a script (the header: tests/config/test_web_hardening.py)
+    assert "script-src 'self'" in response["Content-Security-Policy"]
 
 
 # --- Chat pages -------------------------------------------------------------------------------
