@@ -25,12 +25,10 @@ SEARCH = "/api/search?q=lighthouse+keepers+clockwork+bonus&top_k=10"
 @pytest.fixture
 def readers(django_user_model, staff_user):
     """One user per kind of reader of documents (None: not signed in)."""
-    visitor = django_user_model.objects.create_user(username="visitor", password="pw-12345678")
-    manager = django_user_model.objects.create_user(
-        username="manager", password="pw-12345678", is_staff=True
-    )
+    visitor = django_user_model.objects.create_user(username="visitor")
+    manager = django_user_model.objects.create_user(username="manager", is_staff=True)
     manager.user_permissions.add(Permission.objects.get(codename="view_document"))
-    root = django_user_model.objects.create_superuser(username="root", password="pw-12345678")
+    root = django_user_model.objects.create_superuser(username="root", email="", password=None)
     return {
         "anonymous": None,
         "non-staff": visitor,
@@ -142,8 +140,8 @@ SECRET_COMMENT = "Quillfeather remark about my manager"
 
 @pytest.fixture
 def people(django_user_model, staff_user, other_staff_user):
-    visitor = django_user_model.objects.create_user(username="visitor", password="pw-12345678")
-    root = django_user_model.objects.create_superuser(username="root", password="pw-12345678")
+    visitor = django_user_model.objects.create_user(username="visitor")
+    root = django_user_model.objects.create_superuser(username="root", email="", password=None)
     for user in (staff_user, other_staff_user):  # both may read feedback in the admin
         user.user_permissions.add(Permission.objects.get(codename="view_feedback"))
     return {"anonymous": None, "non-staff": visitor, "other staff": other_staff_user,

@@ -28,7 +28,7 @@ OPEN = "open"
 
 @pytest.fixture
 def people(django_user_model, staff_user, other_staff_user):
-    visitor = django_user_model.objects.create_user(username="visitor", password="pw-12345678")
+    visitor = django_user_model.objects.create_user(username="visitor")
     return {"anonymous": None, "non-staff": visitor, "other staff": other_staff_user,
             "owner": staff_user}  # fmt: skip
 
