@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup migrate browser lint format css stop-db
+.PHONY: run test setup migrate browser redis lint format css stop-db
 
 ## make run: set everything up, seed the demo, serve on http://127.0.0.1:8000 (Ctrl-C stops).
 run: setup migrate
@@ -13,7 +13,7 @@ run: setup migrate
 	bin/serve
 
 ## make test: set everything up and run the whole test suite (browser tests included).
-test: setup browser
+test: setup browser redis
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest --create-db
@@ -37,6 +37,12 @@ browser:
 	@test -x /usr/bin/chromium || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+## Debian's redis-server for the scale-out tests (each starts its own on a free loopback port).
+redis:
+	@command -v redis-server >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -9,7 +9,13 @@ each piece of the answer (escaped) appended to it, the sources, then the answer 
 from the database (the very partial a reload uses).
 
 Generation runs in its own task, so Stop and a disconnect can cancel it; the pipeline then
-stores the part already streamed as `interrupted`.
+stores the part already streamed as `interrupted`. An answer runs in the process that holds
+the socket it was asked on, so a Stop on that socket always reaches it. A Stop on another
+socket of the conversation's owner (a second tab, possibly served by another process) is
+routed to it: the conversation's in-flight lock (shared cache) names the channel of the socket
+running the answer, and the channel layer (Redis when `REDIS_URL` is set, so across processes)
+delivers `chat.stop` there. Nobody else can stop an answer: a reader's Stop only resets their
+own page.
 
 Each socket does its database work on a thread of its own (as Django gives each HTTP request
 one). Channels would otherwise send the database calls of every socket of the process, its own
@@ -201,7 +207,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         is_private: bool,
     ) -> None:
         # database_sync_to_async, not cache.aadd: it gives the (pooled) connection back after.
-        lock = f"sourced:chat:in-flight:{self.conversation_id}"
+        lock = self._lock_key()
         if not await database_sync_to_async(cache.add)(lock, self.channel_name, IN_FLIGHT_SECONDS):
             await self._refuse(
                 "Another question in this conversation is still being answered "
@@ -408,10 +414,37 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await asyncio.gather(task, return_exceptions=True)
         return True
 
+    def _lock_key(self) -> str:
+        """The conversation's in-flight lock: held while one of its questions is answered,
+        its value the channel name of the socket answering it."""
+        return f"sourced:chat:in-flight:{self.conversation_id}"
+
     async def _stop(self) -> None:
+        if await self._stop_here():
+            return
+        if self.access == "owner":
+            await self._stop_elsewhere()
+        await self.send(await self._state_html(busy=False))
+
+    async def _stop_here(self) -> bool:
+        """Stop the answer this socket is running, if any, and show what it kept."""
         exchange = self.exchange
         if await self._cancel() and exchange is not None:
             self.exchange = exchange
             await self._send_final()
-        else:
-            await self.send(await self._state_html(busy=False))
+            return True
+        return False
+
+    async def _stop_elsewhere(self) -> None:
+        """Send Stop to the socket running this conversation's answer, in this process or
+        another (the lock names its channel; the channel layer carries the message)."""
+        if self.channel_layer is None:
+            return
+        holder = await database_sync_to_async(cache.get)(self._lock_key())
+        if isinstance(holder, str) and holder and holder != self.channel_name:
+            await self.channel_layer.send(holder, {"type": "chat.stop"})
+
+    async def chat_stop(self, event: dict[str, Any]) -> None:
+        """A Stop routed from another socket of the owner (`_stop_elsewhere`): the running
+        answer stops, and this socket's page shows what was kept, as after its own Stop."""
+        await self._stop_here()

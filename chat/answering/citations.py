@@ -10,6 +10,7 @@ quotes ("A4:E4"), within the cited chunk's range.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from django.urls import NoReverseMatch, reverse
@@ -19,6 +20,17 @@ from knowledge.models import Document
 from knowledge.retrieval import RetrievedChunk, excerpt_of
 
 SIMILARITY_DECIMALS = 4
+# What every reader of an answer takes for a citation marker: "[3]", "[1, 2]".
+_MARKER_LIKE = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")
+WORD_JOINER = "\u2060"
+
+
+def quoted_markers_neutralize(text: str) -> str:
+    """Document text quoted in an answer (or given to a model as a source), with its own
+    bracketed numbers ("see footnote [2]") written "[2\u2060]": they look the same, but no
+    reader of the answer, the page's badges, an API client or the citation check, takes them
+    for a marker naming a source."""
+    return _MARKER_LIKE.sub(lambda match: f"[{match.group(1)}{WORD_JOINER}]", text)
 
 
 def document_link(document_id: int, document_url: str) -> str:

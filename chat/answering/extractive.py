@@ -61,6 +61,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from chat.answering.citations import quoted_markers_neutralize
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
 from knowledge.spreadsheets import range_parse
@@ -151,7 +152,7 @@ class ExtractiveAnswer:
         are exactly `text`."""
         pieces: list[str] = []
         for index, sentence in enumerate(self.sentences):
-            words = sentence.text.split(" ")
+            words = quoted_markers_neutralize(sentence.text).split(" ")
             chunks = [
                 " ".join(words[i : i + PIECE_WORDS]) for i in range(0, len(words), PIECE_WORDS)
             ]

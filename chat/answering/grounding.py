@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from chat.answering.citations import quoted_markers_neutralize
 from chat.answering.llm import ChatMessage
 from knowledge.retrieval import RetrievedChunk
 
@@ -77,7 +78,7 @@ def source_entry(n: int, chunk: RetrievedChunk) -> str:
         where.append(f"page {chunk.page}")
     if chunk.section:
         where.append(as_data(chunk.section))
-    return f"[{n}] {' — '.join(where)}\n{as_data(chunk.text).strip()}"
+    return f"[{n}] {' — '.join(where)}\n{quoted_markers_neutralize(as_data(chunk.text)).strip()}"
 
 
 def sources_block(chunks: Sequence[RetrievedChunk]) -> str:

@@ -1,7 +1,7 @@
 """Who may do what to a conversation, over HTTP: every conversation page and API route ×
 {anonymous, signed-in non-staff, another staff user, the owner} × {shared, private}, with the
 exact status, and never a word of someone else's private conversation in any answer. (The
-WebSocket routes have their own tests in test_consumer.py: 4401 / 4403 / read-only.)"""
+WebSocket: test_access_matrix_ws.py; documents and feedback: test_access_matrix_documents.py.)"""
 
 from __future__ import annotations
 

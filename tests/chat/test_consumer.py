@@ -436,3 +436,30 @@ async def test_retry_after_a_lost_connection_answers_the_same_question_again(
     assert answer.status == Message.Status.COMPLETE
     assert any(f"outerHTML:#msg-{interrupted.pk}" in f for f in fragments)
     assert await Message.objects.filter(conversation_id=conversation_id).acount() == 2
+
+
+async def test_stop_from_the_owners_other_tab_stops_the_answer_and_a_readers_does_not(
+    staff_user, other_staff_user, leave_kb, settings
+):
+    settings.CHAT_STREAM_DELAY_MS = 300
+    conversation_id = uuid.uuid4()
+    running = await socket_for(staff_user, conversation_id)
+    payload = send_payload(LEAVE_QUESTION)
+    await running.send_to(text_data=payload)
+    while '-body">' not in await running.receive_from(timeout=30):
+        pass  # streaming; the conversation now exists
+    reader = await socket_for(other_staff_user, conversation_id)
+    await reader.send_to(text_data=json.dumps({"action": "stop"}))
+    assert 'data-busy="false"' in await reader.receive_from(timeout=5)
+    while '-body">' not in await running.receive_from(timeout=30):
+        pass  # the reader's Stop stopped nothing
+    other_tab = await socket_for(staff_user, conversation_id)
+    await other_tab.send_to(text_data=json.dumps({"action": "stop"}))
+    assert 'data-busy="false"' in await other_tab.receive_from(timeout=5)
+    fragments = await fragments_until_idle(running)
+    for communicator in (running, reader, other_tab):
+        await communicator.disconnect()
+
+    answer = await Message.objects.aget(reply_to_id=json.loads(payload)["message_id"])
+    assert answer.status == Message.Status.INTERRUPTED
+    assert any('data-status="interrupted"' in f and "Stopped" in f for f in fragments)
