@@ -150,6 +150,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache (rate limits are shared by every process) and channel layer --------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# The channel layer waits for a socket's messages with a blocking pop that Redis ends after
+# 5 s; redis-py 8 gives up reading after 5 s by default, so an idle WebSocket's read lost that
+# race under load and the socket was closed with 1011. Reads may take longer than the pop.
+REDIS_CHANNEL_HOST_OPTIONS = {"socket_timeout": 30}
 if REDIS_URL:
     CACHES = {
         "default": {
@@ -160,7 +164,7 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, **REDIS_CHANNEL_HOST_OPTIONS}]},
         }
     }
 else:

@@ -5,6 +5,8 @@ rules on PostgreSQL; test_scale_out.py runs them through two daphne processes.)"
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from channels_redis.core import RedisChannelLayer
 from django_redis import get_redis_connection
@@ -70,3 +72,21 @@ async def test_the_redis_channel_layer_carries_a_message_between_two_layers(redi
         await running.flush()
         await running.close_pools()
         await stopping.close_pools()
+
+
+async def test_an_idle_channel_of_the_configured_layer_waits_past_redis_blocking_pop(
+    redis_url, settings
+):
+    """The layer as settings configure it: a socket that gets no message for longer than the
+    blocking pop (5 s) keeps waiting. (With redis-py 8's default 5 s read timeout the read
+    failed with TimeoutError and the consumer's socket was closed with 1011.)"""
+    layer = RedisChannelLayer(hosts=[{"address": redis_url, **settings.REDIS_CHANNEL_HOST_OPTIONS}])
+    try:
+        channel = await layer.new_channel()
+        with pytest.raises(asyncio.TimeoutError):  # ours, after 7 s: nothing came, no error
+            await asyncio.wait_for(layer.receive(channel), timeout=7)
+        await layer.send(channel, {"type": "chat.stop"})
+        assert await layer.receive(channel) == {"type": "chat.stop"}
+    finally:
+        await layer.flush()
+        await layer.close_pools()

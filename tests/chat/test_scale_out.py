@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -100,6 +101,8 @@ def test_a_conversation_started_on_one_process_is_read_and_continued_on_the_othe
     assert page.status_code == 200 and LEAVE_QUESTION in page.text
 
     with socket_to(second, client, conversation_id) as socket:
+        # Idle for longer than the channel layer's blocking pop (5 s): the socket stays open.
+        time.sleep(7)
         ask(socket, FOLLOW_UP)
         fragments = "".join(until(socket, IDLE))
     assert "five days" in fragments and "data-notice" not in fragments
