@@ -240,12 +240,16 @@ def _refused_at(signals: EvidenceSignals | None, threshold: float) -> bool:
     return not sufficient
 
 
-def threshold_calibrate(results: list[QuestionResult], current: float) -> dict[str, Any]:
+def threshold_calibrate(
+    results: list[QuestionResult], current: float, automatic: Any = None
+) -> dict[str, Any]:
     """From the labels, replaying the evidence decision (all its signals, as collected by
     `dataset_evaluate(signals=True)`) at every threshold of CALIBRATION_GRID: the lowest
     threshold that refuses every off-KB question and the false refusals it costs; the highest
     that keeps false refusals at or below 3% and the off-KB share it refuses; and the current
-    threshold's pair. Informs the admin's setting for their own corpus."""
+    threshold's pair; with `automatic` (the knowledge base's own calibration, chat/calibration.py)
+    also the automatic threshold's pair, to compare with the labels' optimum. Informs the
+    admin's setting for their own corpus."""
     off_kb = [r.signals for r in results if r.question.kind == "off_kb"]
     answerable = [r.signals for r in results if r.question.kind == "answerable"]
     if not off_kb or not answerable:
@@ -261,11 +265,19 @@ def threshold_calibrate(results: list[QuestionResult], current: float) -> dict[s
     grid = [rates(threshold) for threshold in CALIBRATION_GRID]
     refuse_all = [g for g in grid if g["off_kb_refusal_rate"] == 1.0]
     keep = [g for g in grid if g["false_refusal_rate"] <= 0.03]
-    return {
+    report = {
         "current": rates(current),
         "refuse_all_off_kb": refuse_all[0] if refuse_all else {"note": "no threshold on the grid"},
         "false_refusals_at_most_3pct": keep[-1] if keep else {"note": "no threshold on the grid"},
     }
+    if automatic is not None:
+        # The knowledge base's own measurement (chat/calibration.py), beside the labels' optimum.
+        report["automatic"] = {
+            **rates(round(automatic.threshold, 3)),
+            "noise_floor": automatic.noise_floor,
+            "probe_floor": automatic.probe_floor,
+        }
+    return report
 
 
 def figures_table(figures: dict[str, Any]) -> str:
@@ -389,6 +401,22 @@ def fold_evaluate(
             questions if questions is not None else dataset.questions, set(left_out)
         )
         return dataset_evaluate(dataset, questions=asked, progress=progress, signals=signals)
+    finally:
+        documents_set_enabled(ids=ids, enabled=True)
+        vocabulary_get(wait=True)
+
+
+def fold_calibration(dataset: Dataset, left_out: list[str]) -> Any:
+    """The automatic calibration of the knowledge base without the `left_out` documents."""
+    from chat.calibration import calibration_refresh
+    from knowledge.services import documents_set_enabled
+    from knowledge.vocabulary import vocabulary_get
+
+    ids = [pk for doc in left_out for pk in documents_by_dataset_id(dataset).get(doc, [])]
+    documents_set_enabled(ids=ids, enabled=False)
+    try:
+        vocabulary_get(wait=True)
+        return calibration_refresh()
     finally:
         documents_set_enabled(ids=ids, enabled=True)
         vocabulary_get(wait=True)

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from chat.answering.evidence import evidence_threshold
+from chat.calibration import calibration_refresh
 from chat.evaluation.dataset import Dataset, DatasetError, DatasetQuestion, dataset_load
 from chat.evaluation.isolated import isolated_database
 from chat.evaluation.runner import (
@@ -19,6 +20,7 @@ from chat.evaluation.runner import (
     dataset_ingest,
     figures_compute,
     figures_table,
+    fold_calibration,
     fold_evaluate,
     folds_assign,
     folds_summary,
@@ -46,7 +48,8 @@ class Command(BaseCommand):
             "--calibrate",
             action="store_true",
             help="Also report the evidence threshold these labels call for (replays the "
-            "evidence decision at thresholds 0.20..0.80).",
+            "evidence decision at thresholds 0.20..0.80), beside the knowledge base's automatic "
+            "threshold (measured on it, as after ingestion).",
         )
         parser.add_argument(
             "--mode",
@@ -102,6 +105,8 @@ class Command(BaseCommand):
                 threshold = evidence_threshold()
                 per_fold = self._folds(dataset, questions, folds, options, threshold)
             else:
+                # The knowledge base's own calibration, as the background task would measure it.
+                automatic = calibration_refresh() if options["calibrate"] else None
                 with tqdm(total=len(questions), desc="questions", unit="q") as bar:
                     results = dataset_evaluate(
                         dataset,
@@ -119,7 +124,7 @@ class Command(BaseCommand):
         figures["mode"] = options["mode"]
         figures["ingest"] = {"documents": documents, "chunks": chunks, "seconds": round(seconds, 2)}
         if options["calibrate"]:
-            figures["calibration"] = threshold_calibrate(results, threshold)
+            figures["calibration"] = threshold_calibrate(results, threshold, automatic)
         self.stdout.write("")
         self.stdout.write(
             f"{dataset.name}: {len(results)} questions, {options['mode']} mode, "
@@ -162,7 +167,9 @@ class Command(BaseCommand):
                 figures["held_out"] = held_out_figures(results, kinds)
                 figures["left_out"] = left_out
                 if options["calibrate"]:
-                    figures["calibration"] = threshold_calibrate(results, threshold)
+                    figures["calibration"] = threshold_calibrate(
+                        results, threshold, fold_calibration(dataset, left_out)
+                    )
                 per_fold.append(figures)
         return per_fold
 
