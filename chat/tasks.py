@@ -14,14 +14,14 @@ logger = logging.getLogger(__name__)
 def evidence_calibrate_task() -> str:
     """Measure the knowledge base for the evidence check (chat/calibration.py) when it changed
     since the stored calibration; returns "updated", "unchanged" or "empty"."""
-    from chat.calibration import calibration_refresh, fingerprint_key
+    from chat.calibration import calibration_refresh
     from chat.models import EvidenceCalibration
 
     before = EvidenceCalibration.objects.filter(pk=1).values_list("fingerprint", flat=True).first()
     row = calibration_refresh()
     if row is None:
         return "empty"
-    return "unchanged" if before == fingerprint_key() and before == row.fingerprint else "updated"
+    return "unchanged" if before == row.fingerprint else "updated"
 
 
 def evidence_calibration_schedule(**_kwargs) -> None:
