@@ -18,7 +18,15 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from chat.answering.generative import LanguageModelState, language_model_state
-from chat.models import ChatSettings, Citation, Conversation, Feedback, Message
+from chat.calibration import CALIBRATION_USE, calibration_current, calibration_is_current
+from chat.models import (
+    ChatSettings,
+    Citation,
+    Conversation,
+    EvidenceCalibration,
+    Feedback,
+    Message,
+)
 from chat.selectors import conversations_admin_filter
 from chat.unanswered import unanswered_groups
 
@@ -61,11 +69,18 @@ class ChatSettingsAdmin(admin.ModelAdmin):
         "generation_mode",
         "language_model",
         "evidence_threshold",
+        "evidence_threshold_automatic",
+        "automatic_calibration",
         "default_top_k",
         "max_history_turns",
         "updated_at",
     )
-    readonly_fields = ("language_model", "updated_at")
+    readonly_fields = ("language_model", "automatic_calibration", "updated_at")
+
+    @admin.display(description="Automatic calibration")
+    def automatic_calibration(self, obj: ChatSettings) -> str:
+        """The knowledge base's own thresholds (chat/calibration.py), beside the admin's."""
+        return calibration_html(calibration_current())
 
     @admin.display(description="Language model")
     def language_model(self, obj: ChatSettings) -> str:
@@ -111,6 +126,38 @@ class ChatSettingsAdmin(admin.ModelAdmin):
         # Saving returns to the same form (there is no list to go back to).
         self.message_user(request, "Chat settings saved.")
         return HttpResponseRedirect(request.path)
+
+
+def calibration_html(calibration: EvidenceCalibration | None) -> str:
+    if calibration is None:
+        return format_html(
+            "{}",
+            "Not measured yet: the knowledge base is measured in the background after documents "
+            "are added, re-processed, enabled, disabled or deleted.",
+        )
+    stale = "" if calibration_is_current(calibration) else " (the knowledge base has changed "
+    if stale:
+        stale += "since; a new measurement is queued)"
+    rows = [
+        format_html(
+            "Automatic threshold: <strong>{}</strong>, measured {}{}",
+            f"{calibration.threshold:.3f}",
+            calibration.computed_at.strftime("%Y-%m-%d %H:%M UTC"),
+            stale,
+        ),
+        format_html(
+            "Noise floor (95th percentile of {} generic questions): {}",
+            calibration.negatives,
+            f"{calibration.noise_floor:.3f}",
+        ),
+        format_html(
+            "Probe floor (5th percentile of {} questions made from its own sentences): {}",
+            calibration.positives,
+            "-" if calibration.probe_floor is None else f"{calibration.probe_floor:.3f}",
+        ),
+        format_html("{}", CALIBRATION_USE),
+    ]
+    return format_html_join("", "<div>{}</div>", ((row,) for row in rows))
 
 
 def language_model_html(state: LanguageModelState, generation_mode: str) -> str:

@@ -144,6 +144,13 @@ class ChatSettings(models.Model):
         help_text="Questions whose best cosine similarity is below this are refused. "
         "The CHAT_EVIDENCE_THRESHOLD environment variable overrides it.",
     )
+    evidence_threshold_automatic = models.BooleanField(
+        default=False,
+        verbose_name="Use the automatic threshold",
+        help_text="Use the threshold measured on the knowledge base itself (shown below) "
+        "instead of the one above, once it has been measured. The environment variable still "
+        "overrides both.",
+    )
     default_top_k = models.PositiveSmallIntegerField(
         default=5, validators=[MinValueValidator(1), MaxValueValidator(20)]
     )
@@ -158,6 +165,34 @@ class ChatSettings(models.Model):
 
     def __str__(self) -> str:
         return "Chat settings"
+
+
+class EvidenceCalibration(models.Model):
+    """The knowledge base's own evidence thresholds (one row), measured on it by
+    chat/calibration.py and recomputed when it changes."""
+
+    fingerprint = models.CharField(
+        max_length=200, help_text="The knowledge base state the values were measured on."
+    )
+    noise_floor = models.FloatField(
+        help_text="95th percentile of the passage similarity of generic questions (negatives)."
+    )
+    probe_floor = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="5th percentile of the passage similarity of probe questions made from the "
+        "knowledge base's own sentences (positives).",
+    )
+    threshold = models.FloatField(help_text="The automatic threshold.")
+    negatives = models.PositiveIntegerField(default=0)
+    positives = models.PositiveIntegerField(default=0)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "evidence calibration"
+
+    def __str__(self) -> str:
+        return f"Evidence calibration ({self.threshold:.3f})"
 
 
 class Feedback(models.Model):

@@ -45,6 +45,7 @@ from knowledge.parsing import (
     is_supported,
 )
 from knowledge.selectors import documents_in_progress
+from knowledge.signals import knowledge_changed_send
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -188,11 +189,14 @@ def document_processing_enqueue(document: Document) -> None:
 
 def documents_set_enabled(*, ids: Iterable[int], enabled: bool) -> int:
     """Enable or disable documents; returns how many changed."""
-    return (
+    changed = (
         Document.objects.filter(pk__in=list(ids))
         .exclude(enabled=enabled)
         .update(enabled=enabled, updated_at=timezone.now())
     )
+    if changed:
+        knowledge_changed_send()
+    return changed
 
 
 def documents_reprocess(*, ids: Iterable[int]) -> tuple[int, int]:
@@ -371,6 +375,7 @@ def documents_purge_expired(
             last_pk = batch[-1].pk
             names = [document.file.name for document in batch if document.file]
             Document.objects.filter(pk__in=[document.pk for document in batch]).delete()
+            knowledge_changed_send()
 
             def remove(names: list[str] = names) -> None:
                 for name in names:
@@ -679,6 +684,7 @@ def _write(job: _Job) -> Document:
             ],
             batch_size=_WRITE_BATCH,
         )
+    knowledge_changed_send()
     return document
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from chat.models import ChatSettings
+from chat.models import ChatSettings, EvidenceCalibration
 
 EMPTY_KB_MESSAGE = "The knowledge base is empty. Please contact an admin."
 NO_EVIDENCE_MESSAGE = (
@@ -41,7 +41,9 @@ def chat_settings_get() -> ChatSettings:
 
 
 def evidence_threshold(chat_settings: ChatSettings | None = None) -> float:
-    """settings.CHAT_EVIDENCE_THRESHOLD (environment) when set, else the admin's value."""
+    """settings.CHAT_EVIDENCE_THRESHOLD (environment) when set; else the knowledge base's
+    automatic threshold (chat/calibration.py) when the admin chose it and it has been
+    measured; else the admin's value."""
     configured = settings.CHAT_EVIDENCE_THRESHOLD
     if configured not in (None, ""):
         try:
@@ -53,7 +55,12 @@ def evidence_threshold(chat_settings: ChatSettings | None = None) -> float:
                 f"CHAT_EVIDENCE_THRESHOLD must be a number from 0 to 1, not {configured!r}"
             )
         return value
-    return float((chat_settings or chat_settings_get()).evidence_threshold)
+    chat_settings = chat_settings or chat_settings_get()
+    if chat_settings.evidence_threshold_automatic:
+        calibration = EvidenceCalibration.objects.filter(pk=1).first()
+        if calibration is not None:
+            return float(calibration.threshold)
+    return float(chat_settings.evidence_threshold)
 
 
 def meets_threshold(similarity: float | None, threshold: float) -> bool:

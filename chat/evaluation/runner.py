@@ -240,12 +240,16 @@ def _refused_at(signals: EvidenceSignals | None, threshold: float) -> bool:
     return not sufficient
 
 
-def threshold_calibrate(results: list[QuestionResult], current: float) -> dict[str, Any]:
+def threshold_calibrate(
+    results: list[QuestionResult], current: float, automatic: Any = None
+) -> dict[str, Any]:
     """From the labels, replaying the evidence decision (all its signals, as collected by
     `dataset_evaluate(signals=True)`) at every threshold of CALIBRATION_GRID: the lowest
     threshold that refuses every off-KB question and the false refusals it costs; the highest
     that keeps false refusals at or below 3% and the off-KB share it refuses; and the current
-    threshold's pair. Informs the admin's setting for their own corpus."""
+    threshold's pair; with `automatic` (the knowledge base's own calibration, chat/calibration.py)
+    also the automatic threshold's pair, to compare with the labels' optimum. Informs the
+    admin's setting for their own corpus."""
     off_kb = [r.signals for r in results if r.question.kind == "off_kb"]
     answerable = [r.signals for r in results if r.question.kind == "answerable"]
     if not off_kb or not answerable:
@@ -261,11 +265,19 @@ def threshold_calibrate(results: list[QuestionResult], current: float) -> dict[s
     grid = [rates(threshold) for threshold in CALIBRATION_GRID]
     refuse_all = [g for g in grid if g["off_kb_refusal_rate"] == 1.0]
     keep = [g for g in grid if g["false_refusal_rate"] <= 0.03]
-    return {
+    report = {
         "current": rates(current),
         "refuse_all_off_kb": refuse_all[0] if refuse_all else {"note": "no threshold on the grid"},
         "false_refusals_at_most_3pct": keep[-1] if keep else {"note": "no threshold on the grid"},
     }
+    if automatic is not None:
+        # The knowledge base's own measurement (chat/calibration.py), beside the labels' optimum.
+        report["automatic"] = {
+            **rates(round(automatic.threshold, 3)),
+            "noise_floor": automatic.noise_floor,
+            "probe_floor": automatic.probe_floor,
+        }
+    return report
 
 
 def figures_table(figures: dict[str, Any]) -> str:
@@ -313,3 +325,176 @@ def figures_table(figures: dict[str, Any]) -> str:
 
 def _pair(latency: dict[str, float], key: str) -> str:
     return f"{latency[key + '_p50']:.0f} / {latency[key + '_p95']:.0f} ms"
+
+
+# --- Folds: the knowledge base without some of its articles --------------------------------------
+# Figures where a higher value is better; the others (false refusals, latencies) are worse higher.
+LOWER_IS_BETTER = ("false_refusal_rate", "_p50", "_p95")
+
+
+def folds_assign(dataset: Dataset, folds: int) -> list[list[str]]:
+    """The dataset's document ids split into `folds` folds of near-equal size: documents in file
+    order dealt round-robin (deterministic, so two runs leave out the same articles)."""
+    if folds < 2:
+        raise ValueError("folds must be 2 or more")
+    if folds > len(dataset.documents):
+        raise ValueError(
+            f"{folds} folds need at least {folds} documents; the dataset has "
+            f"{len(dataset.documents)}."
+        )
+    assigned: list[list[str]] = [[] for _ in range(folds)]
+    for i, document in enumerate(dataset.documents):
+        assigned[i % folds].append(document.id)
+    return assigned
+
+
+def fold_questions(questions: list[DatasetQuestion], left_out: set[str]) -> list[DatasetQuestion]:
+    """The questions as they read with `left_out` documents out of the knowledge base: a question
+    about one of them (answerable or adversarial) becomes an off-KB one — the only right response
+    is a refusal. A follow-up keeps its place after the question it follows."""
+    result = []
+    for question in questions:
+        if question.document in left_out and question.kind != "off_kb":
+            question = DatasetQuestion(
+                id=question.id,
+                question=question.question,
+                expect="refusal",
+                kind="off_kb",
+                document=question.document,
+                answers=(),
+                follows=question.follows,
+            )
+        result.append(question)
+    return result
+
+
+def documents_by_dataset_id(dataset: Dataset) -> dict[str, list[int]]:
+    """Dataset document id → the ids of the knowledge base's documents ingested from it (matched
+    by file name, as `dataset_ingest` wrote them)."""
+    from knowledge.models import Document
+
+    by_name: dict[str, list[int]] = {}
+    for pk, source in Document.objects.values_list("pk", "source"):
+        by_name.setdefault(Path(source).name, []).append(pk)
+    return {d.id: by_name.get(d.file_name, []) for d in dataset.documents}
+
+
+def fold_evaluate(
+    dataset: Dataset,
+    left_out: list[str],
+    *,
+    questions: list[DatasetQuestion] | None = None,
+    progress: Callable[[int], None] | None = None,
+    signals: bool = False,
+) -> list[QuestionResult]:
+    """`dataset_evaluate` with the `left_out` documents disabled (retrieval, the vocabulary and
+    the evidence check read only enabled documents: the same as never ingesting them, without
+    embedding anything again); they are enabled again afterwards."""
+    from knowledge.services import documents_set_enabled
+    from knowledge.vocabulary import vocabulary_get
+
+    ids = [pk for doc in left_out for pk in documents_by_dataset_id(dataset).get(doc, [])]
+    documents_set_enabled(ids=ids, enabled=False)
+    try:
+        vocabulary_get(wait=True)  # rebuilt now, not served stale for the first questions
+        asked = fold_questions(
+            questions if questions is not None else dataset.questions, set(left_out)
+        )
+        return dataset_evaluate(dataset, questions=asked, progress=progress, signals=signals)
+    finally:
+        documents_set_enabled(ids=ids, enabled=True)
+        vocabulary_get(wait=True)
+
+
+def fold_calibration(dataset: Dataset, left_out: list[str]) -> Any:
+    """The automatic calibration of the knowledge base without the `left_out` documents."""
+    from chat.calibration import calibration_refresh
+    from knowledge.services import documents_set_enabled
+    from knowledge.vocabulary import vocabulary_get
+
+    ids = [pk for doc in left_out for pk in documents_by_dataset_id(dataset).get(doc, [])]
+    documents_set_enabled(ids=ids, enabled=False)
+    try:
+        vocabulary_get(wait=True)
+        return calibration_refresh()
+    finally:
+        documents_set_enabled(ids=ids, enabled=True)
+        vocabulary_get(wait=True)
+
+
+def figures_flatten(figures: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Every numeric figure as "group.name" → value (counts and thresholds included)."""
+    flat: dict[str, float] = {}
+    for key, value in figures.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(figures_flatten(value, prefix=name + "."))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            flat[name] = float(value)
+    return flat
+
+
+def folds_summary(per_fold: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Mean and worst fold of every numeric figure: "worst" is the lowest value for a rate where
+    higher is better, the highest for false refusals and latencies."""
+    flats = [figures_flatten(f) for f in per_fold]
+    names = [name for name in flats[0] if all(name in flat for flat in flats)]
+    mean: dict[str, float] = {}
+    worst: dict[str, float] = {}
+    for name in names:
+        values = [flat[name] for flat in flats]
+        mean[name] = round(statistics.fmean(values), 4)
+        higher_is_worse = any(marker in name for marker in LOWER_IS_BETTER)
+        worst[name] = max(values) if higher_is_worse else min(values)
+    return {"mean": mean, "worst": worst}
+
+
+FOLD_TABLE_ROWS = (
+    ("answerable.citation_accuracy", "citation accuracy"),
+    ("answerable.answer_hit_rate", "answer hit rate"),
+    ("answerable.false_refusal_rate", "false refusals"),
+    ("answerable.recall_at_1", "retrieval recall@1"),
+    ("answerable.recall_at_5", "retrieval recall@5"),
+    ("off_kb.refusal_rate", "off-KB refused"),
+    ("held_out.refusal_rate", "left-out articles refused"),
+    ("adversarial.refusal_rate", "adversarial refused"),
+    ("latency_ms.total_p50", "total p50 (ms)"),
+)
+
+
+def folds_table(per_fold: list[dict[str, Any]], summary: dict[str, dict[str, float]]) -> str:
+    """One row per figure, one column per fold, then the mean and the worst fold."""
+    flats = [figures_flatten(f) for f in per_fold]
+    header = ["figure", *[f"fold {i + 1}" for i in range(len(per_fold))], "mean", "worst"]
+    rows = [header]
+    for key, label in FOLD_TABLE_ROWS:
+        values = [flat.get(key) for flat in flats] + [
+            summary["mean"].get(key),
+            summary["worst"].get(key),
+        ]
+        if key.startswith("latency"):
+            rows.append([label, *["-" if v is None else f"{v:.0f}" for v in values]])
+        else:
+            rows.append([label, *["-" if v is None else f"{v:.1%}" for v in values]])
+    counts = [
+        "questions (answerable / off-KB)",
+        *[f"{f['answerable']['count']}/{f['off_kb']['count']}" for f in per_fold],
+        "",
+        "",
+    ]
+    rows.append(counts)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def held_out_figures(results: list[QuestionResult], original: dict[str, str]) -> dict[str, Any]:
+    """Refusal rate of the questions turned off-KB because their article was left out
+    (`original`: question id → its kind in the dataset)."""
+    group = [
+        r.refused
+        for r in results
+        if r.question.kind == "off_kb" and original.get(r.question.id) != "off_kb"
+    ]
+    return {"count": len(group), "refusal_rate": _rate(group)}

@@ -43,6 +43,10 @@ def test_evaluate_scores_a_tiny_dataset_in_a_throwaway_database(tiny_dataset, tm
         "total_p95",
     }
     assert "refuse_all_off_kb" in figures["calibration"]
+    # The knowledge base's own measurement, beside the labels' optimum (issue 13).
+    automatic = figures["calibration"]["automatic"]
+    assert 0.0 < automatic["threshold"] <= automatic["noise_floor"] < 1.0
+    assert set(automatic) >= {"false_refusal_rate", "off_kb_refusal_rate", "probe_floor"}
     table = out.getvalue()
     assert "citation accuracy" in table and "100.0%" in table
     # The user's knowledge base was never touched, and the throwaway database is gone.
@@ -177,3 +181,52 @@ def test_evaluate_in_generative_mode_asks_the_configured_model(tiny_dataset, tmp
     assert len(server.completions()) == 2
     assert figures["answerable"]["citation_accuracy"] == 1.0
     assert figures["off_kb"]["refusal_rate"] == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_evaluate_folds_leave_each_fold_out_and_count_its_questions_off_kb(tiny_dataset, tmp_path):
+    out = StringIO()
+    json_path = tmp_path / "folds.json"
+
+    call_command(
+        "evaluate", str(tiny_dataset), "--folds", "2", "--json", str(json_path), stdout=out
+    )
+
+    report = json.loads(json_path.read_text())
+    first, second = report["folds"]
+    assert first["left_out"] == ["Lighthouses"] and second["left_out"] == ["Bees"]
+    for fold in (first, second):
+        # One article in the knowledge base: its question answered and cited; the other
+        # article's question is now off-KB, beside the real off-KB one, and both are refused.
+        assert fold["answerable"]["count"] == 1
+        assert fold["answerable"]["citation_accuracy"] == 1.0
+        assert fold["off_kb"] == {**fold["off_kb"], "count": 2, "refusal_rate": 1.0}
+        assert fold["held_out"] == {"count": 1, "refusal_rate": 1.0}
+    assert report["mean"]["answerable.citation_accuracy"] == 1.0
+    assert report["worst"]["held_out.refusal_rate"] == 1.0
+    table = out.getvalue()
+    assert "left-out articles refused" in table and "worst" in table
+    assert not Document.objects.exists()
+    assert f"sourced_eval_{os.getpid()}" not in databases()
+
+
+@pytest.mark.django_db
+def test_evaluate_folds_refuses_an_impossible_split(tiny_dataset):
+    with pytest.raises(CommandError, match="2 or more"):
+        call_command("evaluate", str(tiny_dataset), "--folds", "1")
+    with pytest.raises(CommandError, match="at least 3 documents"):
+        call_command("evaluate", str(tiny_dataset), "--folds", "3")
+
+
+def test_folds_summary_takes_the_worst_fold_per_figure():
+    from chat.evaluation.runner import folds_summary
+
+    folds = [
+        {"answerable": {"citation_accuracy": 0.9, "false_refusal_rate": 0.02}},
+        {"answerable": {"citation_accuracy": 0.8, "false_refusal_rate": 0.05}},
+    ]
+    summary = folds_summary(folds)
+    assert summary["mean"]["answerable.citation_accuracy"] == 0.85
+    assert summary["worst"]["answerable.citation_accuracy"] == 0.8
+    assert summary["worst"]["answerable.false_refusal_rate"] == 0.05

@@ -9,6 +9,7 @@ import pytest
 from chat.answering import extractive
 from chat.answering.evidence_signals import (
     PASSAGE_MARGIN,
+    PASSAGE_MAX_SENTENCES,
     UNKNOWN_TERM_MARGIN,
     evidence_assess,
     evidence_assess_async,
@@ -261,7 +262,11 @@ def test_unknown_names_refuse_where_the_similarity_alone_would_answer(knowledge_
 
 
 @pytest.mark.django_db
-def test_a_clear_match_is_decided_without_embedding_sentences(knowledge_base, monkeypatch):
+def test_a_chunk_below_the_threshold_is_decided_without_embedding_sentences(
+    knowledge_base, monkeypatch
+):
+    """Issue 13 changed this: a clear match is no longer settled by the chunk alone, since the
+    fitted check reads the best sentence; a chunk below the threshold still settles at once."""
     question = "What did Watt add to the Newcomen steam engine?"
     vector, _ = embedding.embed_query(question)
     chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
@@ -270,14 +275,18 @@ def test_a_clear_match_is_decided_without_embedding_sentences(knowledge_base, mo
     monkeypatch.setattr(
         embedding, "embed_texts", lambda texts, **kw: embedded.extend(texts) or real(texts, **kw)
     )
+    extractive._vector_cache.clear()
 
-    # Far below the best chunk: settled at once.
-    decision = evidence_assess(
+    below = evidence_assess(
+        question=question, question_vector=vector, chunks=chunks, threshold=0.99
+    )
+    assert below.reason == "below-threshold" and embedded == []
+
+    clear = evidence_assess(
         question=question, question_vector=vector, chunks=chunks, threshold=0.05
     )
-
-    assert decision.sufficient and decision.signals.passage_similarity is None
-    assert embedded == []
+    assert clear.sufficient and clear.signals.features is not None
+    assert 0 < len(embedded) <= PASSAGE_MAX_SENTENCES
 
 
 @pytest.mark.django_db

@@ -146,6 +146,7 @@ async def test_knowledge_base_of_only_disabled_documents_counts_as_empty(policie
 
 
 OFFICE_SENTENCE = "The office opens at eight in the morning on weekdays."
+OFFICE_QUESTION = "When does the office open?"
 
 
 @pytest.fixture
@@ -196,17 +197,44 @@ async def test_evidence_boundaries_around_the_default_threshold(
 async def test_threshold_comes_from_chat_settings_and_the_environment_overrides_it(
     vector_kb, staff_user, settings
 ):
-    # Clear of the default threshold's margin (0.35 + 0.09), short of a 0.5 threshold's.
+    # Clear of the default threshold's margin (0.35 + 0.09), short of a 0.5 threshold's. A
+    # question with words of its own: with none ("When?") the fitted check (issue 13) has only
+    # the similarity to go on and refuses 0.1 above the threshold.
     question_vector = vector_at_cosine(vector_kb, 0.5, away_axis=7)
     await ChatSettings.objects.aupdate_or_create(pk=1, defaults={"evidence_threshold": 0.5})
     events = await collect(
-        user=staff_user, question="When?", options=AnswerOptions(embedding=question_vector)
+        user=staff_user, question=OFFICE_QUESTION, options=AnswerOptions(embedding=question_vector)
     )
     assert events[0].type == "refusal"
     settings.CHAT_EVIDENCE_THRESHOLD = "0.4"
     events = await collect(
-        user=staff_user, question="When?", options=AnswerOptions(embedding=question_vector)
+        user=staff_user, question=OFFICE_QUESTION, options=AnswerOptions(embedding=question_vector)
     )
+    assert events[0].type == "answer_start"
+
+
+async def test_the_automatic_threshold_is_used_when_the_admin_chooses_it(
+    vector_kb, staff_user, settings
+):
+    """Issue 13: the knowledge base's measured threshold replaces the admin's when ticked."""
+    from chat.models import EvidenceCalibration
+
+    question_vector = vector_at_cosine(vector_kb, 0.5, away_axis=7)
+    options = AnswerOptions(embedding=question_vector)
+    await EvidenceCalibration.objects.acreate(
+        pk=1, fingerprint="x", noise_floor=0.6, probe_floor=0.7, threshold=0.6
+    )
+    # The admin's 0.35 answers; the automatic 0.6 is not used until chosen.
+    events = await collect(user=staff_user, question=OFFICE_QUESTION, options=options)
+    assert events[0].type == "answer_start"
+    await ChatSettings.objects.aupdate_or_create(
+        pk=1, defaults={"evidence_threshold_automatic": True}
+    )
+    events = await collect(user=staff_user, question=OFFICE_QUESTION, options=options)
+    assert events[0].type == "refusal"
+    # Never measured: the admin's value stands.
+    await EvidenceCalibration.objects.all().adelete()
+    events = await collect(user=staff_user, question=OFFICE_QUESTION, options=options)
     assert events[0].type == "answer_start"
 
 

@@ -1,0 +1,14 @@
+"""Signals of the knowledge app: other apps learn that the searchable knowledge base changed
+without the knowledge app knowing who listens (the chat recalibrates its evidence check)."""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+# Sent (no arguments beyond `sender`) after documents were written, re-processed, enabled,
+# disabled or deleted: whatever is searchable may differ.
+knowledge_changed = Signal()
+
+
+def knowledge_changed_send() -> None:
+    knowledge_changed.send(sender=knowledge_changed_send)

@@ -1,0 +1,73 @@
+"""The evidence features beyond one cosine (chat/answering/features.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.answering.features import answer_type, generic_questions, term_coverage, type_matches
+from knowledge.vocabulary import QuestionTerm, QuestionTerms
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("When was the tower lit?", "when"),
+        ("In what year did the Normans arrive?", "when"),
+        ("How many days of annual leave do I get?", "number"),
+        ("How much can I spend on a hotel?", "number"),
+        ("How long do card refunds take?", "number"),
+        ("Who designed the tower?", "who"),
+        ("What is the password manager?", ""),
+        ("Where is the helpdesk?", ""),
+    ],
+)
+def test_answer_type_of_a_question(question, kind):
+    assert answer_type(question) == kind
+
+
+def test_a_sentence_matches_the_answer_type_it_holds():
+    assert type_matches("when", "The present tower was lit in 1882.")
+    assert type_matches("when", "Carried-over days must be taken by 31 March.")
+    assert not type_matches("when", "The tower stands on rocks south of the harbour.")
+    assert type_matches("number", "Every employee receives twenty-five days.")
+    assert type_matches("number", "The limit is GBP 150 per night.")
+    assert not type_matches("number", "Rail is the preferred way to travel.")
+    assert type_matches("who", "The tower was designed by James Douglass.")
+    assert type_matches("who", "Refunds need approval from the finance director.")
+    assert not type_matches("who", "Honey is made from nectar in the comb.")
+    assert type_matches("", "Anything at all.")
+
+
+def term(token: str, idf: float, *, known: bool = True) -> QuestionTerm:
+    return QuestionTerm(
+        lexeme=token.lower(),
+        token=token,
+        known=known,
+        near=None,
+        frequency=1 if known else 0,
+        idf=idf,
+        word_pieces=1,
+        capitalized=token[:1].isupper(),
+        numeric=False,
+    )
+
+
+def test_term_coverage_weighs_rare_terms_and_names_the_rarest():
+    terms = QuestionTerms(
+        terms=(term("tower", 1.0), term("Eddystone", 4.0), term("designed", 1.0)),
+        vocabulary_size=100,
+        chunk_count=50,
+    )
+    share, rarest = term_coverage(terms, "The Eddystone tower stands on rocks.")
+    assert share == pytest.approx(5.0 / 6.0)
+    assert rarest is True
+    share, rarest = term_coverage(terms, "The tower was designed by an engineer.")
+    assert share == pytest.approx(2.0 / 6.0)
+    assert rarest is False
+
+
+def test_the_generic_question_bank_is_shipped_and_varied():
+    bank = generic_questions()
+    assert len(bank) >= 100
+    assert len(set(bank)) == len(bank)
+    assert all(q.endswith("?") for q in bank)
