@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import Future
 from functools import lru_cache
 from pathlib import Path
 
@@ -287,9 +288,86 @@ def embed_texts(texts: list[str], *, batch_size: int | None = None) -> np.ndarra
 
 
 def embed_query(text: str) -> tuple[np.ndarray, bool]:
-    """The question's vector and whether the question had to be cut to fit the model."""
+    """The question's vector and whether the question had to be cut to fit the model. With
+    settings.EMBEDDING_BATCH_WINDOW_MS > 0 (server processes) and an ONNX runtime, questions
+    asked at the same moment are embedded together (see QueryBatcher)."""
     fitted, truncated = truncate_to_limit(text)
+    if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() != "torch":
+        return _query_batcher().embed(fitted), truncated
     return embed_texts([fitted])[0], truncated
+
+
+class QueryBatcher:
+    """Embeds the questions of concurrent requests together: one thread runs the model; a
+    question waits at most `window_s` for others to join it when the model is idle, and every
+    question that arrived while the model was busy goes in the next batch (at most
+    `max_batch`, grouped by token length). A text's vector does not depend on its batch mates
+    beyond float rounding (attention masks the padding; max difference ~1e-7 in fp32), so a
+    question gets the same answer whoever else asks at the same time."""
+
+    def __init__(self, encoder: OnnxEncoder, *, window_s: float, max_batch: int) -> None:
+        self.encoder = encoder
+        self.window_s = window_s
+        self.max_batch = max_batch
+        self.batches = 0  # model calls so far (for tests and logs)
+        self._pending: list[tuple[list[int], Future]] = []
+        self._ready = threading.Condition()
+        self._thread = threading.Thread(target=self._serve, name="embedding-batcher", daemon=True)
+        self._thread.start()
+
+    def embed(self, text: str) -> np.ndarray:
+        future: Future = Future()
+        ids = self.encoder.token_ids([text])[0]
+        with self._ready:
+            self._pending.append((ids, future))
+            self._ready.notify()
+        return future.result()
+
+    def _serve(self) -> None:
+        while True:
+            with self._ready:
+                while not self._pending:
+                    self._ready.wait()
+                deadline = time.monotonic() + self.window_s
+                while len(self._pending) < self.max_batch:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._ready.wait(remaining)
+                batch = self._pending[: self.max_batch]
+                self._pending = self._pending[self.max_batch :]
+            self._run(batch)
+
+    def _run(self, batch: list[tuple[list[int], Future]]) -> None:
+        rows = [ids for ids, _ in batch]
+        try:
+            for group in length_batches(
+                [len(row) for row in rows], self.max_batch, settings.EMBEDDING_BATCH_TOKENS
+            ):
+                vectors = self.encoder.run([rows[i] for i in group])
+                self.batches += 1
+                for i, vector in zip(group, vectors, strict=True):
+                    batch[i][1].set_result(vector)
+        except Exception as exc:  # each waiting question gets the error, the thread lives on
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+
+
+_batcher_lock = threading.Lock()
+_batcher: QueryBatcher | None = None
+
+
+def _query_batcher() -> QueryBatcher:
+    global _batcher
+    with _batcher_lock:
+        if _batcher is None:
+            _batcher = QueryBatcher(
+                get_model(),
+                window_s=settings.EMBEDDING_BATCH_WINDOW_MS / 1000,
+                max_batch=settings.EMBEDDING_BATCH_SIZE,
+            )
+        return _batcher
 
 
 def embedding_warm_up() -> None:

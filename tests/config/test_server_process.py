@@ -18,7 +18,7 @@ from tests.live_server import database_url_of
 
 pytestmark = pytest.mark.django_db
 
-SERVER_DEFAULTS = ("DB_POOL", "EMBEDDING_THREADS", "EMBEDDING_WARM_UP")
+SERVER_DEFAULTS = ("DB_POOL", "EMBEDDING_THREADS", "EMBEDDING_WARM_UP", "EMBEDDING_BATCH_WINDOW_MS")
 
 PROBE = """
 import json, os, sys, threading, time

@@ -5,7 +5,9 @@ answer may quote are embedded at ingestion, so that answering embeds only the qu
 
 from __future__ import annotations
 
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from io import StringIO
 
 import numpy as np
@@ -207,3 +209,54 @@ def test_reindex_stale_re_embeds_chunks_and_sentences_of_another_runtime(tmp_pat
     call_command("reindex", "--stale", stdout=again, stderr=StringIO())
     assert "Every chunk has an embedding" in again.getvalue()
     assert "Embedded 0 sentence(s)" in again.getvalue()
+
+
+def test_concurrent_questions_are_embedded_together_with_the_vectors_they_get_alone(runtime):
+    runtime("onnx")
+    encoder = embedding.get_model()
+    questions = [f"How many days of leave after {n} years of service?" for n in range(12)]
+    alone = embedding.embed_texts(questions)
+    batcher = embedding.QueryBatcher(encoder, window_s=0.05, max_batch=64)
+    start = threading.Barrier(len(questions))
+
+    def ask(question: str) -> np.ndarray:
+        start.wait()
+        return batcher.embed(question)
+
+    with ThreadPoolExecutor(max_workers=len(questions)) as pool:
+        together = np.stack(list(pool.map(ask, questions)))
+
+    assert np.abs(together - alone).max() < 1e-5
+    assert batcher.batches < len(questions)  # some questions shared a model call
+
+
+def test_a_failing_batch_gives_each_waiting_question_the_error(runtime):
+    runtime("onnx")
+
+    class Broken:
+        def token_ids(self, texts):
+            return [[101, 102] for _ in texts]
+
+        def run(self, rows):
+            raise RuntimeError("model failed")
+
+    batcher = embedding.QueryBatcher(Broken(), window_s=0.0, max_batch=8)
+    with pytest.raises(RuntimeError, match="model failed"):
+        batcher.embed("Leave?")
+    with pytest.raises(RuntimeError, match="model failed"):  # the thread lives on
+        batcher.embed("Leave again?")
+
+
+@pytest.mark.django_db
+def test_with_a_batch_window_embed_query_goes_through_the_batcher(runtime, settings):
+    runtime("onnx")
+    settings.EMBEDDING_BATCH_WINDOW_MS = 1
+    embedding._batcher = None
+    try:
+        vector, truncated = embedding.embed_query("How many days of annual leave do I get?")
+        batcher = embedding._batcher
+        assert batcher is not None and batcher.batches == 1 and not truncated
+        expected = embedding.embed_texts(["How many days of annual leave do I get?"])[0]
+        assert np.abs(vector - expected).max() < 1e-5
+    finally:
+        embedding._batcher = None
