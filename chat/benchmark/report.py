@@ -107,7 +107,8 @@ def report_text(figures: dict[str, Any]) -> str:
     if "first_event_ms" in figures:
         lines += [
             "",
-            f"Answers against a running server: daphne at {server['address']}, "
+            f"Answers against a running server: {server.get('processes', 1)} daphne process(es) "
+            f"at {server['address']}, "
             f"{server['corpus_chunks']:,} chunks, extractive mode",
         ]
         rows = [
@@ -178,9 +179,12 @@ def report_text(figures: dict[str, Any]) -> str:
 
     if "server_peak_rss_mb" in figures:
         peak = figures["server_peak_rss_mb"]
+        each = [f"{mb:.0f}" for mb in figures.get("server_peak_rss_mb_each") or [] if mb]
+        processes = figures.get("server", {}).get("processes", 1)
         lines += [
             "",
-            "Server peak memory (VmHWM of the daphne process): "
-            + (f"{peak:.0f} MB" if peak is not None else "unavailable"),
+            f"Server peak memory (VmHWM of the {processes} daphne process(es), added): "
+            + (f"{peak:.0f} MB" if peak is not None else "unavailable")
+            + (f" ({' + '.join(each)} MB)" if len(each) > 1 else ""),
         ]
     return "\n".join(lines)

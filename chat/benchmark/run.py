@@ -56,6 +56,7 @@ class BenchOptions:
     sizes: list[int]  # corpus sizes in chunks, ascending
     concurrency: list[int]  # simultaneous clients, ascending
     questions: int  # questions per measurement (see questions_sample / questions_per_client)
+    web_processes: int = 1  # daphne processes of the server (config.web)
 
 
 # Asked once per transport before measuring: not one of the measured questions.
@@ -229,9 +230,11 @@ def _server_step(
             database_url=database_url(),
             # One user asks question after question as fast as answers come: no flood rule.
             env={"CHAT_RATE_LIMIT": SERVER_RATE_LIMIT, "CHAT_FLOOD_MIN_INTERVAL": "0"},
+            processes=options.web_processes,
         ) as server:
             figures["server"] = {
                 "address": server.http_url,
+                "processes": options.web_processes,
                 "corpus_chunks": corpus_size,
                 "users": "one per client",
                 "rate_limit": f"CHAT_RATE_LIMIT={SERVER_RATE_LIMIT} and "
@@ -252,6 +255,7 @@ def _server_step(
             )
             server.check_alive()
             figures["server_peak_rss_mb"] = server.peak_rss_mb()
+            figures["server_peak_rss_mb_each"] = server.peak_rss_mb_each()
     finally:
         database_sessions_end()  # so that the throwaway database can be dropped
     return figures
@@ -269,11 +273,13 @@ async def _server_measure(
 ) -> None:
     """`samples`: the questions of each measured run, in order (one list per transport ×
     concurrency)."""
-    # Warm-up (not measured): the first answers load what the server loads lazily.
+    # Warm-up (not measured): the first answers load what the server loads lazily, in each
+    # process (connections go to the processes as the kernel hands them out: ask a few times).
     for transport in TRANSPORTS:
-        await bench_clients.load_run(
-            server, transport=transport, clients=clients[:1], questions=[[WARM_UP_QUESTION]]
-        )
+        for _ in range(2 * options.web_processes):
+            await bench_clients.load_run(
+                server, transport=transport, clients=clients[:1], questions=[[WARM_UP_QUESTION]]
+            )
     run_samples = iter(samples)
     first: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     total: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}

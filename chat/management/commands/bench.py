@@ -17,10 +17,12 @@ from chat.benchmark.server import ServerError
 from chat.benchmark.stats import int_list_parse
 from chat.evaluation.dataset import DatasetError, dataset_load
 from chat.evaluation.runner import IngestionFailed
+from config.web import processes_default
 
 MAX_CHUNKS = 2_000_000
 MAX_CONCURRENCY = 100
 MAX_QUESTIONS = 10_000
+MAX_WEB_PROCESSES = 16
 
 
 def default_dataset() -> Path:
@@ -63,6 +65,13 @@ class Command(BaseCommand):
             help="Dataset JSON in the ../shared/eval format (default "
             "../shared/eval/squad2-visible.json next to the project).",
         )
+        parser.add_argument(
+            "--web-processes",
+            type=int,
+            default=processes_default(),
+            help="daphne processes of the measured server, as bin/serve runs them (default: "
+            "WEB_PROCESSES, else 2).",
+        )
         parser.add_argument("--json", type=Path, help="Also write the figures to this file.")
 
     def handle(self, *args, **options) -> None:
@@ -75,6 +84,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         if not 1 <= options["questions"] <= MAX_QUESTIONS:
             raise CommandError(f"--questions must be between 1 and {MAX_QUESTIONS}.")
+        if not 1 <= options["web_processes"] <= MAX_WEB_PROCESSES:
+            raise CommandError(f"--web-processes must be between 1 and {MAX_WEB_PROCESSES}.")
         json_path: Path | None = options["json"]
         if json_path and not json_path.parent.is_dir():
             raise CommandError(f"Cannot write {json_path}: no such folder.")
@@ -86,7 +97,10 @@ class Command(BaseCommand):
         # One log line per exchange would bury the report.
         logging.getLogger("sourced.exchange").setLevel(logging.WARNING)
         run_options = BenchOptions(
-            sizes=sizes, concurrency=concurrency, questions=options["questions"]
+            sizes=sizes,
+            concurrency=concurrency,
+            questions=options["questions"],
+            web_processes=options["web_processes"],
         )
         try:
             figures = bench_run(dataset, run_options, say=self.stderr.write)
