@@ -96,7 +96,10 @@ def report_text(figures: dict[str, Any]) -> str:
         if entry["added"]:
             lines.append(
                 f"  Growing to {int(size):,}: {entry['added']:,} synthetic chunks loaded in "
-                f"{entry['load_s']:.1f}s, indexes rebuilt in {entry['index_rebuild_s']:.1f}s."
+                f"{entry['load_s']:.1f}s, indexes rebuilt in {entry['index_rebuild_s']:.1f}s "
+                f"(maintenance_work_mem {entry.get('index_build_memory_mb', '?')} MB); "
+                f"database {entry.get('database_mb', '?')} MB, benchmark process peak RSS "
+                f"{entry.get('bench_peak_rss_mb', '?')} MB."
             )
         elif entry["chunks"] > int(size):
             lines.append(

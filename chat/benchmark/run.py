@@ -14,6 +14,7 @@ import asyncio
 import io
 import math
 import os
+import resource
 import signal
 import sys
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from django.contrib.auth import get_user_model
+from django.db import connection
 from tqdm import tqdm
 
 from chat.benchmark import clients as bench_clients
@@ -32,6 +34,7 @@ from chat.benchmark.corpus import (
     NOISE_SIGMA,
     RETRIEVAL_TOP_K,
     SyntheticCorpus,
+    index_build_memory_mb,
     ingest_measure,
     question_vectors,
     retrieval_measure,
@@ -149,6 +152,12 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
     return figures
 
 
+def _database_mb() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_database_size(current_database())")
+        return round(cursor.fetchone()[0] / 1e6)
+
+
 def _load_average() -> float | None:
     """The machine's 1-minute load average (other processes competing for the CPU)."""
     try:
@@ -193,6 +202,11 @@ def _retrieval_steps(
             "added": grown.added,
             "load_s": round(grown.load_seconds, 1),
             "index_rebuild_s": round(grown.index_seconds, 1),
+            "index_build_memory_mb": index_build_memory_mb(grown.chunks),
+            # Peak resident memory of this (the benchmark's) process so far, and the size of
+            # the throwaway database, once grown.
+            "bench_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "database_mb": _database_mb(),
         }
         with _bar(len(sample), f"retrieval at {grown.chunks:,} chunks", "q") as bar:
             timings = retrieval_measure(sample, vectors, progress=bar.update)
