@@ -289,10 +289,12 @@ def embed_texts(texts: list[str], *, batch_size: int | None = None) -> np.ndarra
 
 def embed_query(text: str) -> tuple[np.ndarray, bool]:
     """The question's vector and whether the question had to be cut to fit the model. With
-    settings.EMBEDDING_BATCH_WINDOW_MS > 0 (server processes) and an ONNX runtime, questions
-    asked at the same moment are embedded together (see QueryBatcher)."""
+    settings.EMBEDDING_BATCH_WINDOW_MS > 0 (server processes) and the `onnx` runtime, questions
+    asked at the same moment are embedded together (see QueryBatcher). Not under `onnx-int8`:
+    its activations are quantised with a scale computed over the whole batch, so a text's
+    vector would depend on its batch mates (by up to 0.03 per dimension, measured)."""
     fitted, truncated = truncate_to_limit(text)
-    if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() != "torch":
+    if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() == "onnx":
         return _query_batcher().embed(fitted), truncated
     return embed_texts([fitted])[0], truncated
 

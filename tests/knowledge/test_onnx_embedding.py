@@ -260,3 +260,17 @@ def test_with_a_batch_window_embed_query_goes_through_the_batcher(runtime, setti
         assert np.abs(vector - expected).max() < 1e-5
     finally:
         embedding._batcher = None
+
+
+@pytest.mark.django_db
+def test_int8_questions_are_never_batched_their_vectors_would_depend_on_the_batch(
+    runtime, settings
+):
+    runtime("onnx-int8")
+    settings.EMBEDDING_BATCH_WINDOW_MS = 1
+    embedding._batcher = None
+    vector, _ = embedding.embed_query("How many days of annual leave do I get?")
+    assert embedding._batcher is None
+    assert np.array_equal(
+        vector, embedding.embed_texts(["How many days of annual leave do I get?"])[0]
+    )
