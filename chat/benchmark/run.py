@@ -176,6 +176,9 @@ def _ingest_step(dataset: Dataset) -> dict[str, Any]:
         "raw_embed_seconds": round(ingest.raw_seconds, 2),
         "raw_embed_chunks_per_s": round(ingest.raw_chunks_per_s, 1),
         "ratio": round(ingest.ratio, 3),
+        "sentences": ingest.sentences,
+        "raw_embed_all_seconds": round(ingest.raw_all_seconds, 2),
+        "ratio_all": round(ingest.ratio_all, 3),
     }
 
 
