@@ -65,6 +65,8 @@ from knowledge.retrieval import RetrievedChunk
 from knowledge.selectors import sentence_vectors_stored
 from knowledge.sentences import (  # the splitting ingestion shares; re-exported here
     _WORD,
+    ABBREVIATIONS,  # noqa: F401
+    MIN_WORDS,  # noqa: F401
     _trim,
     answerable_sentences,
     is_answerable,
