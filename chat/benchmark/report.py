@@ -186,6 +186,40 @@ def report_text(figures: dict[str, Any]) -> str:
             ]
         )
 
+    if figures.get("process_comparison"):
+        lines += [
+            "",
+            "Web processes compared (the same questions, servers started in turns):",
+        ]
+        rows = [
+            (
+                "processes",
+                "round",
+                "load at start",
+                "WS 1 / 20 clients first event p50 / p95",
+                "SSE 1 / 20 clients first event p50 / p95",
+                "peak memory",
+            )
+        ]
+        for processes, rounds in figures["process_comparison"].items():
+            for i, entry in enumerate(rounds, start=1):
+                cells = []
+                for transport in ("ws", "sse"):
+                    per = entry["first_event_ms"][transport]
+                    cells.append(" · ".join(_pair(per[c]) for c in sorted(per, key=int)))
+                peak = entry["peak_rss_mb"]
+                rows.append(
+                    (
+                        processes,
+                        i,
+                        entry["load_average_start"],
+                        cells[0],
+                        cells[1],
+                        f"{peak:.0f} MB" if peak else "?",
+                    )
+                )
+        lines += _table(rows)
+
     if "server_peak_rss_mb" in figures:
         peak = figures["server_peak_rss_mb"]
         each = [f"{mb:.0f}" for mb in figures.get("server_peak_rss_mb_each") or [] if mb]

@@ -60,6 +60,9 @@ class BenchOptions:
     concurrency: list[int]  # simultaneous clients, ascending
     questions: int  # questions per measurement (see questions_sample / questions_per_client)
     web_processes: int = 1  # daphne processes of the server (config.web)
+    # Also measure the answers with each of these process counts, in turns (--compare-processes)
+    compare_processes: tuple[int, ...] = ()
+    compare_rounds: int = 2
 
 
 # Asked once per transport before measuring: not one of the measured questions.
@@ -148,8 +151,54 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
                 say=say,
             )
         )
+        if options.compare_processes:
+            figures["process_comparison"] = _processes_compare(
+                clients=clients, samples=[pool[run::runs] for run in range(runs)], options=options
+            )
         figures["load_average"]["end"] = _load_average()
     return figures
+
+
+def _processes_compare(
+    *, clients: list[bench_clients.Client], samples: list[list[str]], options: BenchOptions
+) -> dict[str, Any]:
+    """The answers measured again against servers of each process count, in turns (1, 2, 1, 2
+    ...) so that the machine's changing load falls on each alike: {count: [figures per
+    round]}."""
+    results: dict[str, list[dict[str, Any]]] = {str(n): [] for n in options.compare_processes}
+    try:
+        for _ in range(options.compare_rounds):
+            for processes in options.compare_processes:
+                started_load = _load_average()
+                with server_running(
+                    database_url=database_url(),
+                    env={"CHAT_RATE_LIMIT": SERVER_RATE_LIMIT, "CHAT_FLOOD_MIN_INTERVAL": "0"},
+                    processes=processes,
+                ) as server:
+                    first, total, counts = asyncio.run(
+                        _answers_measure(
+                            server,
+                            clients=clients,
+                            samples=samples,
+                            options=options,
+                            processes=processes,
+                        )
+                    )
+                    server.check_alive()
+                    results[str(processes)].append(
+                        {
+                            "load_average_start": started_load,
+                            "first_event_ms": first,
+                            "total_ms": total,
+                            "errors": sum(
+                                c["errors"] for per in counts.values() for c in per.values()
+                            ),
+                            "peak_rss_mb": server.peak_rss_mb(),
+                        }
+                    )
+    finally:
+        database_sessions_end()
+    return results
 
 
 def _database_mb() -> int:
@@ -290,10 +339,47 @@ async def _server_measure(
 ) -> None:
     """`samples`: the questions of each measured run, in order (one list per transport ×
     concurrency)."""
+    first, total, counts = await _answers_measure(
+        server, clients=clients, samples=samples, options=options, processes=options.web_processes
+    )
+    figures["first_event_ms"] = first
+    figures["total_ms"] = total
+    figures["exchanges"] = counts
+    figures["errors"] = sum(c["errors"] for per in counts.values() for c in per.values())
+
+    times = await bench_clients.conversation_loads(
+        server, clients[0], conversation.id, count=loads, messages=conversation.messages
+    )
+    api, page = latency_summary(times["api"]), latency_summary(times["page"])
+    figures["conversation_load_ms"] = {
+        # The slower of the two ways to open it, figure by figure.
+        "p50": max(api["p50"], page["p50"]),
+        "p95": max(api["p95"], page["p95"]),
+        "api": {"p50": api["p50"], "p95": api["p95"]},
+        "page": {"p50": page["p50"], "p95": page["p95"]},
+        "messages": conversation.messages,
+        "citations": conversation.citations,
+        "loads": loads,
+    }
+    # The same figures on their own, by the way the conversation is opened.
+    figures["conversation_api_load_ms"] = {"p50": api["p50"], "p95": api["p95"]}
+    figures["conversation_page_load_ms"] = {"p50": page["p50"], "p95": page["p95"]}
+
+
+async def _answers_measure(
+    server: RunningServer,
+    *,
+    clients: list[bench_clients.Client],
+    samples: list[list[str]],
+    options: BenchOptions,
+    processes: int,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Warm the server up, then time the answers at each concurrency over both transports:
+    (first event, total, counts), each {transport: {concurrency: ...}}."""
     # Warm-up (not measured): the first answers load what the server loads lazily, in each
     # process (connections go to the processes as the kernel hands them out: ask a few times).
     for transport in TRANSPORTS:
-        for _ in range(2 * options.web_processes):
+        for _ in range(2 * processes):
             await bench_clients.load_run(
                 server, transport=transport, clients=clients[:1], questions=[[WARM_UP_QUESTION]]
             )
@@ -330,25 +416,4 @@ async def _server_measure(
                 "resent": sum(e.resent for e in exchanges),
                 **({"first_error": errors[0].detail} if errors else {}),
             }
-    figures["first_event_ms"] = first
-    figures["total_ms"] = total
-    figures["exchanges"] = counts
-    figures["errors"] = sum(c["errors"] for per in counts.values() for c in per.values())
-
-    times = await bench_clients.conversation_loads(
-        server, clients[0], conversation.id, count=loads, messages=conversation.messages
-    )
-    api, page = latency_summary(times["api"]), latency_summary(times["page"])
-    figures["conversation_load_ms"] = {
-        # The slower of the two ways to open it, figure by figure.
-        "p50": max(api["p50"], page["p50"]),
-        "p95": max(api["p95"], page["p95"]),
-        "api": {"p50": api["p50"], "p95": api["p95"]},
-        "page": {"p50": page["p50"], "p95": page["p95"]},
-        "messages": conversation.messages,
-        "citations": conversation.citations,
-        "loads": loads,
-    }
-    # The same figures on their own, by the way the conversation is opened.
-    figures["conversation_api_load_ms"] = {"p50": api["p50"], "p95": api["p95"]}
-    figures["conversation_page_load_ms"] = {"p50": page["p50"], "p95": page["p95"]}
+    return first, total, counts

@@ -72,6 +72,19 @@ class Command(BaseCommand):
             help="daphne processes of the measured server, as bin/serve runs them (default: "
             "WEB_PROCESSES, else 2).",
         )
+        parser.add_argument(
+            "--compare-processes",
+            default="",
+            help="Also measure the answers again against servers of each of these process "
+            "counts (comma-separated, e.g. 1,2), in turns, --compare-rounds times each: the "
+            "figures to choose WEB_PROCESSES by, under the same machine load.",
+        )
+        parser.add_argument(
+            "--compare-rounds",
+            type=int,
+            default=2,
+            help="Rounds of --compare-processes (default 2).",
+        )
         parser.add_argument("--json", type=Path, help="Also write the figures to this file.")
 
     def handle(self, *args, **options) -> None:
@@ -80,8 +93,20 @@ class Command(BaseCommand):
             concurrency = int_list_parse(
                 options["concurrency"], name="--concurrency", low=1, high=MAX_CONCURRENCY
             )
+            compare = (
+                int_list_parse(
+                    options["compare_processes"],
+                    name="--compare-processes",
+                    low=1,
+                    high=MAX_WEB_PROCESSES,
+                )
+                if options["compare_processes"]
+                else []
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        if not 1 <= options["compare_rounds"] <= 10:
+            raise CommandError("--compare-rounds must be between 1 and 10.")
         if not 1 <= options["questions"] <= MAX_QUESTIONS:
             raise CommandError(f"--questions must be between 1 and {MAX_QUESTIONS}.")
         if not 1 <= options["web_processes"] <= MAX_WEB_PROCESSES:
@@ -101,6 +126,8 @@ class Command(BaseCommand):
             concurrency=concurrency,
             questions=options["questions"],
             web_processes=options["web_processes"],
+            compare_processes=tuple(compare),
+            compare_rounds=options["compare_rounds"],
         )
         try:
             figures = bench_run(dataset, run_options, say=self.stderr.write)
