@@ -18,7 +18,9 @@ test: setup browser redis
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest --create-db
 
+## The embedding model exported to ONNX from the packaged weights, once (nothing downloaded).
 setup: $(STAMP)
+	@$(PY) manage.py embedding_export
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }

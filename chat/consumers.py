@@ -44,7 +44,7 @@ from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.answering.questions import question_normalize
 from chat.models import Conversation, Message
-from chat.ratelimit import chat_throttled
+from chat.ratelimit import Throttled, chat_throttled
 from chat.selectors import ConversationAccess, conversation_access
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,13 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 # One question in flight per conversation, across tabs and processes (shared cache).
 IN_FLIGHT_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class _Admission:
+    throttled: Throttled | None = None  # refused by the rate limit or the flood rule
+    locked: bool = False  # the conversation's in-flight lock was taken
+    stored: tuple[Message | None, Message | None] = (None, None)  # question, answer
 
 
 @dataclass
@@ -142,25 +149,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "owner can ask questions in it."
             )
             return
-        throttled = await database_sync_to_async(chat_throttled)(self.user)
-        if throttled is not None:
-            wait = throttled.retry_after
-            reason = (
-                "Questions are coming very fast"
-                if throttled.flood
-                else "You are asking questions faster than the limit allows"
-            )
-            await self._refuse(
-                f"{reason}. Please wait {wait} second{'s' if wait != 1 else ''}, then try "
-                "again (↑ in the empty composer brings your question back)."
-            )
-            return
         try:
-            request = self._request_from(payload, action)
+            request: dict[str, Any] | AnswerError = self._request_from(payload, action)
         except AnswerError as error:
-            await self._refuse(error.message)
-            return
-        self.task = asyncio.create_task(self._answer(**request))
+            request = error  # refused in the task, after the rate limit counted it
+        self.task = asyncio.create_task(self._answer(request))
 
     def _request_from(self, payload: dict[str, Any], action: str) -> dict[str, Any]:
         try:
@@ -197,33 +190,47 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(rendering.notice_html(text) + await self._state_html(busy=False))
 
     # --- One answer -----------------------------------------------------------------------
-    async def _answer(
-        self,
-        *,
-        action: str,
-        question: str | None,
-        message_id: str,
-        options: AnswerOptions,
-        is_private: bool,
-    ) -> None:
-        # database_sync_to_async, not cache.aadd: it gives the (pooled) connection back after.
-        lock = self._lock_key()
-        if not await database_sync_to_async(cache.add)(lock, self.channel_name, IN_FLIGHT_SECONDS):
+    async def _answer(self, request: dict[str, Any] | AnswerError) -> None:
+        """Admit the request (rate limit, then the conversation's in-flight lock, then what is
+        stored under its message id: one database round trip), then answer it."""
+        message_id = None if isinstance(request, AnswerError) else request["message_id"]
+        admission = await database_sync_to_async(self._admit)(message_id)
+        if admission.throttled is not None:
+            wait = admission.throttled.retry_after
+            reason = (
+                "Questions are coming very fast"
+                if admission.throttled.flood
+                else "You are asking questions faster than the limit allows"
+            )
+            await self._refuse(
+                f"{reason}. Please wait {wait} second{'s' if wait != 1 else ''}, then try "
+                "again (↑ in the empty composer brings your question back)."
+            )
+            return
+        if isinstance(request, AnswerError):
+            await self._refuse(request.message)
+            return
+        if not admission.locked:
             await self._refuse(
                 "Another question in this conversation is still being answered "
                 "(in another tab?). Please wait for it to finish."
             )
             return
         try:
-            await self._answer_locked(
-                action=action,
-                question=question,
-                message_id=message_id,
-                options=options,
-                is_private=is_private,
-            )
+            await self._answer_locked(**request, stored=admission.stored)
         finally:
-            await database_sync_to_async(cache.delete)(lock)
+            await database_sync_to_async(cache.delete)(self._lock_key)
+
+    def _admit(self, message_id: str | None) -> _Admission:
+        """Count the request against the rate limit; unless it is refused (or malformed:
+        `message_id` None), take the conversation's in-flight lock and read the stored
+        question with this id and its answer."""
+        throttled = chat_throttled(self.user)
+        if throttled is not None or message_id is None:
+            return _Admission(throttled=throttled)
+        if not cache.add(self._lock_key, self.channel_name, IN_FLIGHT_SECONDS):
+            return _Admission()
+        return _Admission(locked=True, stored=self._stored_exchange(message_id))
 
     async def _answer_locked(
         self,
@@ -233,8 +240,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         message_id: str,
         options: AnswerOptions,
         is_private: bool,
+        stored: tuple[Message | None, Message | None],
     ) -> None:
-        stored_question, previous = await database_sync_to_async(self._stored_exchange)(message_id)
+        stored_question, previous = stored
         if action == "regenerate" and stored_question is None:
             await self._refuse("There is no such question in this conversation to answer again.")
             return
@@ -414,6 +422,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await asyncio.gather(task, return_exceptions=True)
         return True
 
+    @property
     def _lock_key(self) -> str:
         """The conversation's in-flight lock: held while one of its questions is answered,
         its value the channel name of the socket answering it."""
@@ -440,7 +449,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         another (the lock names its channel; the channel layer carries the message)."""
         if self.channel_layer is None:
             return
-        holder = await database_sync_to_async(cache.get)(self._lock_key())
+        holder = await database_sync_to_async(cache.get)(self._lock_key)
         if isinstance(holder, str) and holder and holder != self.channel_name:
             await self.channel_layer.send(holder, {"type": "chat.stop"})
 

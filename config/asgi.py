@@ -5,7 +5,9 @@ it sets the defaults that only a server wants (each can still be set in the envi
 config/settings.py):
 
 - DB_POOL=1: database connections come from a pool;
-- EMBEDDING_THREADS=1: torch embeds on one thread per request. A question embeds a handful of
+- EMBEDDING_BATCH_WINDOW_MS=2: questions asked at the same moment are embedded together
+  (knowledge.embedding.QueryBatcher), by one thread;
+- EMBEDDING_THREADS=1: the model embeds on one thread per call. A question embeds a handful of
   short texts, and with concurrent questions on a small machine, threads per request fight each
   other and the database (measured before the pool: first event 2.5x slower under load with
   two; with the pool, two threads gave one client 10-25% lower p50s but 20 clients up to 20%
@@ -23,7 +25,12 @@ import threading
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-SERVER_DEFAULTS = {"DB_POOL": "1", "EMBEDDING_THREADS": "1", "EMBEDDING_WARM_UP": "1"}
+SERVER_DEFAULTS = {
+    "DB_POOL": "1",
+    "EMBEDDING_THREADS": "1",
+    "EMBEDDING_WARM_UP": "1",
+    "EMBEDDING_BATCH_WINDOW_MS": "2",
+}
 _added = [name for name in SERVER_DEFAULTS if name not in os.environ]
 os.environ.update({name: SERVER_DEFAULTS[name] for name in _added})
 django_asgi_app = get_asgi_application()  # reads the settings (unless already read)

@@ -290,8 +290,16 @@ SPECTACULAR_SETTINGS = {
 # --- Knowledge and answering ---------------------------------------------------------------
 EMBEDDING_MODEL_PATH = os.environ.get("EMBEDDING_MODEL_PATH", "")
 EMBEDDING_BATCH_SIZE = int(os.environ.get("EMBEDDING_BATCH_SIZE", "64"))
-# torch threads for embedding (0: torch's default, every core) and whether the model is loaded
-# in the background at startup; config/asgi.py sets both (1, on) for server processes.
+# Padded tokens per batch (ONNX runtimes): batches of short texts are wide, of long ones narrow.
+EMBEDDING_BATCH_TOKENS = int(os.environ.get("EMBEDDING_BATCH_TOKENS", "4096"))
+# onnx-int8 | onnx | torch (knowledge/embedding.py); the ONNX files are exported once, here.
+EMBEDDING_RUNTIME = os.environ.get("EMBEDDING_RUNTIME", "onnx")
+EMBEDDING_ONNX_DIR = Path(os.environ.get("EMBEDDING_ONNX_DIR", BASE_DIR / ".data" / "models"))
+# Questions of concurrent requests wait this long (ms) for others to be embedded together
+# (0: each alone); config/asgi.py sets it for server processes.
+EMBEDDING_BATCH_WINDOW_MS = float(os.environ.get("EMBEDDING_BATCH_WINDOW_MS", "0"))
+# Threads per embedding call (0: the runtime's default, every core) and whether the model is
+# loaded in the background at startup; config/asgi.py sets both (1, on) for server processes.
 EMBEDDING_THREADS = int(os.environ.get("EMBEDDING_THREADS", "0"))
 EMBEDDING_WARM_UP = env_bool("EMBEDDING_WARM_UP")
 CHAT_EVIDENCE_THRESHOLD = os.environ.get("CHAT_EVIDENCE_THRESHOLD")  # overrides the admin value

@@ -132,3 +132,25 @@ class Embedding(models.Model):
 
     def __str__(self) -> str:
         return f"embedding of chunk {self.chunk_id} ({self.model})"
+
+
+class SentenceVector(models.Model):
+    """The embedding of one sentence (or spreadsheet row) an answer may quote
+    (knowledge.sentences.answerable_sentences of a chunk), computed at ingestion so that
+    answering embeds only the question. Keyed by the sentence's text hash and the model: a
+    sentence repeated in many chunks or documents is stored once. Never searched by
+    similarity (no vector index): read by hash for the chunks a question retrieved."""
+
+    text_hash = models.CharField(max_length=64)
+    model = models.CharField(max_length=200, help_text="Embedding model name and version.")
+    vector = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["text_hash", "model"], name="sentencevector_unique_hash_model"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"sentence vector {self.text_hash[:12]} ({self.model})"

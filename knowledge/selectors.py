@@ -3,17 +3,19 @@ spreadsheet's rows laid out as tables again for the document page."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import numpy as np
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from knowledge.models import Chunk, Document
+from knowledge import embedding
+from knowledge.models import Chunk, Document, SentenceVector
 from knowledge.spreadsheets import (
     CELL_SEPARATOR,
     LABEL_SEPARATOR,
@@ -221,3 +223,15 @@ def document_sheet_tables(
                 row.number, row.cells, row.text, row.chunk_id, f"chunk-{chunk.pk}", True
             )
     return list(tables.values())
+
+
+def sentence_vectors_stored(*, text_hashes: Iterable[str]) -> dict[str, np.ndarray]:
+    """text hash → the sentence's vector stored at ingestion under the current model, for the
+    hashes that have one."""
+    hashes = list(text_hashes)
+    if not hashes:
+        return {}
+    rows = SentenceVector.objects.filter(
+        model=embedding.model_version(), text_hash__in=hashes
+    ).values_list("text_hash", "vector")
+    return {key: np.asarray(vector, dtype=np.float32) for key, vector in rows}

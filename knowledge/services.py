@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from knowledge import embedding
 from knowledge.chunking import ChunkDraft, chunks_build, embedding_input
-from knowledge.models import Chunk, Document, Embedding
+from knowledge.models import Chunk, Document, Embedding, SentenceVector
 from knowledge.parsing import (
     DocumentParseError,
     ParsedDocument,
@@ -45,6 +45,8 @@ from knowledge.parsing import (
     is_supported,
 )
 from knowledge.selectors import documents_in_progress
+from knowledge.sentences import answerable_sentences
+from knowledge.sentences import text_hash as sentence_hash
 from knowledge.signals import knowledge_changed_send
 
 if TYPE_CHECKING:
@@ -97,6 +99,10 @@ class _Job:
     failure_fields: dict  # fields for a document created only to record a failure
     known: dict[_Key, Any] = field(default_factory=dict)  # → vector
     missing: dict[_Key, str] = field(default_factory=dict)  # → what the model must embed
+    # The chunks' answerable sentences not stored yet under the model: hash → text, then
+    # hash → vector once embedded (knowledge.sentences; read back when answering).
+    sentences_missing: dict[str, str] = field(default_factory=dict)
+    sentence_vectors: dict[str, Any] = field(default_factory=dict)
     error: str = ""
 
 
@@ -329,6 +335,35 @@ def embeddings_rebuild_stale(*, progress: Progress | None = None) -> int:
             progress(len(batch))
 
 
+def sentence_vectors_rebuild_stale(*, progress: Progress | None = None) -> int:
+    """Embed the answerable sentences of every chunk that have no stored vector under the
+    configured model, then drop the sentence vectors of other models. Chunks in batches
+    ordered by pk; `progress(n)` after each batch of n chunks. Returns the sentences embedded."""
+    done = 0
+    last_pk = 0
+    while True:
+        batch = list(
+            Chunk.objects.filter(pk__gt=last_pk)
+            .order_by("pk")
+            .values_list("pk", "text", "sheet")[:_STALE_BATCH]
+        )
+        if not batch:
+            break
+        last_pk = batch[-1][0]
+        missing = _sentences_missing([(text, bool(sheet)) for _, text, sheet in batch])
+        _sentence_vectors_write(_embed(missing))
+        done += len(missing)
+        if progress:
+            progress(len(batch))
+    SentenceVector.objects.exclude(model=embedding.model_version()).delete()
+    return done
+
+
+def sentence_vectors_stale_count() -> int:
+    """Sentence vectors stored under another model than the configured one."""
+    return SentenceVector.objects.exclude(model=embedding.model_version()).count()
+
+
 def documents_reindex(
     *, documents: Iterable[Document], progress: Progress | None = None
 ) -> list[IngestOutcome]:
@@ -415,7 +450,7 @@ class _Window:
             self._done(position, step)
             return
         self._jobs.append((position, step))
-        self._waiting += len(step.missing)
+        self._waiting += len(step.missing) + len(step.sentences_missing)
         if self._waiting >= _embed_window():
             self.flush()
 
@@ -566,7 +601,35 @@ def _job_new(**fields) -> _Job:
         key = (draft.text_hash, draft.section)
         if key not in job.known:
             job.missing.setdefault(key, draft.embedding_input)
+    job.sentences_missing = _sentences_missing([(d.text, bool(d.sheet)) for d in job.drafts])
     return job
+
+
+def _sentences_missing(chunks: Iterable[tuple[str, bool]]) -> dict[str, str]:
+    """hash → text of the answerable sentences of (text, is a sheet) chunks that have no
+    stored vector under the configured model (each distinct text once)."""
+    sentences: dict[str, str] = {}
+    for text, sheet in chunks:
+        for sentence in answerable_sentences(text, sheet=sheet):
+            sentences.setdefault(sentence_hash(sentence), sentence)
+    model = embedding.model_version()
+    hashes = list(sentences)
+    for start in range(0, len(hashes), _LOOKUP_BATCH):
+        stored = SentenceVector.objects.filter(
+            model=model, text_hash__in=hashes[start : start + _LOOKUP_BATCH]
+        ).values_list("text_hash", flat=True)
+        for text_hash in stored:
+            sentences.pop(text_hash, None)
+    return sentences
+
+
+def _sentence_vectors_write(vectors: dict[str, Any]) -> None:
+    model = embedding.model_version()
+    SentenceVector.objects.bulk_create(
+        [SentenceVector(text_hash=key, vector=v, model=model) for key, v in vectors.items()],
+        batch_size=_WRITE_BATCH,
+        ignore_conflicts=True,  # the same sentence written by another document meanwhile
+    )
 
 
 def _vectors_known(keys: list[_Key]) -> dict[_Key, Any]:
@@ -590,7 +653,7 @@ def _vectors_known(keys: list[_Key]) -> dict[_Key, Any]:
     return known
 
 
-def _embed(missing: dict[_Key, str]) -> dict[_Key, Any]:
+def _embed(missing: dict[Any, str]) -> dict[Any, Any]:
     """Vectors for the given model inputs, in one call of the model."""
     if not missing:
         return {}
@@ -603,11 +666,12 @@ def _embed(missing: dict[_Key, str]) -> dict[_Key, Any]:
 def _jobs_embed(jobs: list[_Job]) -> None:
     """Embed the missing texts of all jobs together (each distinct text once). If the model
     fails, each job is tried alone so one bad document cannot fail the others."""
-    missing: dict[_Key, str] = {}
+    missing: dict[Any, str] = {}
     for job in jobs:
         missing.update(job.missing)
+        missing.update({("sentence", key): text for key, text in job.sentences_missing.items()})
     try:
-        vectors = _embed(missing)
+        vectors = _embed(missing)  # chunks and sentences in one call, batched by length
     except Exception as exc:  # the model failing is reported on the documents, not raised
         if len(jobs) > 1:
             for job in jobs:
@@ -619,6 +683,8 @@ def _jobs_embed(jobs: list[_Job]) -> None:
     for job in jobs:
         job.known.update({key: vectors[key] for key in job.missing})
         job.missing = {}
+        job.sentence_vectors = {key: vectors[("sentence", key)] for key in job.sentences_missing}
+        job.sentences_missing = {}
 
 
 def _job_write(job: _Job) -> IngestOutcome:
@@ -684,6 +750,7 @@ def _write(job: _Job) -> Document:
             ],
             batch_size=_WRITE_BATCH,
         )
+        _sentence_vectors_write(job.sentence_vectors)
     knowledge_changed_send()
     return document
 

@@ -51,7 +51,6 @@ up to 37) leaves every best sentence unchanged and both figures equal.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import threading
@@ -64,11 +63,22 @@ import numpy as np
 from chat.answering.citations import quoted_markers_neutralize
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
+from knowledge.selectors import sentence_vectors_stored
+from knowledge.sentences import (  # the splitting ingestion shares; re-exported here
+    _WORD,
+    ABBREVIATIONS,  # noqa: F401
+    MIN_WORDS,  # noqa: F401
+    _trim,
+    answerable_sentences,
+    is_answerable,
+    row_spans,
+    sentence_spans,
+    text_hash,
+)
 from knowledge.spreadsheets import range_parse
 
 MAX_SENTENCES = 3
 MAX_CANDIDATE_CHUNKS = 8
-MIN_WORDS = 3
 # Candidates embedded and compared with the question, the best on lexical share + chunk prior.
 MAX_COMPARED_SENTENCES = 12
 WEIGHT_SEMANTIC = 0.55
@@ -80,13 +90,6 @@ FOLLOWER_RELATIVE_SCORE = 0.7
 REDUNDANT_SIMILARITY = 0.9
 PIECE_WORDS = 6
 
-ABBREVIATIONS = {
-    "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st", "no", "nos", "fig",
-    "approx", "dept", "inc", "ltd", "co", "corp", "jr", "sr", "jan", "feb", "mar", "apr",
-    "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed", "thu", "fri",
-    "sat", "sun", "al", "cf", "ca", "min", "max", "est", "vol", "pp", "ref", "u.s",
-    "u.k", "a.m", "p.m",
-}  # fmt: skip
 STOP_WORDS = {
     "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
     "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but",
@@ -102,12 +105,6 @@ STOP_WORDS = {
     "yourself", "yourselves", "many", "much", "may", "might", "must", "shall", "also", "get",
     "got", "one", "s", "t", "us", "tell", "please", "know", "want", "need",
 }  # fmt: skip
-
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-_TERMINAL = re.compile(r"[.!?…]+[\"'”’)\]]*")
-_NEXT_STARTS_SENTENCE = re.compile(r"\s+[\"'“‘(\[]?[A-Z0-9]")
-_LIST_ITEM = re.compile(r"\s*(?:[-*•+▪–]|\d{1,3}[.)]|[a-z][.)])\s+")
-_MARKUP_LINE = re.compile(r"\s*(?:#|\||```|---|===)")
 
 
 @dataclass(frozen=True)
@@ -163,105 +160,6 @@ class ExtractiveAnswer:
         return pieces
 
 
-# --- Sentences -----------------------------------------------------------------------------------
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of `text`, trimmed, list markers left out.
-
-    Boundaries: blank lines; a line break before a list item or heading, or after a line ending
-    in terminal punctuation or a colon; terminal punctuation followed by a capital or digit,
-    unless the word before it is an abbreviation or an initial. A single line break inside a
-    paragraph (wrapped text, PDF lines) is not a boundary.
-    """
-    spans: list[tuple[int, int]] = []
-    for block_start, block_end in _blocks(text):
-        marker = _LIST_ITEM.match(text, block_start, block_end)
-        start = marker.end() if marker else block_start
-        for match in _TERMINAL.finditer(text, start, block_end):
-            end = match.end()
-            follow = _NEXT_STARTS_SENTENCE.match(text, end, block_end)
-            if not follow or _is_abbreviation(text, start, match.start()):
-                continue
-            spans.append((start, end))
-            start = end
-        spans.append((start, block_end))
-    return [span for span in (_trim(text, s, e) for s, e in spans) if span[1] > span[0]]
-
-
-def _blocks(text: str) -> list[tuple[int, int]]:
-    """Spans of text between hard line boundaries."""
-    lines: list[tuple[int, int]] = []
-    position = 0
-    for line in text.split("\n"):
-        lines.append((position, position + len(line)))
-        position += len(line) + 1
-    blocks: list[tuple[int, int]] = []
-    current: tuple[int, int] | None = None
-    for start, end in lines:
-        line = text[start:end]
-        if not line.strip():
-            if current:
-                blocks.append(current)
-            current = None
-            continue
-        breaks_before = (
-            current is None
-            or _LIST_ITEM.match(line)
-            or _MARKUP_LINE.match(line)
-            or _MARKUP_LINE.match(text[current[0] : current[1]])
-            or text[current[0] : current[1]].rstrip().endswith((".", "!", "?", ":", "…"))
-        )
-        if breaks_before:
-            if current:
-                blocks.append(current)
-            current = (start, end)
-        else:
-            current = (current[0], end)
-    if current:
-        blocks.append(current)
-    return blocks
-
-
-def _is_abbreviation(text: str, sentence_start: int, dot: int) -> bool:
-    if text[dot] != ".":
-        return False
-    before = text[sentence_start:dot].split()
-    if not before:
-        return True
-    word = before[-1].lstrip("(\"'“‘").lower()
-    return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha())
-
-
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    marker = _LIST_ITEM.match(text, start, end)
-    if marker and marker.end() < end:
-        start = marker.end()
-    return start, end
-
-
-def row_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each line of a spreadsheet chunk (each a row), trimmed."""
-    spans: list[tuple[int, int]] = []
-    position = 0
-    for line in text.split("\n"):
-        start, end = _trim_spaces(text, position, position + len(line))
-        if end > start:
-            spans.append((start, end))
-        position += len(line) + 1
-    return spans
-
-
-def _trim_spaces(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
-
-
 def cited_rows(chunk: RetrievedChunk, starts: Sequence[int]) -> str | None:
     """The range of the rows of a spreadsheet chunk that begin at or hold the offsets
     `starts` (line i is the chunk's (first row + i)-th row); the chunk's range when its
@@ -287,7 +185,7 @@ def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
         for position, (start, end) in enumerate(spans):
             sentence = Sentence(chunk=chunk, rank=rank, position=position, start=start, end=end)
             text = sentence.text
-            if _MARKUP_LINE.match(text) or len(_WORD.findall(text)) < MIN_WORDS:
+            if not is_answerable(text):
                 continue
             key = " ".join(text.lower().split())
             if key in seen:
@@ -342,24 +240,50 @@ VECTOR_CACHE_SIZE = 20_000
 
 
 def sentence_vectors(texts: Sequence[str]) -> np.ndarray:
-    """Unit vectors of the texts, embedded in one batch; recently seen texts come from a cache."""
-    keys = [hashlib.sha1(text.encode()).hexdigest() for text in texts]
+    """Unit vectors of the texts, one row per text. Vectors come from the cache (filled by
+    `sentence_vectors_preload` with the vectors stored at ingestion, and by earlier calls);
+    only the texts missing from it are embedded, in one batch. No database access: callers run
+    it in worker threads."""
+    keys = [text_hash(text) for text in texts]
     with _cache_lock:
         cached = {key: _vector_cache[key] for key in keys if key in _vector_cache}
     missing = list(dict.fromkeys(key for key in keys if key not in cached))
     if missing:
         first_text = dict(zip(keys, texts, strict=True))
         vectors = embedding.embed_texts([first_text[key] for key in missing])
-        with _cache_lock:
-            for key, vector in zip(missing, vectors, strict=True):
-                cached[key] = vector
-                _vector_cache[key] = vector
-                _vector_cache.move_to_end(key)
-            while len(_vector_cache) > VECTOR_CACHE_SIZE:
-                _vector_cache.popitem(last=False)
+        _cache_put(dict(zip(missing, vectors, strict=True)))
+        cached.update(zip(missing, vectors, strict=True))
     if not keys:
         return np.zeros((0, embedding.DIMENSIONS), dtype=np.float32)
     return np.stack([cached[key] for key in keys])
+
+
+def sentence_vectors_preload(chunks: Sequence[RetrievedChunk]) -> int:
+    """Put the stored vectors (computed at ingestion) of the candidate sentences of `chunks`
+    into the cache, so that the evidence check and the answer embed none of them. Reads the
+    database (one query): call it where the database is used, before the CPU work. Returns
+    how many vectors were read."""
+    wanted: set[str] = set()
+    for chunk in chunks[:MAX_CANDIDATE_CHUNKS]:
+        wanted.update(
+            text_hash(t) for t in answerable_sentences(chunk.text, sheet=bool(chunk.sheet))
+        )
+    with _cache_lock:
+        wanted.difference_update(_vector_cache)
+    if not wanted:
+        return 0
+    stored = sentence_vectors_stored(text_hashes=wanted)
+    _cache_put(stored)
+    return len(stored)
+
+
+def _cache_put(vectors: dict[str, np.ndarray]) -> None:
+    with _cache_lock:
+        for key, vector in vectors.items():
+            _vector_cache[key] = vector
+            _vector_cache.move_to_end(key)
+        while len(_vector_cache) > VECTOR_CACHE_SIZE:
+            _vector_cache.popitem(last=False)
 
 
 # --- Selection -----------------------------------------------------------------------------------

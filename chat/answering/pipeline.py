@@ -94,6 +94,7 @@ from chat.answering.evidence import (
     evidence_threshold,
 )
 from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess_async, evidence_outcome
+from chat.answering.extractive import sentence_vectors_preload
 from chat.answering.followups import (
     SearchPlan,
     Turn,
@@ -362,16 +363,20 @@ def _retrieve(
     query_vector: np.ndarray,
     prefer_document_ids: Sequence[int] = (),
 ) -> SearchResult | None:
-    """The ranked chunks for the query; None when the knowledge base is empty."""
+    """The ranked chunks for the query; None when the knowledge base is empty. The stored
+    vectors of their sentences are read too (into the sentence vector cache), so that the
+    evidence check and the answer that follow embed nothing but the question."""
     if knowledge_base_is_empty():
         return None
-    return chunks_search(
+    result = chunks_search(
         query=query,
         top_k=top_k,
         document_ids=document_ids,
         query_vector=query_vector,
         prefer_document_ids=prefer_document_ids,
     )
+    sentence_vectors_preload(result.chunks)
+    return result
 
 
 async def _embed(query: str) -> tuple[np.ndarray, bool]:

@@ -12,7 +12,7 @@ import numpy as np
 from django.contrib.auth.base_user import AbstractBaseUser
 
 from chat import services
-from chat.answering.extractive import extractive_answer
+from chat.answering.extractive import extractive_answer, sentence_vectors_preload
 from chat.answering.questions import question_normalize
 from chat.models import Citation, Message
 from knowledge.retrieval import chunks_search
@@ -54,6 +54,7 @@ def conversation_build(
             result = chunks_search(query=question, top_k=TOP_K, query_vector=vectors[i])
             if not result.chunks:
                 raise ValueError(f"Retrieval found nothing for {question!r}.")
+            sentence_vectors_preload(result.chunks)  # as the pipeline does
             answer = extractive_answer(
                 question=question, question_vector=result.query_vector, chunks=result.chunks
             )

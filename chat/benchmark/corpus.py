@@ -8,7 +8,10 @@ with a number token appended (so its full-text vector differs) and the real chun
 plus Gaussian noise (σ = 0.01 per dimension), renormalised (cosine ≈ 0.98 to the original).
 They belong to synthetic documents (`synthetic://bench/...`), one per real document and copy.
 Rows are written with PostgreSQL COPY while the HNSW and GIN indexes are dropped; both are
-rebuilt afterwards, as a bulk load would do.
+rebuilt afterwards, as a bulk load would do. Like ingestion, the corpus stores the vectors of
+the sentences answers may quote: a synthetic chunk's sentences are its original's (stored once,
+by text hash) except, when the number joins the last sentence, that one, stored with the
+original sentence's vector plus the same noise.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from django.conf import settings
@@ -27,6 +30,8 @@ from chat.evaluation.runner import dataset_ingest
 from knowledge import embedding
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.retrieval import chunks_search
+from knowledge.selectors import sentence_vectors_stored
+from knowledge.sentences import answerable_sentences, text_hash
 
 SYNTHETIC_PREFIX = "synthetic://bench/"
 NOISE_SIGMA = 0.01
@@ -38,7 +43,10 @@ _BULK_INDEXES = (
     ("knowledge_embedding", "embedding_vector_hnsw"),
     ("knowledge_chunk", "chunk_search_vector_gin"),
 )
-_INDEX_BUILD_MEMORY = "512MB"
+# maintenance_work_mem for rebuilding the indexes: the HNSW graph is built much faster when it
+# fits (about 2 kB a chunk at 384 dimensions, m=16); at least 512 MB, at most 4 GB.
+_INDEX_BUILD_MEMORY_MIN_MB, _INDEX_BUILD_MEMORY_MAX_MB = 512, 4096
+_INDEX_BUILD_KB_PER_CHUNK = 2.5
 
 Progress = Callable[[int], None]
 
@@ -50,6 +58,8 @@ class IngestFigures:
     chunks: int
     seconds: float  # the real ingestion code, files to searchable chunks
     raw_seconds: float  # embed_texts alone on the same chunk texts
+    sentences: int = 0  # distinct answerable sentences of the chunks (embedded too)
+    raw_all_seconds: float = 0.0  # embed_texts alone on the chunk texts and their sentences
 
     @property
     def chunks_per_s(self) -> float:
@@ -63,6 +73,11 @@ class IngestFigures:
     def ratio(self) -> float:
         return self.chunks_per_s / self.raw_chunks_per_s if self.raw_chunks_per_s else 0.0
 
+    @property
+    def ratio_all(self) -> float:
+        """Ingestion against the model alone on everything ingestion embeds."""
+        return self.raw_all_seconds / self.seconds if self.seconds else 0.0
+
 
 def ingest_measure(dataset: Dataset) -> IngestFigures:
     """Ingest the dataset's documents (written out as files) through the real ingestion code
@@ -70,12 +85,28 @@ def ingest_measure(dataset: Dataset) -> IngestFigures:
     model alone. The model is loaded before either clock starts."""
     embedding.embed_texts(["warm-up"])
     documents, chunks, seconds = dataset_ingest(dataset)
-    texts = list(Chunk.objects.order_by("pk").values_list("text", flat=True))
+    rows = list(Chunk.objects.order_by("pk").values_list("text", "sheet"))
+    texts = [text for text, _ in rows]
     started = time.perf_counter()
     embedding.embed_texts(texts, batch_size=settings.EMBEDDING_BATCH_SIZE)
     raw_seconds = time.perf_counter() - started
+    sentences = list(
+        dict.fromkeys(
+            sentence
+            for text, sheet in rows
+            for sentence in answerable_sentences(text, sheet=bool(sheet))
+        )
+    )
+    started = time.perf_counter()
+    embedding.embed_texts(texts + sentences, batch_size=settings.EMBEDDING_BATCH_SIZE)
+    raw_all_seconds = time.perf_counter() - started
     return IngestFigures(
-        documents=documents, chunks=len(texts), seconds=seconds, raw_seconds=raw_seconds
+        documents=documents,
+        chunks=len(texts),
+        seconds=seconds,
+        raw_seconds=raw_seconds,
+        sentences=len(sentences),
+        raw_all_seconds=raw_all_seconds,
     )
 
 
@@ -92,6 +123,9 @@ class _Original:
     char_end: int
     token_count: int
     vector: np.ndarray
+    # When the appended number joins the chunk's last answerable sentence: that sentence's
+    # text (the number goes after it) and its stored vector.
+    last_sentence: tuple[str, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -129,8 +163,21 @@ class SyntheticCorpus:
                 char_end=c.char_end,
                 token_count=c.token_count,
                 vector=np.asarray(vectors[c.pk], dtype=np.float32),
+                last_sentence=_last_sentence(c.text, sheet=False),  # copies have no sheet
             )
             for c in rows
+        ]
+        stored = sentence_vectors_stored(
+            text_hashes={text_hash(o.last_sentence[0]) for o in self.originals if o.last_sentence}
+        )
+        self.originals = [
+            replace(
+                o,
+                last_sentence=(o.last_sentence[0], stored[text_hash(o.last_sentence[0])])
+                if o.last_sentence and text_hash(o.last_sentence[0]) in stored
+                else None,
+            )
+            for o in self.originals
         ]
         if not self.originals:
             raise ValueError("The knowledge base has no embedded chunks to copy.")
@@ -163,7 +210,7 @@ class SyntheticCorpus:
             if progress:
                 progress(count)
         loaded = time.perf_counter()
-        _indexes_create(definitions)
+        _indexes_create(definitions, chunks=self.size)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE knowledge_document, knowledge_chunk, knowledge_embedding")
         finished = time.perf_counter()
@@ -212,6 +259,19 @@ class SyntheticCorpus:
                 ]
             )
             _copy_embeddings(chunk_ids, noisy, embedding.model_version())
+            extended = [
+                (f"{o.last_sentence[0]} {serial + 1}", o.last_sentence[1])
+                for serial, (_, o) in zip(serials, picks, strict=True)
+                if o.last_sentence
+            ]
+            if extended:
+                base = np.stack([vector for _, vector in extended])
+                noise = self.rng.normal(0.0, NOISE_SIGMA, size=base.shape).astype(np.float32)
+                noisy = base + noise
+                noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+                _copy_sentence_vectors(
+                    [text_hash(text) for text, _ in extended], noisy, embedding.model_version()
+                )
 
     def _documents_for(
         self, keys: set[tuple[int, int]], picks: Sequence[tuple[int, _Original]]
@@ -261,6 +321,32 @@ def _copy_embeddings(chunk_ids: list[int], vectors: np.ndarray, model: str) -> N
             copy.write_row((chunk_id, row_format % tuple(vector), model))
 
 
+_NUMBER_PROBE = 987654  # any number: each is one digit token joining the same way
+
+
+def _last_sentence(text: str, *, sheet: bool) -> tuple[str, None] | None:
+    """The original's last answerable sentence when a synthetic copy (the text with a number
+    appended) changes exactly that sentence by appending the number to it; None when the copy's
+    sentences are the original's (the number stands alone, too short to be quoted)."""
+    before = answerable_sentences(text, sheet=sheet)
+    after = answerable_sentences(f"{text} {_NUMBER_PROBE}", sheet=sheet)
+    if after == before or not before or after[:-1] != before[:-1]:
+        return None
+    if after[-1] != f"{before[-1]} {_NUMBER_PROBE}":
+        return None
+    return before[-1], None
+
+
+def _copy_sentence_vectors(hashes: list[str], vectors: np.ndarray, model: str) -> None:
+    row_format = "[" + ",".join(["%.7g"] * vectors.shape[1]) + "]"
+    with (
+        connection.cursor() as cursor,
+        cursor.copy("COPY knowledge_sentencevector (text_hash, vector, model) FROM STDIN") as copy,
+    ):
+        for key, vector in zip(hashes, vectors.tolist(), strict=True):
+            copy.write_row((key, row_format % tuple(vector), model))
+
+
 def _indexes_drop() -> list[str]:
     """Drop the bulk-load indexes; their definitions, to create them again."""
     definitions = []
@@ -277,9 +363,14 @@ def _indexes_drop() -> list[str]:
     return definitions
 
 
-def _indexes_create(definitions: list[str]) -> None:
+def index_build_memory_mb(chunks: int) -> int:
+    wanted = int(chunks * _INDEX_BUILD_KB_PER_CHUNK / 1024)
+    return max(_INDEX_BUILD_MEMORY_MIN_MB, min(_INDEX_BUILD_MEMORY_MAX_MB, wanted))
+
+
+def _indexes_create(definitions: list[str], *, chunks: int) -> None:
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL maintenance_work_mem = '{_INDEX_BUILD_MEMORY}'")
+        cursor.execute(f"SET LOCAL maintenance_work_mem = '{index_build_memory_mb(chunks)}MB'")
         for definition in definitions:
             cursor.execute(definition)
 

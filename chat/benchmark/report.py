@@ -56,6 +56,12 @@ def report_text(figures: dict[str, Any]) -> str:
         ]
     )
     lines.append(f"  ratio ingestion / model alone: {ingest['ratio']:.2f}")
+    if ingest.get("sentences"):
+        lines.append(
+            f"  Ingestion also embeds the chunks' {ingest['sentences']} distinct answerable "
+            f"sentences (stored for answering): the model alone on chunks + sentences took "
+            f"{ingest['raw_embed_all_seconds']:.2f} s, ratio {ingest['ratio_all']:.2f}."
+        )
 
     lines += [
         "",
@@ -96,7 +102,10 @@ def report_text(figures: dict[str, Any]) -> str:
         if entry["added"]:
             lines.append(
                 f"  Growing to {int(size):,}: {entry['added']:,} synthetic chunks loaded in "
-                f"{entry['load_s']:.1f}s, indexes rebuilt in {entry['index_rebuild_s']:.1f}s."
+                f"{entry['load_s']:.1f}s, indexes rebuilt in {entry['index_rebuild_s']:.1f}s "
+                f"(maintenance_work_mem {entry.get('index_build_memory_mb', '?')} MB); "
+                f"database {entry.get('database_mb', '?')} MB, benchmark process peak RSS "
+                f"{entry.get('bench_peak_rss_mb', '?')} MB."
             )
         elif entry["chunks"] > int(size):
             lines.append(
@@ -107,7 +116,8 @@ def report_text(figures: dict[str, Any]) -> str:
     if "first_event_ms" in figures:
         lines += [
             "",
-            f"Answers against a running server: daphne at {server['address']}, "
+            f"Answers against a running server: {server.get('processes', 1)} daphne process(es) "
+            f"at {server['address']}, "
             f"{server['corpus_chunks']:,} chunks, extractive mode",
         ]
         rows = [
@@ -176,11 +186,48 @@ def report_text(figures: dict[str, Any]) -> str:
             ]
         )
 
-    if "server_peak_rss_mb" in figures:
-        peak = figures["server_peak_rss_mb"]
+    if figures.get("process_comparison"):
         lines += [
             "",
-            "Server peak memory (VmHWM of the daphne process): "
-            + (f"{peak:.0f} MB" if peak is not None else "unavailable"),
+            "Web processes compared (the same questions, servers started in turns):",
+        ]
+        rows = [
+            (
+                "processes",
+                "round",
+                "load at start",
+                "WS 1 / 20 clients first event p50 / p95",
+                "SSE 1 / 20 clients first event p50 / p95",
+                "peak memory",
+            )
+        ]
+        for processes, rounds in figures["process_comparison"].items():
+            for i, entry in enumerate(rounds, start=1):
+                cells = []
+                for transport in ("ws", "sse"):
+                    per = entry["first_event_ms"][transport]
+                    cells.append(" · ".join(_pair(per[c]) for c in sorted(per, key=int)))
+                peak = entry["peak_rss_mb"]
+                rows.append(
+                    (
+                        processes,
+                        i,
+                        entry["load_average_start"],
+                        cells[0],
+                        cells[1],
+                        f"{peak:.0f} MB" if peak else "?",
+                    )
+                )
+        lines += _table(rows)
+
+    if "server_peak_rss_mb" in figures:
+        peak = figures["server_peak_rss_mb"]
+        each = [f"{mb:.0f}" for mb in figures.get("server_peak_rss_mb_each") or [] if mb]
+        processes = figures.get("server", {}).get("processes", 1)
+        lines += [
+            "",
+            f"Server peak memory (VmHWM of the {processes} daphne process(es), added): "
+            + (f"{peak:.0f} MB" if peak is not None else "unavailable")
+            + (f" ({' + '.join(each)} MB)" if len(each) > 1 else ""),
         ]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ import asyncio
 import io
 import math
 import os
+import resource
 import signal
 import sys
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from django.contrib.auth import get_user_model
+from django.db import connection
 from tqdm import tqdm
 
 from chat.benchmark import clients as bench_clients
@@ -32,6 +34,7 @@ from chat.benchmark.corpus import (
     NOISE_SIGMA,
     RETRIEVAL_TOP_K,
     SyntheticCorpus,
+    index_build_memory_mb,
     ingest_measure,
     question_vectors,
     retrieval_measure,
@@ -56,6 +59,10 @@ class BenchOptions:
     sizes: list[int]  # corpus sizes in chunks, ascending
     concurrency: list[int]  # simultaneous clients, ascending
     questions: int  # questions per measurement (see questions_sample / questions_per_client)
+    web_processes: int = 1  # daphne processes of the server (config.web)
+    # Also measure the answers with each of these process counts, in turns (--compare-processes)
+    compare_processes: tuple[int, ...] = ()
+    compare_rounds: int = 2
 
 
 # Asked once per transport before measuring: not one of the measured questions.
@@ -144,8 +151,60 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
                 say=say,
             )
         )
+        if options.compare_processes:
+            figures["process_comparison"] = _processes_compare(
+                clients=clients, samples=[pool[run::runs] for run in range(runs)], options=options
+            )
         figures["load_average"]["end"] = _load_average()
     return figures
+
+
+def _processes_compare(
+    *, clients: list[bench_clients.Client], samples: list[list[str]], options: BenchOptions
+) -> dict[str, Any]:
+    """The answers measured again against servers of each process count, in turns (1, 2, 1, 2
+    ...) so that the machine's changing load falls on each alike: {count: [figures per
+    round]}."""
+    results: dict[str, list[dict[str, Any]]] = {str(n): [] for n in options.compare_processes}
+    try:
+        for _ in range(options.compare_rounds):
+            for processes in options.compare_processes:
+                started_load = _load_average()
+                with server_running(
+                    database_url=database_url(),
+                    env={"CHAT_RATE_LIMIT": SERVER_RATE_LIMIT, "CHAT_FLOOD_MIN_INTERVAL": "0"},
+                    processes=processes,
+                ) as server:
+                    first, total, counts = asyncio.run(
+                        _answers_measure(
+                            server,
+                            clients=clients,
+                            samples=samples,
+                            options=options,
+                            processes=processes,
+                        )
+                    )
+                    server.check_alive()
+                    results[str(processes)].append(
+                        {
+                            "load_average_start": started_load,
+                            "first_event_ms": first,
+                            "total_ms": total,
+                            "errors": sum(
+                                c["errors"] for per in counts.values() for c in per.values()
+                            ),
+                            "peak_rss_mb": server.peak_rss_mb(),
+                        }
+                    )
+    finally:
+        database_sessions_end()
+    return results
+
+
+def _database_mb() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_database_size(current_database())")
+        return round(cursor.fetchone()[0] / 1e6)
 
 
 def _load_average() -> float | None:
@@ -166,6 +225,9 @@ def _ingest_step(dataset: Dataset) -> dict[str, Any]:
         "raw_embed_seconds": round(ingest.raw_seconds, 2),
         "raw_embed_chunks_per_s": round(ingest.raw_chunks_per_s, 1),
         "ratio": round(ingest.ratio, 3),
+        "sentences": ingest.sentences,
+        "raw_embed_all_seconds": round(ingest.raw_all_seconds, 2),
+        "ratio_all": round(ingest.ratio_all, 3),
     }
 
 
@@ -192,6 +254,11 @@ def _retrieval_steps(
             "added": grown.added,
             "load_s": round(grown.load_seconds, 1),
             "index_rebuild_s": round(grown.index_seconds, 1),
+            "index_build_memory_mb": index_build_memory_mb(grown.chunks),
+            # Peak resident memory of this (the benchmark's) process so far, and the size of
+            # the throwaway database, once grown.
+            "bench_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "database_mb": _database_mb(),
         }
         with _bar(len(sample), f"retrieval at {grown.chunks:,} chunks", "q") as bar:
             timings = retrieval_measure(sample, vectors, progress=bar.update)
@@ -229,9 +296,11 @@ def _server_step(
             database_url=database_url(),
             # One user asks question after question as fast as answers come: no flood rule.
             env={"CHAT_RATE_LIMIT": SERVER_RATE_LIMIT, "CHAT_FLOOD_MIN_INTERVAL": "0"},
+            processes=options.web_processes,
         ) as server:
             figures["server"] = {
                 "address": server.http_url,
+                "processes": options.web_processes,
                 "corpus_chunks": corpus_size,
                 "users": "one per client",
                 "rate_limit": f"CHAT_RATE_LIMIT={SERVER_RATE_LIMIT} and "
@@ -252,6 +321,7 @@ def _server_step(
             )
             server.check_alive()
             figures["server_peak_rss_mb"] = server.peak_rss_mb()
+            figures["server_peak_rss_mb_each"] = server.peak_rss_mb_each()
     finally:
         database_sessions_end()  # so that the throwaway database can be dropped
     return figures
@@ -269,11 +339,50 @@ async def _server_measure(
 ) -> None:
     """`samples`: the questions of each measured run, in order (one list per transport ×
     concurrency)."""
-    # Warm-up (not measured): the first answers load what the server loads lazily.
+    first, total, counts = await _answers_measure(
+        server, clients=clients, samples=samples, options=options, processes=options.web_processes
+    )
+    figures["first_event_ms"] = first
+    figures["total_ms"] = total
+    figures["exchanges"] = counts
+    figures["errors"] = sum(c["errors"] for per in counts.values() for c in per.values())
+
+    times = await bench_clients.conversation_loads(
+        server, clients[0], conversation.id, count=loads, messages=conversation.messages
+    )
+    api, page = latency_summary(times["api"]), latency_summary(times["page"])
+    figures["conversation_load_ms"] = {
+        # The slower of the two ways to open it, figure by figure.
+        "p50": max(api["p50"], page["p50"]),
+        "p95": max(api["p95"], page["p95"]),
+        "api": {"p50": api["p50"], "p95": api["p95"]},
+        "page": {"p50": page["p50"], "p95": page["p95"]},
+        "messages": conversation.messages,
+        "citations": conversation.citations,
+        "loads": loads,
+    }
+    # The same figures on their own, by the way the conversation is opened.
+    figures["conversation_api_load_ms"] = {"p50": api["p50"], "p95": api["p95"]}
+    figures["conversation_page_load_ms"] = {"p50": page["p50"], "p95": page["p95"]}
+
+
+async def _answers_measure(
+    server: RunningServer,
+    *,
+    clients: list[bench_clients.Client],
+    samples: list[list[str]],
+    options: BenchOptions,
+    processes: int,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Warm the server up, then time the answers at each concurrency over both transports:
+    (first event, total, counts), each {transport: {concurrency: ...}}."""
+    # Warm-up (not measured): the first answers load what the server loads lazily, in each
+    # process (connections go to the processes as the kernel hands them out: ask a few times).
     for transport in TRANSPORTS:
-        await bench_clients.load_run(
-            server, transport=transport, clients=clients[:1], questions=[[WARM_UP_QUESTION]]
-        )
+        for _ in range(2 * processes):
+            await bench_clients.load_run(
+                server, transport=transport, clients=clients[:1], questions=[[WARM_UP_QUESTION]]
+            )
     run_samples = iter(samples)
     first: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     total: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
@@ -307,25 +416,4 @@ async def _server_measure(
                 "resent": sum(e.resent for e in exchanges),
                 **({"first_error": errors[0].detail} if errors else {}),
             }
-    figures["first_event_ms"] = first
-    figures["total_ms"] = total
-    figures["exchanges"] = counts
-    figures["errors"] = sum(c["errors"] for per in counts.values() for c in per.values())
-
-    times = await bench_clients.conversation_loads(
-        server, clients[0], conversation.id, count=loads, messages=conversation.messages
-    )
-    api, page = latency_summary(times["api"]), latency_summary(times["page"])
-    figures["conversation_load_ms"] = {
-        # The slower of the two ways to open it, figure by figure.
-        "p50": max(api["p50"], page["p50"]),
-        "p95": max(api["p95"], page["p95"]),
-        "api": {"p50": api["p50"], "p95": api["p95"]},
-        "page": {"p50": page["p50"], "p95": page["p95"]},
-        "messages": conversation.messages,
-        "citations": conversation.citations,
-        "loads": loads,
-    }
-    # The same figures on their own, by the way the conversation is opened.
-    figures["conversation_api_load_ms"] = {"p50": api["p50"], "p95": api["p95"]}
-    figures["conversation_page_load_ms"] = {"p50": page["p50"], "p95": page["p95"]}
+    return first, total, counts

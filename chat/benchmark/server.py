@@ -1,5 +1,6 @@
-"""A real ASGI server for the benchmark: daphne in a subprocess on 127.0.0.1 (a free port),
-serving the throwaway database. Always stopped on the way out, also on Ctrl-C."""
+"""A real ASGI server for the benchmark: `python -m config.web` (one or more daphne processes
+on one socket, as bin/serve runs it) on 127.0.0.1 (a free port), serving the throwaway
+database. Always stopped on the way out, also on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -52,12 +53,25 @@ class RunningServer:
                 f"The server exited with status {self.process.returncode}.\n{self.log_tail()}"
             )
 
-    def peak_rss_mb(self) -> float | None:
-        """VmHWM (peak resident memory) of the server process, in MB; None if unreadable."""
-        return _status_kb(self.process.pid, "VmHWM")
+    def daphne_pids(self) -> list[int]:
+        """The daphne processes (children of the launcher)."""
+        try:
+            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+            return [int(pid) for pid in children.read_text().split()]
+        except (OSError, ValueError):
+            return []
 
-    def rss_mb(self) -> float | None:
-        return _status_kb(self.process.pid, "VmRSS")
+    def peak_rss_mb(self) -> float | None:
+        """The sum over the daphne processes of their VmHWM (peak resident memory), in MB
+        (an upper bound of the server's peak: each process's own peak, added); None if
+        unreadable."""
+        peaks = [_status_kb(pid, "VmHWM") for pid in self.daphne_pids()]
+        if not peaks or None in peaks:
+            return None
+        return round(sum(peaks), 1)
+
+    def peak_rss_mb_each(self) -> list[float | None]:
+        return [_status_kb(pid, "VmHWM") for pid in self.daphne_pids()]
 
     def log_tail(self) -> str:
         try:
@@ -84,10 +98,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def server_running(*, database_url: str, env: dict[str, str]) -> Iterator[RunningServer]:
-    """daphne serving config.asgi on a free port of 127.0.0.1, with DATABASE_URL and `env`
-    added to this process's environment; waits until it answers HTTP. Stopped (TERM, then
-    KILL) when the block ends, however it ends."""
+def server_running(
+    *, database_url: str, env: dict[str, str], processes: int = 1
+) -> Iterator[RunningServer]:
+    """`processes` daphne processes serving config.asgi on a free port of 127.0.0.1, with
+    DATABASE_URL and `env` added to this process's environment; waits until it answers HTTP
+    (and every process has warmed its model up). Stopped (TERM, then KILL) when the block
+    ends, however it ends."""
     port = free_port()
     log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, kept for the error)
         prefix="sourced-bench-server-", suffix=".log", delete=False
@@ -101,7 +118,17 @@ def server_running(*, database_url: str, env: dict[str, str]) -> Iterator[Runnin
         **env,
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", HOST, "-p", str(port), "config.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "config.web",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--processes",
+            str(processes),
+        ],
         cwd=settings.BASE_DIR,
         env=child_env,
         stdin=subprocess.DEVNULL,

@@ -40,6 +40,12 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
         "1,2",
         "--questions",
         "3",
+        "--web-processes",
+        "2",
+        "--compare-processes",
+        "1,2",
+        "--compare-rounds",
+        "1",
         "--json",
         str(json_path),
         stdout=out,
@@ -81,6 +87,20 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
     assert figures["conversation_api_load_ms"] == {k: load["api"][k] for k in ("p50", "p95")}
     assert figures["conversation_page_load_ms"] == {k: load["page"][k] for k in ("p50", "p95")}
     assert figures["server_peak_rss_mb"] > 0
+    assert figures["server"]["processes"] == 2
+    assert len(figures["server_peak_rss_mb_each"]) == 2  # the two daphne processes
+
+    # The answers were measured again against a 1-process and a 2-process server.
+    comparison = figures["process_comparison"]
+    assert set(comparison) == {"1", "2"}
+    for processes, rounds in comparison.items():
+        assert len(rounds) == 1
+        entry = rounds[0]
+        assert entry["errors"] == 0, processes
+        assert set(entry["first_event_ms"]) == {"ws", "sse"}
+        assert set(entry["first_event_ms"]["ws"]) == {"1", "2"}
+        assert entry["peak_rss_mb"] > 0
+    assert "Web processes compared" in out.getvalue()
 
     report = out.getvalue()
     assert "SYNTHETIC" in report
@@ -101,6 +121,9 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
         (["--concurrency", "0"], "--concurrency: 0 is out of range (1..100)"),
         (["--concurrency", "1,101"], "--concurrency: 101 is out of range (1..100)"),
         (["--questions", "0"], "--questions must be between 1"),
+        (["--web-processes", "0"], "--web-processes must be between 1"),
+        (["--compare-processes", "1,0"], "--compare-processes: 0 is out of range"),
+        (["--compare-rounds", "0"], "--compare-rounds must be between 1"),
         (["--dataset", "/nonexistent/eval.json"], "Cannot read /nonexistent/eval.json"),
         (["--json", "/nonexistent/folder/out.json"], "no such folder"),
     ],

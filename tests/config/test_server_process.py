@@ -1,6 +1,7 @@
 """What a server process (one that imports config.asgi, as daphne does) does differently from
 management commands and tests: pooled database connections, the embedding model loaded at
-startup on one torch thread, and none of it passed on to processes it starts."""
+startup on one thread (ONNX Runtime's intra-op threads), without torch, and none of it passed
+on to processes it starts."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.live_server import database_url_of
 
 pytestmark = pytest.mark.django_db
 
-SERVER_DEFAULTS = ("DB_POOL", "EMBEDDING_THREADS", "EMBEDDING_WARM_UP")
+SERVER_DEFAULTS = ("DB_POOL", "EMBEDDING_THREADS", "EMBEDDING_WARM_UP", "EMBEDDING_BATCH_WINDOW_MS")
 
 PROBE = """
 import json, os, sys, threading, time
@@ -36,16 +37,15 @@ for thread in warm_up:
     thread.join(300)
 threads = []
 if embedding._load_model.cache_info().currsize:
-    import torch
-    probe = threading.Thread(target=lambda: threads.append(torch.get_num_threads()))
-    probe.start()
-    probe.join()
+    options = embedding.get_model().session.get_session_options()
+    threads.append(options.intra_op_num_threads)
 print(json.dumps({
     "pool": pool is not None,
     "pooled_after_close": pool.get_stats()["pool_available"] if pool else None,
     "model_loaded": embedding._load_model.cache_info().currsize == 1,
     "vocabulary_built": vocabulary._cache.vocabulary is not None,
-    "torch_threads": threads[0] if threads else None,
+    "model_threads": threads[0] if threads else None,
+    "torch_imported": "torch" in sys.modules,
     "environment": sorted(set(os.environ) & set(sys.argv[2].split(","))),
 }))
 """
@@ -75,7 +75,8 @@ def test_a_server_process_pools_connections_and_warms_the_model_up_at_startup():
     assert server["pooled_after_close"] >= 1  # closing gave the connection back, still open
     assert server["model_loaded"] is True  # no question was asked
     assert server["vocabulary_built"] is True
-    assert server["torch_threads"] == 1
+    assert server["model_threads"] == 1
+    assert server["torch_imported"] is False  # ONNX Runtime and tokenizers only
     assert server["environment"] == []  # its defaults do not reach processes it starts
 
 
@@ -84,4 +85,4 @@ def test_a_management_process_connects_directly_and_loads_no_model():
     assert command["pool"] is False
     assert command["model_loaded"] is False
     assert command["vocabulary_built"] is False
-    assert command["torch_threads"] is None
+    assert command["model_threads"] is None

@@ -12,7 +12,7 @@ from django.db import DatabaseError
 
 from knowledge import embedding
 from knowledge.chunking import embedding_input
-from knowledge.models import Chunk, Document, Embedding
+from knowledge.models import Chunk, Document, Embedding, SentenceVector
 from knowledge.retrieval import searchable_chunks
 from knowledge.services import (
     document_ingest,
@@ -147,7 +147,13 @@ def test_a_changed_file_replaces_its_chunks_and_reuses_unchanged_embeddings(
     new_vectors = vectors_by_input(document)
     reused = set(new_vectors) & set(old_vectors)
     assert reused  # sections that did not change produced the same chunk texts
-    assert sorted(embedded_texts) == sorted(set(new_vectors) - reused)
+    chunk_inputs = [text for text in embedded_texts if text in new_vectors]
+    assert sorted(chunk_inputs) == sorted(set(new_vectors) - reused)
+    # The rest are the sentences answers may quote that were not stored yet: the new ones.
+    sentences = set(embedded_texts) - set(chunk_inputs)
+    assert new_paragraph in sentences
+    assert "Expenses are paid monthly by bank transfer." in sentences
+    assert len(sentences) == 2
     for text in reused:
         assert np.array_equal(new_vectors[text], old_vectors[text])
 
@@ -176,7 +182,8 @@ def test_the_same_text_under_another_heading_gets_its_own_embedding(tmp_path, em
     document_ingest(path=first)
     document_ingest(path=second)
 
-    assert embedded_texts == [f"Leave\n\n{shared}", f"Expenses\n\n{shared}"]
+    # The sentence itself is embedded once (answers quote it), whichever heading it is under.
+    assert embedded_texts == [f"Leave\n\n{shared}", shared, f"Expenses\n\n{shared}"]
     vectors = Embedding.objects.order_by("chunk__document_id").values_list("vector", flat=True)
     assert not np.allclose(vectors[0], vectors[1])
 
@@ -399,7 +406,8 @@ def test_texts_of_several_documents_go_to_the_model_together(documents_dir, monk
 
     assert [o.action for o in outcomes] == ["new"] * 6
     assert len(calls) == 1  # one call for all six documents
-    assert calls[0] == len(set(Chunk.objects.values_list("text_hash", flat=True)))
+    distinct_chunks = len(set(Chunk.objects.values_list("text_hash", flat=True)))
+    assert calls[0] == distinct_chunks + SentenceVector.objects.count()  # and their sentences
     assert Embedding.objects.count() == Chunk.objects.count()
 
 

@@ -17,10 +17,12 @@ from chat.benchmark.server import ServerError
 from chat.benchmark.stats import int_list_parse
 from chat.evaluation.dataset import DatasetError, dataset_load
 from chat.evaluation.runner import IngestionFailed
+from config.web import processes_default
 
 MAX_CHUNKS = 2_000_000
 MAX_CONCURRENCY = 100
 MAX_QUESTIONS = 10_000
+MAX_WEB_PROCESSES = 16
 
 
 def default_dataset() -> Path:
@@ -63,6 +65,26 @@ class Command(BaseCommand):
             help="Dataset JSON in the ../shared/eval format (default "
             "../shared/eval/squad2-visible.json next to the project).",
         )
+        parser.add_argument(
+            "--web-processes",
+            type=int,
+            default=processes_default(),
+            help="daphne processes of the measured server, as bin/serve runs them (default: "
+            "WEB_PROCESSES, else 2).",
+        )
+        parser.add_argument(
+            "--compare-processes",
+            default="",
+            help="Also measure the answers again against servers of each of these process "
+            "counts (comma-separated, e.g. 1,2), in turns, --compare-rounds times each: the "
+            "figures to choose WEB_PROCESSES by, under the same machine load.",
+        )
+        parser.add_argument(
+            "--compare-rounds",
+            type=int,
+            default=2,
+            help="Rounds of --compare-processes (default 2).",
+        )
         parser.add_argument("--json", type=Path, help="Also write the figures to this file.")
 
     def handle(self, *args, **options) -> None:
@@ -71,10 +93,24 @@ class Command(BaseCommand):
             concurrency = int_list_parse(
                 options["concurrency"], name="--concurrency", low=1, high=MAX_CONCURRENCY
             )
+            compare = (
+                int_list_parse(
+                    options["compare_processes"],
+                    name="--compare-processes",
+                    low=1,
+                    high=MAX_WEB_PROCESSES,
+                )
+                if options["compare_processes"]
+                else []
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        if not 1 <= options["compare_rounds"] <= 10:
+            raise CommandError("--compare-rounds must be between 1 and 10.")
         if not 1 <= options["questions"] <= MAX_QUESTIONS:
             raise CommandError(f"--questions must be between 1 and {MAX_QUESTIONS}.")
+        if not 1 <= options["web_processes"] <= MAX_WEB_PROCESSES:
+            raise CommandError(f"--web-processes must be between 1 and {MAX_WEB_PROCESSES}.")
         json_path: Path | None = options["json"]
         if json_path and not json_path.parent.is_dir():
             raise CommandError(f"Cannot write {json_path}: no such folder.")
@@ -86,7 +122,12 @@ class Command(BaseCommand):
         # One log line per exchange would bury the report.
         logging.getLogger("sourced.exchange").setLevel(logging.WARNING)
         run_options = BenchOptions(
-            sizes=sizes, concurrency=concurrency, questions=options["questions"]
+            sizes=sizes,
+            concurrency=concurrency,
+            questions=options["questions"],
+            web_processes=options["web_processes"],
+            compare_processes=tuple(compare),
+            compare_rounds=options["compare_rounds"],
         )
         try:
             figures = bench_run(dataset, run_options, say=self.stderr.write)

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from knowledge import embedding, services
-from knowledge.models import Document
+from knowledge.models import Chunk, Document
 
 
 class Command(BaseCommand):
@@ -62,18 +62,33 @@ class Command(BaseCommand):
     def _stale(self, *, dry_run: bool) -> None:
         model = embedding.model_version()
         total = services.embeddings_stale().count()
+        if dry_run:
+            self.stdout.write(
+                f"Would re-embed {total} chunk(s) with {model}, and the sentences of every "
+                f"chunk that have no stored vector from it "
+                f"({services.sentence_vectors_stale_count()} from other models would go). "
+                "Nothing changed."
+            )
+            return
         if not total:
             self.stdout.write(self.style.SUCCESS(f"Every chunk has an embedding from {model}."))
-            return
-        if dry_run:
-            self.stdout.write(f"Would re-embed {total} chunk(s) with {model}. Nothing changed.")
-            return
+        else:
+            started = time.monotonic()
+            with tqdm(total=total, unit="chunk", desc="Re-embedding", file=sys.stderr) as bar:
+                done = services.embeddings_rebuild_stale(progress=bar.update)
+            seconds = time.monotonic() - started
+            self.stdout.write(
+                self.style.SUCCESS(f"Re-embedded {done} chunk(s) with {model} in {seconds:.1f} s.")
+            )
         started = time.monotonic()
-        with tqdm(total=total, unit="chunk", desc="Re-embedding", file=sys.stderr) as bar:
-            done = services.embeddings_rebuild_stale(progress=bar.update)
-        seconds = time.monotonic() - started
+        chunks = Chunk.objects.count()
+        with tqdm(total=chunks, unit="chunk", desc="Sentences", file=sys.stderr) as bar:
+            sentences = services.sentence_vectors_rebuild_stale(progress=bar.update)
         self.stdout.write(
-            self.style.SUCCESS(f"Re-embedded {done} chunk(s) with {model} in {seconds:.1f} s.")
+            self.style.SUCCESS(
+                f"Embedded {sentences} sentence(s) without a stored vector with {model} in "
+                f"{time.monotonic() - started:.1f} s."
+            )
         )
 
     def _documents(self, *, document_ids: list[int] | None, dry_run: bool) -> None:

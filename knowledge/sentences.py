@@ -1,0 +1,151 @@
+"""Sentences of a chunk as the extractive answerer reads them: the one splitting that both
+ingestion (which embeds each sentence once, knowledge.services) and answering
+(chat.answering.extractive, which compares them with the question) use, so a sentence vector
+stored at ingestion is found by the very text the answerer looks up.
+
+A prose chunk is cut into sentences (`sentence_spans`), a spreadsheet chunk into its rows, one
+per line (`row_spans`); `answerable_spans` keeps the pieces an answer may quote (not headings or
+table rows, at least MIN_WORDS words).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MIN_WORDS = 3
+
+ABBREVIATIONS = {
+    "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st", "no", "nos", "fig",
+    "approx", "dept", "inc", "ltd", "co", "corp", "jr", "sr", "jan", "feb", "mar", "apr",
+    "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed", "thu", "fri",
+    "sat", "sun", "al", "cf", "ca", "min", "max", "est", "vol", "pp", "ref", "u.s",
+    "u.k", "a.m", "p.m",
+}  # fmt: skip
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_TERMINAL = re.compile(r"[.!?…]+[\"'”’)\]]*")
+_NEXT_STARTS_SENTENCE = re.compile(r"\s+[\"'“‘(\[]?[A-Z0-9]")
+_LIST_ITEM = re.compile(r"\s*(?:[-*•+▪–]|\d{1,3}[.)]|[a-z][.)])\s+")
+_MARKUP_LINE = re.compile(r"\s*(?:#|\||```|---|===)")
+
+
+def text_hash(text: str) -> str:
+    """The key of a sentence's stored vector (sha256 of the text, as chunks' text_hash)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def answerable_spans(text: str, *, sheet: bool) -> list[tuple[int, int]]:
+    """(start, end) of the pieces of a chunk an answer may quote: its rows when it comes from
+    a spreadsheet, else its sentences; markup lines and pieces under MIN_WORDS words left out."""
+    spans = row_spans(text) if sheet else sentence_spans(text)
+    return [(start, end) for start, end in spans if is_answerable(text[start:end])]
+
+
+def is_answerable(piece: str) -> bool:
+    """Not a markup line (heading, table row, rule) and at least MIN_WORDS words."""
+    return not _MARKUP_LINE.match(piece) and len(_WORD.findall(piece)) >= MIN_WORDS
+
+
+def answerable_sentences(text: str, *, sheet: bool) -> list[str]:
+    """The texts of `answerable_spans`, each distinct text once."""
+    return list(
+        dict.fromkeys(text[start:end] for start, end in answerable_spans(text, sheet=sheet))
+    )
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text`, trimmed, list markers left out.
+
+    Boundaries: blank lines; a line break before a list item or heading, or after a line ending
+    in terminal punctuation or a colon; terminal punctuation followed by a capital or digit,
+    unless the word before it is an abbreviation or an initial. A single line break inside a
+    paragraph (wrapped text, PDF lines) is not a boundary.
+    """
+    spans: list[tuple[int, int]] = []
+    for block_start, block_end in _blocks(text):
+        marker = _LIST_ITEM.match(text, block_start, block_end)
+        start = marker.end() if marker else block_start
+        for match in _TERMINAL.finditer(text, start, block_end):
+            end = match.end()
+            follow = _NEXT_STARTS_SENTENCE.match(text, end, block_end)
+            if not follow or _is_abbreviation(text, start, match.start()):
+                continue
+            spans.append((start, end))
+            start = end
+        spans.append((start, block_end))
+    return [span for span in (_trim(text, s, e) for s, e in spans) if span[1] > span[0]]
+
+
+def _blocks(text: str) -> list[tuple[int, int]]:
+    """Spans of text between hard line boundaries."""
+    lines: list[tuple[int, int]] = []
+    position = 0
+    for line in text.split("\n"):
+        lines.append((position, position + len(line)))
+        position += len(line) + 1
+    blocks: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    for start, end in lines:
+        line = text[start:end]
+        if not line.strip():
+            if current:
+                blocks.append(current)
+            current = None
+            continue
+        breaks_before = (
+            current is None
+            or _LIST_ITEM.match(line)
+            or _MARKUP_LINE.match(line)
+            or _MARKUP_LINE.match(text[current[0] : current[1]])
+            or text[current[0] : current[1]].rstrip().endswith((".", "!", "?", ":", "…"))
+        )
+        if breaks_before:
+            if current:
+                blocks.append(current)
+            current = (start, end)
+        else:
+            current = (current[0], end)
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def _is_abbreviation(text: str, sentence_start: int, dot: int) -> bool:
+    if text[dot] != ".":
+        return False
+    before = text[sentence_start:dot].split()
+    if not before:
+        return True
+    word = before[-1].lstrip("(\"'“‘").lower()
+    return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    marker = _LIST_ITEM.match(text, start, end)
+    if marker and marker.end() < end:
+        start = marker.end()
+    return start, end
+
+
+def row_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each line of a spreadsheet chunk (each a row), trimmed."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    for line in text.split("\n"):
+        start, end = _trim_spaces(text, position, position + len(line))
+        if end > start:
+            spans.append((start, end))
+        position += len(line) + 1
+    return spans
+
+
+def _trim_spaces(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
