@@ -142,6 +142,7 @@ def _ingest(tmp_path) -> list:
 
 @pytest.mark.django_db
 def test_ingestion_stores_a_vector_for_every_answerable_sentence_once(tmp_path):
+    before = SentenceVector.objects.count()  # other tests' deleted documents may have left some
     _ingest(tmp_path)
     sentences = {
         text_hash(sentence): sentence
@@ -153,7 +154,8 @@ def test_ingestion_stores_a_vector_for_every_answerable_sentence_once(tmp_path):
             "text_hash", "vector"
         )
     )
-    assert len(sentences) >= 6 and set(stored) == set(sentences)
+    assert len(sentences) >= 6 and set(sentences) <= set(stored)
+    assert SentenceVector.objects.count() - before == len(sentences)  # each once
     key = text_hash("Receipts must be attached to every claim over 20 euros.")
     expected = embedding.embed_texts([sentences[key]])[0]
     assert np.abs(np.asarray(stored[key]) - expected).max() < 1e-5
@@ -189,7 +191,8 @@ def test_reindex_stale_re_embeds_chunks_and_sentences_of_another_runtime(tmp_pat
     runtime("torch")
     _ingest(tmp_path)
     torch_version = embedding.model_version()
-    chunks, sentences = Chunk.objects.count(), SentenceVector.objects.count()
+    chunks = Chunk.objects.count()
+    sentences = SentenceVector.objects.filter(model=torch_version).count()
     before = dict(Embedding.objects.values_list("chunk_id", "vector"))
 
     runtime("onnx")
@@ -202,7 +205,8 @@ def test_reindex_stale_re_embeds_chunks_and_sentences_of_another_runtime(tmp_pat
     assert f"Embedded {sentences} sentence(s)" in out.getvalue()
     assert set(Embedding.objects.values_list("model", flat=True)) == {onnx_version}
     assert set(SentenceVector.objects.values_list("model", flat=True)) == {onnx_version}
-    assert SentenceVector.objects.count() == sentences and torch_version != onnx_version
+    assert torch_version != onnx_version
+    assert not SentenceVector.objects.filter(model=torch_version).exists()
     for chunk_id, vector in Embedding.objects.values_list("chunk_id", "vector"):
         assert float(np.dot(vector, before[chunk_id])) > 0.99999
     again = StringIO()
