@@ -273,7 +273,7 @@ def threshold_calibrate(
     if automatic is not None:
         # The knowledge base's own measurement (chat/calibration.py), beside the labels' optimum.
         report["automatic"] = {
-            **rates(round(automatic.threshold, 3)),
+            **rates(automatic.threshold),
             "noise_floor": automatic.noise_floor,
             "probe_floor": automatic.probe_floor,
         }

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from chat.models import EvidenceCalibration
 from knowledge.models import Chunk, Document
 from knowledge.retrieval import chunks_search
 from tests.retrieval_helpers import document_with_chunks
@@ -76,9 +77,12 @@ def test_upload_is_processed_in_the_background_until_ready_with_chunks(
 
     assert response.status_code == 302
     assert response["Location"] == LIST_URL
-    assert len(callbacks) == 1  # processing was queued after the upload committed
+    # Processing was queued after the upload committed; writing the document then queued the
+    # evidence calibration (issue 13), which measured the new knowledge base.
+    assert len(callbacks) == 2
     document = Document.objects.get()
     assert document.status == Document.Status.READY, document.error
+    assert EvidenceCalibration.objects.filter(pk=1).exists()
     assert document.title == "Bicycle Scheme"  # the document's own heading
     assert document.uploaded_by == admin_user
     assert document.source.startswith("upload:") and document.source.endswith("/bicycle-scheme.md")
