@@ -84,11 +84,12 @@ model on all of them: AUC 0.91 against 0.89 in the uncertain band). A reading mo
 
 Cost per question (2-core machine, cold sentence cache): nothing when the best chunk is below
 the threshold it is compared with; otherwise (since the fitted check, which reads the best
-sentence, every other question) up to PASSAGE_MAX_SENTENCES sentences are embedded, 50 ms
-median and 80 ms p95 wall time (about 80 ms of CPU: four times the question's own embedding),
-plus, when the margins would answer, the vocabulary lookup (about 1 ms, 5 ms p95 at 100k chunks;
-knowledge/vocabulary.py). The extractive answer reuses the sentence
-vectors from the shared cache.
+sentence, every other question) up to PASSAGE_MAX_SENTENCES sentences are compared. Their
+vectors were stored at ingestion (knowledge.models.SentenceVector) and are read back with the
+retrieved chunks; only a sentence missing from that table is embedded (before sentence vectors
+were stored, this cost 50 ms median and 80 ms p95 wall time a question). Plus, when the margins
+would answer, the vocabulary lookup (about 1 ms, 5 ms p95 at 100k chunks;
+knowledge/vocabulary.py). The extractive answer reuses the same vectors.
 """
 
 from __future__ import annotations
