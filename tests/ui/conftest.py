@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from django.test import Client
 
 from chat.models import Citation, Conversation, Message
 from knowledge.models import Chunk
+from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS
 
 
 def exchange_create(
@@ -62,3 +65,26 @@ def other_client(other_staff_user) -> Client:
     client = Client()
     client.force_login(other_staff_user)
     return client
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium through Playwright, one per test module."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`).")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread: let the ORM run beside it.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    playwright = sync_playwright().start()
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+        playwright.stop()
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous

@@ -8,7 +8,6 @@ saved under test-artifacts/ on every run.
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import pytest
 from django.conf import settings
 
 from tests.live_server import daphne_server, database_url_of
-from tests.ui.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.ui.browser import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 
@@ -152,28 +151,6 @@ def warm_up(url: str, user) -> None:
             fragment = socket.recv(timeout=180)
             if 'id="chat-state"' in fragment and 'data-busy="false"' in fragment:
                 return
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`).")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop in this thread: let the ORM run beside it.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    playwright = sync_playwright().start()
-    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    try:
-        yield chromium
-    finally:
-        chromium.close()
-        playwright.stop()
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @dataclass

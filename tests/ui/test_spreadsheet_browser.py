@@ -3,8 +3,8 @@ live daphne server whose knowledge base holds a real workbook (and the staff han
 answer quotes the row, the source and its hover card read "inventory.xlsx — Stocks!A4:E4",
 and the document view shows the sheet as a table with the cited row highlighted and in view.
 
-The browser, page and login helpers are those of tests/ui/test_browser.py; this module
-brings its own live server and knowledge base."""
+The browser is tests/ui/conftest.py's, the page and login helpers those of
+tests/ui/test_browser.py; this module brings its own live server and knowledge base."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from tests.ui.test_browser import (  # noqa: F401 (fixtures used by name)
     Live,
     _db_reads,
     ask,
-    browser,
     last_answer,
     pages,
     screenshot,

@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 
 from tests.live_server import daphne_server, database_url_of
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -216,29 +215,6 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Live]
         Document.objects.filter(pk__in=documents.values()).delete()
         users.filter(username__in=["mallory", "victor"]).delete()
         connection.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`).")
-    import os
-
-    from playwright.sync_api import sync_playwright
-
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    playwright = sync_playwright().start()
-    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    try:
-        yield chromium
-    finally:
-        chromium.close()
-        playwright.stop()
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 class Visitor:
