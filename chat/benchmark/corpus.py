@@ -312,13 +312,15 @@ def _copy_chunks(rows: list[tuple]) -> None:
 
 
 def _copy_embeddings(chunk_ids: list[int], vectors: np.ndarray, model: str) -> None:
+    _copy_vectors("knowledge_embedding (chunk_id, vector, model)", chunk_ids, vectors, model)
+
+
+def _copy_vectors(target: str, keys: list, vectors: np.ndarray, model: str) -> None:
+    """COPY rows (key, vector, model) into `target` ("table (key column, vector, model)")."""
     row_format = "[" + ",".join(["%.7g"] * vectors.shape[1]) + "]"
-    with (
-        connection.cursor() as cursor,
-        cursor.copy("COPY knowledge_embedding (chunk_id, vector, model) FROM STDIN") as copy,
-    ):
-        for chunk_id, vector in zip(chunk_ids, vectors.tolist(), strict=True):
-            copy.write_row((chunk_id, row_format % tuple(vector), model))
+    with connection.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
+        for key, vector in zip(keys, vectors.tolist(), strict=True):
+            copy.write_row((key, row_format % tuple(vector), model))
 
 
 _NUMBER_PROBE = 987654  # any number: each is one digit token joining the same way
@@ -338,13 +340,7 @@ def _last_sentence(text: str, *, sheet: bool) -> tuple[str, None] | None:
 
 
 def _copy_sentence_vectors(hashes: list[str], vectors: np.ndarray, model: str) -> None:
-    row_format = "[" + ",".join(["%.7g"] * vectors.shape[1]) + "]"
-    with (
-        connection.cursor() as cursor,
-        cursor.copy("COPY knowledge_sentencevector (text_hash, vector, model) FROM STDIN") as copy,
-    ):
-        for key, vector in zip(hashes, vectors.tolist(), strict=True):
-            copy.write_row((key, row_format % tuple(vector), model))
+    _copy_vectors("knowledge_sentencevector (text_hash, vector, model)", hashes, vectors, model)
 
 
 def _indexes_drop() -> list[str]:
