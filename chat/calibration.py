@@ -29,11 +29,12 @@ from functools import cache
 import numpy as np
 from django.db import transaction
 
-from chat.answering.extractive import STOP_WORDS, candidate_sentences, sentence_vectors
+from chat.answering.extractive import STOP_WORDS, sentence_vectors
 from chat.answering.features import best_passage, compared_sentences, generic_questions
 from chat.models import EvidenceCalibration
 from knowledge import embedding
-from knowledge.retrieval import RetrievedChunk, chunks_search, searchable_chunks
+from knowledge.retrieval import chunks_search, searchable_chunks
+from knowledge.sentences import answerable_sentences
 from knowledge.vocabulary import knowledge_base_fingerprint
 
 logger = logging.getLogger(__name__)
@@ -103,26 +104,11 @@ def probe_questions(limit: int = PROBES) -> list[str]:
     chosen = ids[::step][:limit]
     probes = []
     for chunk in searchable_chunks().filter(pk__in=chosen).order_by("pk"):
-        retrieved = RetrievedChunk(
-            chunk_id=chunk.pk,
-            document_id=chunk.document_id,
-            document_title="",
-            document_url="",
-            chunk_index=chunk.index,
-            page=chunk.page,
-            section=chunk.section,
-            text=chunk.text,
-            excerpt="",
-            similarity=None,
-            score=0.0,
-            sheet=chunk.sheet,
-            cells=chunk.cells,
-        )
-        sentences = candidate_sentences([retrieved])
+        sentences = answerable_sentences(chunk.text, sheet=bool(chunk.sheet))
         if not sentences:
             continue
-        longest = max(sentences, key=lambda s: len(s.text))
-        words = [w.strip(".,;:()[]\"'") for w in longest.text.split()]
+        longest = max(sentences, key=len)
+        words = [w.strip(".,;:()[]\"'") for w in longest.split()]
         content = [w for w in words if w and w.lower() not in STOP_WORDS and len(w) > 2]
         probe = " ".join(content[::2][:PROBE_WORDS])
         if len(probe.split()) >= 3:
