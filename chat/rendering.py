@@ -32,6 +32,7 @@ from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from chat.answering.citations import WORD_JOINER
 from chat.markdown import markdown_html
 from chat.models import Conversation, Feedback, Message
 from chat.selectors import CitationRow, MessageRow, message_row
@@ -197,7 +198,10 @@ def search_query_shown(search_query: str, question: str) -> str:
 
 
 def copy_text_of(content: str) -> str:
-    text = MARKER_WITH_SPACE_RE.sub("", content)
+    """The answer as the Copy button puts it on the clipboard: no citation markers, and a
+    document's own "[2]" as the document wrote it (without the invisible word joiner that keeps
+    it from being read as a marker on the page)."""
+    text = MARKER_WITH_SPACE_RE.sub("", content).replace(WORD_JOINER, "")
     return re.sub(r"[ \t]+([.,;:!?])", r"\1", text).strip()
 
 

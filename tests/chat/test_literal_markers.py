@@ -48,6 +48,10 @@ async def test_a_bracketed_number_quoted_from_a_document_is_not_a_citation(staff
     html = await sync_to_async(rendered)()
     assert html.count('class="cite-badge') == 2  # not 3: the footnote's "[2]" is no badge
     assert "footnote [2\u2060] of the annex" in html
+    # Copied, the answer has no markers and the footnote reads as the document wrote it.
+    copied = rendering.copy_text_of(answer.content)
+    assert "footnote [2] of the annex binder." in copied
+    assert "\u2060" not in copied and "[1]" not in copied
 
 
 def test_a_source_given_to_the_model_has_no_marker_of_its_own():
