@@ -17,3 +17,36 @@ def other_staff_user(django_user_model):
     return django_user_model.objects.create_user(
         username="other", password="other-pass-123", is_staff=True
     )
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker,
+    django_db_keepdb: bool,
+    django_db_createdb: bool,
+    django_db_modify_db_settings: None,
+):
+    """The test database, whatever tests were selected.
+
+    pytest-django's own fixture sets up only the databases the selected tests' `django_db`
+    markers name. The live-server tests (browser, XSS, scale-out) reach the database through
+    module fixtures and carry no such marker, so a run of only those (`pytest
+    tests/ui/test_xss.py`, or a `-k` that selects them) left the connection on the
+    developer's own database and wrote to it.
+    """
+    from django.test.utils import setup_databases, teardown_databases
+
+    keepdb = django_db_keepdb and not django_db_createdb
+    with django_db_blocker.unblock():
+        databases = setup_databases(
+            verbosity=request.config.option.verbose,
+            interactive=False,
+            aliases={"default"},
+            keepdb=keepdb,
+        )
+    yield
+    if not django_db_keepdb:
+        with django_db_blocker.unblock():
+            teardown_databases(databases, verbosity=request.config.option.verbose)

@@ -409,8 +409,28 @@ def test_a_hostile_title_and_feedback_comment_in_the_chat_and_the_admin(browser,
     finally:
         victor.close()
 
+    # Two refused questions meaning the same thing: the unanswered report shows one as the
+    # group's question and the other as its variant.
+    refused = [
+        "How do I book the moon shuttle? " + " ".join(VECTORS.values()),
+        "How can I book the moon shuttle? " + " ".join(VECTORS.values()),
+    ]
+    for text in refused:
+        question = Message.objects.create(conversation=conversation, role="user", content=text)
+        Message.objects.create(
+            conversation=conversation,
+            role="assistant",
+            content="The documents do not say.",
+            status=Message.Status.REFUSED,
+            reply_to=question,
+        )
+
     mallory = Visitor(browser, live, "mallory")
     try:
+        text = mallory.open("/admin/chat/message/unanswered/")
+        for asked in refused:
+            assert squash(asked)[:80] in text
+        count(live, "admin unanswered questions (group + variant)", 2 * len(VECTORS))
         admin_pages = {
             "admin conversations": [
                 "/admin/chat/conversation/",
