@@ -14,6 +14,7 @@ import secrets
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import psycopg
 import pytest
 from django.conf import settings
 
+from tests.chat.test_streaming import sse_events
 from tests.live_server import daphne_server
 
 pytestmark = pytest.mark.slow
@@ -168,3 +170,69 @@ def test_ingestion_worker_waits_out_an_outage_then_processes_tasks(outage_db):
             worker.kill()
             output, _ = worker.communicate()
     assert "retries in" in output  # it said what it was doing
+
+
+def test_an_answer_streaming_when_the_database_goes_away_ends_with_an_error_event(outage_db):
+    """The database stops while an answer streams: the client gets the `upstream-unavailable`
+    error event (not a hang, not a dropped connection), the question is kept, and once the
+    database is back the same server answers the same user again."""
+    url, control = outage_db
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DB_POOL", "DATABASE_URL")},
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    run(["manage.py", "ingest", str(BASE_DIR / "demo" / "staff-handbook.md")], env)
+    code = (
+        "from django.contrib.auth import get_user_model; "
+        "from rest_framework.authtoken.models import Token; "
+        "user = get_user_model().objects.create_user('outage', password='x', is_staff=True); "
+        "print(Token.objects.create(user=user).key)"
+    )
+    token = run(["manage.py", "shell", "-c", code], env).splitlines()[-1]
+    headers = {"Authorization": f"Token {token}", "Accept": "text/event-stream"}
+    question = "How many days of annual leave do full-time employees get?"
+    # Each answer piece waits 2 s: the database is stopped while the answer streams.
+    server_env = {"EMBEDDING_WARM_UP": "0", "CHAT_STREAM_DELAY_MS": "2000"}
+    with daphne_server(url, env=server_env) as base, httpx.Client(base_url=base) as client:
+        events: list[tuple[str, dict]] = []
+        message_id = str(uuid.uuid4())
+        body = {"message": question, "message_id": message_id}
+        try:
+            with client.stream("POST", "/api/chat", json=body, headers=headers, timeout=90) as r:
+                assert r.status_code == 200
+                for event in sse_events(r):
+                    events.append(event)
+                    if event[0] == "answer_delta" and not stopped(events):
+                        db_stop(control)
+                        events.append(("database stopped", {}))
+        finally:
+            db_start(control)
+        kinds = [kind for kind, _ in events]
+        assert "database stopped" in kinds, kinds
+        assert kinds[-1] == "error", kinds
+        assert events[-1][1]["code"] == "upstream-unavailable", events[-1]
+        assert "answer_end" not in kinds
+
+        with psycopg.connect(url) as conn:
+            (kept,) = conn.execute(
+                "SELECT content FROM chat_message WHERE id = %s", [message_id]
+            ).fetchone()
+        assert kept == question
+
+        # The database is back: the same server answers the same user (a new question).
+        deadline = time.monotonic() + 60
+        while True:
+            body = {"message": question, "message_id": str(uuid.uuid4())}
+            with client.stream("POST", "/api/chat", json=body, headers=headers, timeout=90) as r:
+                status = r.status_code
+                kinds = [kind for kind, _ in sse_events(r)] if status == 200 else []
+            if status != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert status == 200
+        assert kinds[-1] == "answer_end", kinds
+
+
+def stopped(events: list[tuple[str, dict]]) -> bool:
+    return any(kind == "database stopped" for kind, _ in events)
