@@ -71,6 +71,13 @@ _SPAN_CUE = re.compile(
     r"\b(window|period|deadline|time ?limit|time ?frame|turnaround|notice|how long|how soon)\b",
     re.I,
 )
+_HOW_OFTEN = re.compile(r"\bhow often\b|\bhow frequently\b", re.I)
+_FREQUENCY = re.compile(
+    r"\b(every|each|per|a|an|once|twice|\d+ times)\s+(\w+\s+)?"
+    r"(second|minute|hour|day|week|fortnight|month|quarter|year)s?\b|"
+    r"\b(hourly|daily|weekly|fortnightly|monthly|quarterly|annually|yearly)\b",
+    re.I,
+)
 _DURATION = re.compile(
     rf"(\d+|\b({_NUMBER_WORDS}))[\s-]*(full |working |business |calendar |clear )?"
     r"(second|minute|hour|day|week|fortnight|month|quarter|year)s?\b",
@@ -79,8 +86,10 @@ _DURATION = re.compile(
 
 
 def expected_answer(question: str) -> str:
-    """`answer_type`, or "duration" when the question names a time span ("the refund window",
-    "the notice period") and asks for nothing more specific."""
+    """`answer_type`, "frequency" for "how often", or "duration" when the question names a time
+    span ("the refund window", "the notice period") and asks for nothing more specific."""
+    if _HOW_OFTEN.search(question):
+        return "frequency"
     kind = answer_type(question)
     if kind in ("", "when") and _SPAN_CUE.search(question):
         return "duration"
@@ -88,8 +97,10 @@ def expected_answer(question: str) -> str:
 
 
 def answer_matches(kind: str, sentence: str) -> bool:
-    """`type_matches`, and for "duration" a number with a unit of time ("30 days", "two
-    working days")."""
+    """`type_matches`; for "duration" a number with a unit of time ("30 days", "two working
+    days"), for "frequency" a rate ("every month", "twice a year", "weekly")."""
+    if kind == "frequency":
+        return bool(_FREQUENCY.search(sentence))
     if kind == "duration":
         return bool(_DURATION.search(sentence))
     return type_matches(kind, sentence)

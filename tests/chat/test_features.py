@@ -84,6 +84,7 @@ def test_the_generic_question_bank_is_shipped_and_varied():
         ("How many days of annual leave do I get?", "number"),
         ("Who approves refunds above the limit?", "who"),
         ("What is the password manager?", ""),
+        ("How often must the gateway code change?", "frequency"),
     ],
 )
 def test_the_sentence_choice_expects_a_duration_for_a_named_span_of_time(question, kind):
@@ -97,3 +98,9 @@ def test_a_duration_is_a_number_with_a_unit_of_time():
     assert not answer_matches("duration", "It is written for the Finance team.")
     assert not answer_matches("duration", "The tower was lit in 1882.")
     assert answer_matches("when", "The tower was lit in 1882.")  # other kinds as type_matches
+
+
+def test_a_frequency_is_a_rate_not_any_number():
+    assert answer_matches("frequency", "The code must change every month.")
+    assert answer_matches("frequency", "Backups run twice a day and are checked weekly.")
+    assert not answer_matches("frequency", "The code is printed in footnote 2 of the binder.")
