@@ -1,4 +1,4 @@
-"""Hybrid retrieval: pgvector cosine k-NN + PostgreSQL full text, fused by reciprocal rank.
+"""Hybrid retrieval: pgvector cosine k-NN + PostgreSQL full text, fused by score.
 
 Only enabled documents in status `ready` are ever searched, optionally narrowed to a chosen set
 of documents. Each side fetches a candidate list deeper than top_k:
@@ -11,17 +11,35 @@ of documents. Each side fetches a candidate list deeper than top_k:
   chunks holding the question's rarest terms are candidates (LEXICAL_CANDIDATE_BUDGET), which
   bounds the cost on a large knowledge base.
 
-The two rankings are fused by reciprocal rank fusion (k = 60, SPEC §4); when one side finds
-nothing the other stands alone. Lexical-only hits get their cosine similarity in one more query
-(the evidence check needs every chunk's).
+The two candidate lists are fused by score: cosine similarity + LEXICAL_WEIGHT (0.5) × the
+lexical score relative to the best lexical candidate's (`scores_fuse`; lexical-only candidates
+get their cosine in one more query); when one side finds nothing the other stands alone. A
+follow-up searched in its conversation's context (`prefer_document_ids`) is still fused by
+reciprocal rank (k = 60), the conversation's documents forming a third ranking
+(chat/answering/followups.py).
 
-Measured on squad2-visible (395 chunks, 400 answerable questions; `manage.py evaluate`):
-recall@1 0.812, recall@5 0.975, against 0.698 / 0.920 with ts_rank's lexical side, 0.725 /
-0.935 for the vector side alone. Fusing the same two candidate lists by score instead (cosine +
-0.5 × lexical score / best lexical score) gives recall@1 0.883, recall@5 0.980 (halves by
-question document 0.925 / 0.840 and 0.995 / 0.965) — ranks throw away how far apart the
-scores are — but the same citation accuracy (94.0%) and answer hit rate (89-90%) of the
-extractive answers; RRF is kept as the SPEC says.
+Why score fusion and not reciprocal rank fusion (SPEC §4 allows either, by measurement on unseen
+data): ranks throw away how far apart the scores are. Measured with `manage.py evaluate --folds
+5` (each fold's documents left out, their questions off-KB) on both kinds of data, with the same
+answering code, mean / worst fold, RRF (k = 60) → score fusion:
+
+                               recall@1      citation     hit          false refusals
+  squad2-visible (10 articles) 81.4 → 88.3   94.0 → 93.9  89.9 → 90.2  3.5 → 3.2
+                  worst fold   79.1 → 85.3   93.1 → 92.8  89.1 → 89.1  4.1 → 3.8
+  demo/eval/policies.json      87.4 → 93.3   95.4 → 95.3  92.3 → 92.7  3.5 → 3.6
+                  worst fold   85.1 → 91.2   94.3 → 94.3  91.1 → 91.1  4.5 → 4.6
+
+                               off-KB refused (incl. left-out)   left-out refused   adversarial
+  squad2-visible               98.7 → 98.6 (worst 97.5 → 97.5)   98.1 → 97.9         10.0 → 10.0
+  demo/eval/policies.json      91.1 → 91.6 (worst 87.0 → 88.4)   82.1 → 83.4         56.7 → 56.7
+
+The right chunk comes first far more often on both kinds of data, the policy pages' off-topic
+questions are refused more, and the rest moves by one or two questions either way. On the
+whole files (no folds; a replay of retrieval, the evidence check and the answer on cached
+candidates, the weight tried at 0.25 / 0.5 / 0.75 / 1.0 and RRF at k = 5 / 20 / 60): 0.5 is
+best on citation on either half of each file's documents; RRF with k = 5 reached the same
+citation accuracy on the policies but refused 2 of their 26 adversarial questions fewer.
+Cost: the same (squad2-visible, 150 questions interleaved: p50 14.0 / 13.8 ms, p95 36 / 40).
 
 Expired documents (`Document.expires_at` in the past) are never searched, like disabled ones.
 
@@ -29,9 +47,9 @@ Recency: when chunks score practically the same (within RECENCY_MARGIN of each o
 on whichever score ranks them: the fused score, the cosine or the lexical score), those of a
 document updated on a later day (UTC) come first; within a day the order stays the score's,
 then the chunk id's. Runs of near-equal scores are formed from the best down, each run
-holding the scores within the margin of its best. The margin is a tenth of a percent: one
-place apart on one side of the fusion (1/61 against 1/62) is 1.6%, so only exact ties and
-near-exact ones (rank pairs such as 1+5 against 2+4, 0.08% apart) are ever reordered, and a
+holding the scores within the margin of its best. The margin is a tenth of a percent (a
+cosine of 0.700 against 0.7007; under reciprocal rank fusion one place apart on one side,
+1/61 against 1/62, is 1.6%), so only exact ties and near-exact ones are ever reordered, and a
 knowledge base ingested on one day (an evaluation's) ranks exactly as without the rule. The
 vector and lexical rankings settle their own ties the same way before they are fused (two
 copies of a passage tie exactly on both sides; ordered by id there, the copy with the lower
@@ -73,7 +91,9 @@ EXCERPT_CHARS = 200
 # Lexical candidates: the chunks holding the question's rarest terms, as many terms as hold
 # together at most this many chunks (the cost of the lexical side grows with it).
 LEXICAL_CANDIDATE_BUDGET = 1000
-RRF_K = 60  # reciprocal rank fusion's constant (SPEC §4)
+RRF_K = 60  # reciprocal rank fusion's constant (SPEC §4), for a follow-up's preferred documents
+# Score fusion: cosine similarity + LEXICAL_WEIGHT × lexical score / best candidate's lexical score.
+LEXICAL_WEIGHT = 0.5
 # Scores within this share of each other are a tie that the more recent document wins.
 RECENCY_MARGIN = 0.001
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
@@ -344,6 +364,22 @@ def reciprocal_rank_fusion(
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
+def scores_fuse(
+    vector_hits: Sequence[tuple[int, float]],
+    lexical_hits: Sequence[tuple[int, float]],
+    similarity: dict[int, float],
+) -> list[tuple[int, float]]:
+    """Rank the candidates of both sides by cosine similarity (`similarity`, every candidate's)
+    + LEXICAL_WEIGHT × lexical score relative to the best lexical candidate's (0 for a
+    candidate the lexical side did not return); ties broken by id."""
+    best_lexical = max((score for _, score in lexical_hits), default=0.0)
+    scale = LEXICAL_WEIGHT / best_lexical if best_lexical > 0 else 0.0
+    lexical = dict(lexical_hits)
+    candidates = {cid for cid, _ in vector_hits} | set(lexical)
+    scores = {cid: similarity.get(cid, 0.0) + scale * lexical.get(cid, 0.0) for cid in candidates}
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
 def _preferred_ranking(rankings: Sequence[Sequence[int]], document_ids: Sequence[int]) -> list[int]:
     """The candidates of `rankings` that belong to `document_ids`, in fused order."""
     candidates = {cid for ranking in rankings for cid in ranking}
@@ -440,21 +476,26 @@ def chunks_search(
     days: dict[int, int] = {}
     vector_hits = recency_tie_break(vector_hits, limit=len(vector_hits), days=days)
     lexical_hits = recency_tie_break(lexical_hits, limit=len(lexical_hits), days=days)
+    similarity = dict(vector_hits)
     if mode == "vector":
         ranked = vector_hits
-    elif mode == "hybrid":
+    elif mode == "hybrid" and prefer_document_ids and (vector_hits or lexical_hits):
+        # A follow-up: the documents its conversation is about form a third ranking.
         rankings = [[cid for cid, _ in hits] for hits in (vector_hits, lexical_hits) if hits]
-        if prefer_document_ids and rankings:
-            rankings.append(_preferred_ranking(rankings, prefer_document_ids))
+        rankings.append(_preferred_ranking(rankings, prefer_document_ids))
         ranked = reciprocal_rank_fusion(rankings)
+    elif mode == "hybrid":
+        # Lexical-only candidates need their cosine to be fused (one query).
+        lexical_only = [cid for cid, _ in lexical_hits if cid not in similarity]
+        similarity.update(similarities_for(lexical_only, query_vector))
+        ranked = scores_fuse(vector_hits, lexical_hits, similarity)
     else:
         ranked = lexical_hits
     fused = recency_tie_break(ranked, limit=top_k, days=days)[:top_k]
-    similarity = dict(vector_hits)
     # Lexical-only hits: their cosine similarity (the evidence check needs every chunk's).
-    similarity.update(
-        similarities_for([cid for cid, _ in fused if cid not in similarity], query_vector)
-    )
+    missing = [cid for cid, _ in fused if cid not in similarity]
+    if missing:
+        similarity.update(similarities_for(missing, query_vector))
     if not fused:
         return SearchResult(chunks=[], query_vector=query_vector, truncated=truncated)
     vector_rank = {cid: rank for rank, (cid, _) in enumerate(vector_hits, start=1)}

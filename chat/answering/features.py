@@ -16,7 +16,6 @@ chat/answering/evidence_signals.py.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from chat.answering.answer_types import answer_type, type_matches
 from chat.answering.extractive import (
     Sentence,
     candidate_sentences,
@@ -36,36 +36,6 @@ from knowledge.vocabulary import QuestionTerms
 
 GENERIC_QUESTIONS_PATH = Path(__file__).resolve().parent / "data" / "generic_questions.txt"
 COMPARED_SENTENCES = 4  # as evidence_signals.PASSAGE_MAX_SENTENCES
-
-_WHEN = re.compile(r"^\s*when\b|\b(what|which) (year|date|day|month|time|century)\b", re.I)
-_HOW_MANY = re.compile(
-    r"\bhow (many|much|long|far|often|old|big|tall|large|high|fast|soon|early|late)\b|"
-    r"\bwhat (percentage|proportion|share|number|amount|age)\b",
-    re.I,
-)
-_WHO = re.compile(r"^\s*(who|whom|whose)\b|\b(who|whom|whose) (is|was|were|are|did|does)\b", re.I)
-_NUMBER_WORDS = (
-    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|"
-    "forty|fifty|hundred|hundreds|thousand|thousands|million|millions|billion|dozen|half|"
-    "twice|once|several|few|single|double|percent|per cent"
-)
-_NUMBER = re.compile(rf"\d|%|£|\$|€|\b({_NUMBER_WORDS})\b", re.I)
-_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
-_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_TIME = re.compile(
-    rf"\d|\b({_MONTHS}|{_DAYS}|century|centuries|decade|year|years|month|months|week|weeks|"
-    r"day|days|hour|hours|minute|minutes|morning|evening|night|noon|midnight|annual|annually|"
-    r"monthly|weekly|daily|today|tomorrow|spring|summer|autumn|winter|era|age|period|reign|"
-    r"before|after|during|until|since|ago|later|earlier|immediately|once)\b",
-    re.I,
-)
-_ROLE = re.compile(
-    r"\b(team|manager|director|head|department|office|officer|company|committee|board|"
-    r"council|government|king|queen|president|minister|emperor|pope|he|she|they|people|"
-    r"group|staff|helpdesk|desk|owner|founder|leader|employees?|customers?)\b",
-    re.I,
-)
-_CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w'’-]*")
 
 
 @dataclass(frozen=True)
@@ -91,28 +61,6 @@ def generic_questions() -> tuple[str, ...]:
     """The shipped bank of generic questions (negatives for the per-KB calibration)."""
     lines = GENERIC_QUESTIONS_PATH.read_text(encoding="utf-8").splitlines()
     return tuple(line.strip() for line in lines if line.strip() and not line.startswith("#"))
-
-
-def answer_type(question: str) -> str:
-    """What kind of thing the question asks for: "when", "number", "who" or "" (any)."""
-    if _HOW_MANY.search(question):
-        return "number"
-    if _WHEN.search(question):
-        return "when"
-    if _WHO.search(question):
-        return "who"
-    return ""
-
-
-def type_matches(kind: str, sentence: str) -> bool:
-    """Whether `sentence` holds something of the answer type `kind` ("" matches anything)."""
-    if kind == "number":
-        return bool(_NUMBER.search(sentence))
-    if kind == "when":
-        return bool(_TIME.search(sentence))
-    if kind == "who":
-        return bool(_CAPITALISED.search(sentence) or _ROLE.search(sentence))
-    return True
 
 
 def term_coverage(question_terms: QuestionTerms, text: str) -> tuple[float, bool]:

@@ -310,7 +310,11 @@ class SearchHitSerializer(serializers.Serializer):
     excerpt = serializers.CharField()
     text = serializers.CharField()
     similarity = serializers.FloatField(allow_null=True)
-    score = serializers.FloatField(help_text="Reciprocal-rank-fusion score.")
+    score = serializers.FloatField(
+        help_text="The score the chunk was ranked by: hybrid, cosine + 0.5 × the lexical score "
+        "relative to the best lexical candidate's; vector, the cosine; lexical, the summed IDF "
+        "of the question's terms the chunk holds."
+    )
 
 
 class SearchResultSerializer(serializers.Serializer):

@@ -119,3 +119,25 @@ def test_only_the_best_matching_candidates_are_embedded_and_the_answer_is_still_
     first = answer.sentences[0]
     assert first.text == "Passwords must be at least 14 characters long and must never be reused."
     assert first.chunk.text == SECURITY_TEXTS[0]
+
+
+def test_a_question_line_of_an_faq_never_opens_the_answer():
+    faq = (
+        "Q: How do I connect to the VPN? A: The VPN connects automatically outside the office; "
+        "a green shield next to the clock shows it is on."
+    )
+    answer = answer_for("How can I tell the VPN is connected?", [faq])
+    assert answer.sentences[0].text.startswith("A: The VPN connects automatically")
+
+
+def test_a_sentence_about_the_document_itself_opens_only_an_answer_about_the_document():
+    overview = (
+        "This policy tells staff how to handle refund requests from customers. "
+        "It is written for the Customer Success team and anyone who receives a refund request. "
+        "Customers may ask for a refund within 30 days of their first payment."
+    )
+    answer = answer_for("What is the refund window for customers?", [overview])
+    assert answer.sentences[0].text.startswith("Customers may ask for a refund within 30 days")
+    # Asked about the document, its sentences about itself compete as any other.
+    about = answer_for("Who is the refund policy written for?", [overview])
+    assert about.sentences[0].text.startswith(("This policy tells", "It is written for"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.answering.answer_types import answer_matches, expected_answer
 from chat.answering.features import answer_type, generic_questions, term_coverage, type_matches
 from knowledge.vocabulary import QuestionTerm, QuestionTerms
 
@@ -71,3 +72,35 @@ def test_the_generic_question_bank_is_shipped_and_varied():
     assert len(bank) >= 100
     assert len(set(bank)) == len(bank)
     assert all(q.endswith("?") for q in bank)
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("What is the refund window for new customers?", "duration"),
+        ("What is the notice period for resigning?", "duration"),
+        ("What is the deadline for expense claims?", "duration"),
+        ("When was the tower lit?", "when"),
+        ("How many days of annual leave do I get?", "number"),
+        ("Who approves refunds above the limit?", "who"),
+        ("What is the password manager?", ""),
+        ("How often must the gateway code change?", "frequency"),
+    ],
+)
+def test_the_sentence_choice_expects_a_duration_for_a_named_span_of_time(question, kind):
+    assert expected_answer(question) == kind
+
+
+def test_a_duration_is_a_number_with_a_unit_of_time():
+    assert answer_matches("duration", "Cancel within 30 days of the first payment.")
+    assert answer_matches("duration", "We answer within two working days.")
+    assert answer_matches("duration", "The 30-day period runs from the invoice date.")
+    assert not answer_matches("duration", "It is written for the Finance team.")
+    assert not answer_matches("duration", "The tower was lit in 1882.")
+    assert answer_matches("when", "The tower was lit in 1882.")  # other kinds as type_matches
+
+
+def test_a_frequency_is_a_rate_not_any_number():
+    assert answer_matches("frequency", "The code must change every month.")
+    assert answer_matches("frequency", "Backups run twice a day and are checked weekly.")
+    assert not answer_matches("frequency", "The code is printed in footnote 2 of the binder.")

@@ -145,3 +145,51 @@ def test_search_ranks_the_handbook_annual_leave_chunk_first(demo_setup_output):
     )
     assert f"chunk {best.index})" in first
     assert "25 days of annual leave" in output.splitlines()[1]
+
+
+def ask(question: str) -> tuple[str, list[tuple[int, str]]]:
+    """The extractive answer to `question` as the pipeline builds it (retrieval, the evidence
+    check, the answer from the qualifying chunks): its text and its cited chunks' texts."""
+    from chat.answering.evidence import evidence_threshold
+    from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess, evidence_outcome
+    from chat.answering.extractive import extractive_answer, sentence_vectors_preload
+    from knowledge.retrieval import chunks_search
+
+    search = chunks_search(query=question, top_k=5)
+    sentence_vectors_preload(search.chunks)
+    threshold = evidence_threshold()
+    decision = evidence_assess(
+        question=question,
+        question_vector=search.query_vector,
+        chunks=search.chunks,
+        threshold=threshold,
+        threshold_on=THRESHOLD_ON,
+    )
+    chunks, refusal = evidence_outcome(search.chunks, decision, threshold)
+    assert refusal is None, question
+    answer = extractive_answer(
+        question=question, question_vector=search.query_vector, chunks=chunks
+    )
+    return answer.text, [(n, chunk.text) for n, chunk in answer.cited_chunks]
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "not_first"),
+    [
+        # The overview's audience sentence ("It is written for the Customer Success and Finance
+        # teams, and for anyone who receives a refund request...") is close to any refund
+        # question; the answer is the sentence holding the span of time asked for.
+        ("What is the refund window for new customers?", "within 30 days", "written for"),
+        # An FAQ's own question line ("Q: How do I connect to the VPN?") answers nothing.
+        ("How can I tell the VPN is connected?", "green shield", "Q:"),
+        ("How do I print a document in the office?", "Northwind-Print", "Q:"),
+    ],
+)
+def test_demo_answer_opens_with_the_sentence_that_answers(
+    demo_setup_output, question, answer, not_first
+):
+    text, citations = ask(question)
+
+    first = text.split(" [1]")[0]
+    assert answer in first and not_first not in first, text
+    assert citations[0][0] == 1 and answer in citations[0][1]

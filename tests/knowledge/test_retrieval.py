@@ -19,6 +19,7 @@ from knowledge.retrieval import (
     knowledge_base_is_empty,
     lexical_query,
     reciprocal_rank_fusion,
+    scores_fuse,
     vector_search_queryset,
     vector_search_settings,
 )
@@ -270,6 +271,23 @@ def test_reciprocal_rank_fusion_rewards_agreement_and_breaks_ties_by_id():
     # 30 and 40 are both first in one list only: equal scores, lower id first.
     assert reciprocal_rank_fusion([[40], [30]]) == [(30, 1 / 61), (40, 1 / 61)]
     assert reciprocal_rank_fusion([]) == []
+
+
+def test_score_fusion_keeps_how_far_apart_the_scores_are():
+    # Chunk 2 is far closer to the question and nearly as good lexically: first. Reciprocal
+    # rank fusion sees one first place each, a tie, and the lower id would win.
+    vector = [(2, 0.80), (1, 0.50)]
+    lexical = [(1, 10.0), (2, 9.8)]
+    similarity = dict(vector)
+
+    fused = scores_fuse(vector, lexical, similarity)
+
+    assert [cid for cid, _ in fused] == [2, 1]
+    assert fused[0][1] == pytest.approx(0.80 + 0.5 * 9.8 / 10.0)
+    assert reciprocal_rank_fusion([[2, 1], [1, 2]])[0][0] == 1
+    # A lexical-only candidate counts with its cosine; without a lexical side, cosine alone.
+    assert scores_fuse([(5, 0.4)], [(6, 2.0)], {5: 0.4, 6: 0.3})[0][0] == 6
+    assert scores_fuse([(5, 0.4), (6, 0.3)], [], {5: 0.4, 6: 0.3}) == [(5, 0.4), (6, 0.3)]
 
 
 PARENTAL_TEXTS = [
