@@ -476,3 +476,30 @@ def test_sentence_vectors_no_chunk_holds_are_pruned_on_reprocessing_and_deletion
     with django_capture_on_commit_callbacks(execute=True):
         Document.objects.all().delete()
     assert not {text_hash(shared), text_hash(only_b)} & _stored_sentences()
+
+
+def test_stored_sentence_vectors_read_back_exactly_as_written(tmp_path):
+    """The answering path reads the sentence vectors in pgvector's binary form: the very
+    float32 values the text form gives, and the model's vectors of the sentences."""
+    from knowledge.selectors import sentence_vectors_stored
+    from knowledge.sentences import text_hash
+
+    sentences = [
+        "The Lisbon office closes at six on Fridays during the summer months.",
+        "Every office keeps a first aid kit in the kitchen cupboard.",
+    ]
+    path = tmp_path / "offices.md"
+    path.write_text("# Offices\n\n" + " ".join(sentences) + "\n", encoding="utf-8")
+    documents_ingest(paths=[path], title=None, enabled=True, dry_run=False)
+    hashes = [text_hash(sentence) for sentence in sentences]
+
+    read = sentence_vectors_stored(text_hashes=[*hashes, "0" * 64])  # an unknown hash: absent
+    assert set(read) == set(hashes)
+    as_text = dict(
+        SentenceVector.objects.filter(text_hash__in=hashes).values_list("text_hash", "vector")
+    )
+    model = embedding.embed_texts(sentences)
+    for i, key in enumerate(hashes):
+        assert read[key].dtype == np.float32 and read[key].shape == (embedding.DIMENSIONS,)
+        assert np.array_equal(read[key], np.asarray(as_text[key], dtype=np.float32))
+        assert np.allclose(read[key], model[i], atol=1e-6)
