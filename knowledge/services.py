@@ -676,7 +676,8 @@ def document_sentences_prune_on_commit(document_ids: Iterable[int]) -> None:
     rows = Chunk.objects.filter(document_id__in=list(document_ids)).values_list("text", "sheet")
     candidates = chunk_sentences((text, bool(sheet)) for text, sheet in rows)
     if candidates:
-        transaction.on_commit(lambda: sentence_vectors_prune(candidates))
+        # robust: a failed clean-up is logged; it never fails the deletion that committed.
+        transaction.on_commit(lambda: sentence_vectors_prune(candidates), robust=True)
 
 
 def _vectors_known(keys: list[_Key]) -> dict[_Key, Any]:
