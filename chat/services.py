@@ -14,10 +14,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Subquery
 from django.utils import timezone
 
 from chat.answering.citations import citation_build
@@ -316,24 +317,23 @@ def answer_finish(
     complete answer). Returns the stored citations, or None when the answer was already
     finished or no longer exists. A cited chunk deleted meanwhile keeps its snapshot.
     """
+    fields: dict[str, Any] = {
+        "status": status,
+        "content": content,
+        "suggestions": list(suggestions),
+        "warning": warning,
+        "search_query": search_query,
+        "error_code": error_code,
+        **{name: value for name, value in vars(figures).items() if value is not None},
+    }
     with transaction.atomic():
-        answer = (
-            Message.objects.select_for_update()
-            .filter(pk=answer_id, status=Message.Status.STREAMING)
-            .first()
-        )
-        if answer is None:
+        # One conditional UPDATE (it waits for a concurrent finisher's commit, then finds the
+        # answer no longer streaming) rather than a locking read and a save of every column.
+        if not Message.objects.filter(pk=answer_id, status=Message.Status.STREAMING).update(
+            **fields
+        ):
             return None
-        answer.status = status
-        answer.content = content
-        answer.suggestions = list(suggestions)
-        answer.warning = warning
-        answer.search_query = search_query
-        answer.error_code = error_code
-        for name, value in vars(figures).items():
-            if value is not None:
-                setattr(answer, name, value)
-        answer.save()
+        answer = Message(pk=answer_id, **fields)
         citations = [citation_build(message=answer, n=n, chunk=chunk) for n, chunk in cited]
         alive = set(
             Chunk.objects.filter(pk__in=[c.chunk_id for c in citations]).values_list(
@@ -344,7 +344,9 @@ def answer_finish(
             if citation.chunk_id not in alive:
                 citation.chunk_id = None
         Citation.objects.bulk_create(citations)
-        Conversation.objects.filter(pk=answer.conversation_id).update(updated_at=timezone.now())
+        Conversation.objects.filter(
+            pk=Subquery(Message.objects.filter(pk=answer_id).values("conversation_id")[:1])
+        ).update(updated_at=timezone.now())
     return citations
 
 

@@ -20,5 +20,6 @@ urlpatterns = [
         name="conversation_rename",
     ),
     path("history/", views.history, name="history"),
+    path("settings/documents/", views.document_options, name="document_options"),
     path("messages/<uuid:message_id>/feedback/", views.message_feedback, name="message_feedback"),
 ]

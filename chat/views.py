@@ -93,15 +93,16 @@ def default_top_k() -> int:
     return chat_settings.default_top_k if chat_settings else 5
 
 
+def _searchable_documents():
+    return Document.objects.filter(not_expired(), enabled=True, status=Document.Status.READY)
+
+
 def composer_context(user, *, is_new: bool, last_question: str) -> dict:
-    documents = list(
-        Document.objects.filter(
-            not_expired(), enabled=True, status=Document.Status.READY
-        ).values_list("pk", "title")
-    )
     return {
         "top_k": default_top_k(),
-        "documents": documents,
+        # The settings dialog loads its list of documents when it is first opened
+        # (`document_options`): with thousands of documents it is megabytes, on every page.
+        "documents": _searchable_documents().exists(),
         "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
         "last_question": last_question,
         "is_new": is_new,
@@ -143,15 +144,20 @@ def home(request: HttpRequest) -> HttpResponse:
     return conversation_page(request, context)
 
 
+@staff_required
+@require_GET
+def document_options(request: HttpRequest) -> HttpResponse:
+    """The settings dialog's checkbox per searchable document (fetched when it is opened)."""
+    documents = list(_searchable_documents().values_list("pk", "title"))
+    return HttpResponse(document_options_html(documents), content_type="text/html; charset=utf-8")
+
+
 def conversation_page(
     request: HttpRequest, context: dict, *, messages_html: bytes = b""
 ) -> HttpResponse:
     """The chat page; its long parts (messages, the documents of the settings dialog) are
     rendered apart and spliced in (see `page_with_parts`)."""
-    parts = {
-        "messages_html": messages_html,
-        "document_options": document_options_html(context["documents"]),
-    }
+    parts = {"messages_html": messages_html}
     return page_with_parts(request, "chat/conversation.html", context, parts)
 
 

@@ -4,7 +4,7 @@ all-MiniLM-L6-v2 reads at most 256 word pieces (special tokens included). Chunki
 with the same tokenizer so no chunk is ever silently truncated; questions that are longer are
 cut explicitly and the caller is told.
 
-Runtimes (settings.EMBEDDING_RUNTIME): `onnx-int8` (default) and `onnx` run the model exported
+Runtimes (settings.EMBEDDING_RUNTIME): `onnx` (default) and `onnx-int8` run the model exported
 to ONNX from the packaged weights (knowledge/onnx_export.py: BERT + mean pooling +
 normalisation in one graph; `onnx-int8` with dynamically quantised int8 weights) in ONNX
 Runtime, tokenized by the `tokenizers` fast tokenizer of the same model folder; `torch` runs

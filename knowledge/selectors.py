@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -231,7 +232,17 @@ def sentence_vectors_stored(*, text_hashes: Iterable[str]) -> dict[str, np.ndarr
     hashes = list(text_hashes)
     if not hashes:
         return {}
-    rows = SentenceVector.objects.filter(
-        model=embedding.model_version(), text_hash__in=hashes
-    ).values_list("text_hash", "vector")
-    return {key: np.asarray(vector, dtype=np.float32) for key, vector in rows}
+    # The vectors in pgvector's binary form (vector_send: a 4-byte header, then big-endian
+    # float4s), not as text: printing and parsing ~60 × 384 floats per question cost 7 ms of
+    # CPU in this process alone (1 ms this way, measured at 100k chunks); the values are the same.
+    table = SentenceVector._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT text_hash, vector_send(vector) FROM {table} "
+            "WHERE model = %s AND text_hash = ANY(%s)",
+            [embedding.model_version(), hashes],
+        )
+        rows = cursor.fetchall()
+    return {
+        key: np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32) for key, data in rows
+    }

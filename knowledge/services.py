@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -61,6 +61,7 @@ _LOOKUP_BATCH = 1000  # text hashes per embedding-cache query
 _WRITE_BATCH = 500  # rows per INSERT
 _STALE_BATCH = 256  # chunks per re-embedding round
 _PURGE_BATCH = 100  # documents deleted per transaction
+_PRUNE_BATCH = 200  # sentences looked up per full-text query when pruning their vectors
 
 
 def _embed_window() -> int:
@@ -608,10 +609,7 @@ def _job_new(**fields) -> _Job:
 def _sentences_missing(chunks: Iterable[tuple[str, bool]]) -> dict[str, str]:
     """hash → text of the answerable sentences of (text, is a sheet) chunks that have no
     stored vector under the configured model (each distinct text once)."""
-    sentences: dict[str, str] = {}
-    for text, sheet in chunks:
-        for sentence in answerable_sentences(text, sheet=sheet):
-            sentences.setdefault(sentence_hash(sentence), sentence)
+    sentences = chunk_sentences(chunks)
     model = embedding.model_version()
     hashes = list(sentences)
     for start in range(0, len(hashes), _LOOKUP_BATCH):
@@ -630,6 +628,56 @@ def _sentence_vectors_write(vectors: dict[str, Any]) -> None:
         batch_size=_WRITE_BATCH,
         ignore_conflicts=True,  # the same sentence written by another document meanwhile
     )
+
+
+def chunk_sentences(rows: Iterable[tuple[str, bool]]) -> dict[str, str]:
+    """hash → text of the answerable sentences of (chunk text, is a sheet) rows."""
+    sentences: dict[str, str] = {}
+    for text, sheet in rows:
+        for sentence in answerable_sentences(text, sheet=sheet):
+            sentences.setdefault(sentence_hash(sentence), sentence)
+    return sentences
+
+
+def sentence_vectors_prune(candidates: dict[str, str]) -> int:
+    """Delete the stored vectors of the `candidates` (hash → text: the sentences of chunks
+    just removed) that no remaining chunk holds any more; returns how many rows went.
+
+    Cheap on any size of knowledge base: a chunk still holding a sentence holds all its words,
+    so the full-text index finds the few chunks to look in (plainto_tsquery), and the text is
+    looked for in those, stopping at the first. Errs on keeping: a candidate found inside
+    another sentence of a chunk, or without a searchable word (only stop words), is kept."""
+    hashes = list(candidates)
+    held: set[str] = set()
+    for start in range(0, len(hashes), _PRUNE_BATCH):
+        batch = hashes[start : start + _PRUNE_BATCH]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.h FROM unnest(%s::text[], %s::text[]) AS c(h, t) "
+                "WHERE numnode(plainto_tsquery('english', c.t)) = 0 OR EXISTS ("
+                " SELECT 1 FROM knowledge_chunk k"
+                " WHERE k.search_vector @@ plainto_tsquery('english', c.t)"
+                " AND strpos(k.text, c.t) > 0)",
+                [batch, [candidates[key] for key in batch]],
+            )
+            held.update(key for (key,) in cursor.fetchall())
+    orphans = [key for key in hashes if key not in held]
+    deleted = 0
+    for start in range(0, len(orphans), _LOOKUP_BATCH):
+        deleted += SentenceVector.objects.filter(
+            text_hash__in=orphans[start : start + _LOOKUP_BATCH]
+        ).delete()[0]
+    return deleted
+
+
+def document_sentences_prune_on_commit(document_ids: Iterable[int]) -> None:
+    """Once the current transaction commits, prune the stored vectors of the sentences of
+    these documents' chunks (read now, before they go) that no other chunk holds."""
+    rows = Chunk.objects.filter(document_id__in=list(document_ids)).values_list("text", "sheet")
+    candidates = chunk_sentences((text, bool(sheet)) for text, sheet in rows)
+    if candidates:
+        # robust: a failed clean-up is logged; it never fails the deletion that committed.
+        transaction.on_commit(lambda: sentence_vectors_prune(candidates), robust=True)
 
 
 def _vectors_known(keys: list[_Key]) -> dict[_Key, Any]:
@@ -719,7 +767,12 @@ def _write(job: _Job) -> Document:
         document.error = ""
         document.reprocessing_since = None
         document.save()
-        # Old chunks go (their embeddings cascade; citations keep their snapshot).
+        # Old chunks go (their embeddings cascade; citations keep their snapshot), and the
+        # vectors of their sentences that no chunk holds any more.
+        removed = chunk_sentences(
+            (text, bool(sheet))
+            for text, sheet in Chunk.objects.filter(document=document).values_list("text", "sheet")
+        )
         Embedding.objects.filter(chunk__document=document).delete()
         Chunk.objects.filter(document=document).only("pk").delete()
         chunks = Chunk.objects.bulk_create(
@@ -751,6 +804,9 @@ def _write(job: _Job) -> Document:
             batch_size=_WRITE_BATCH,
         )
         _sentence_vectors_write(job.sentence_vectors)
+        if removed:
+            kept = chunk_sentences((draft.text, bool(draft.sheet)) for draft in job.drafts)
+            sentence_vectors_prune({k: t for k, t in removed.items() if k not in kept})
     knowledge_changed_send()
     return document
 

@@ -3,6 +3,8 @@ without the knowledge app knowing who listens (the chat recalibrates its evidenc
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.dispatch import Signal
 
 # Sent (no arguments beyond `sender`) after documents were written, re-processed, enabled,
@@ -12,3 +14,11 @@ knowledge_changed = Signal()
 
 def knowledge_changed_send() -> None:
     knowledge_changed.send(sender=knowledge_changed_send)
+
+
+def document_deleting(sender: type, instance: Any, **kwargs: Any) -> None:
+    """pre_delete of a Document: its sentences' vectors are pruned after the commit
+    (knowledge.services.document_sentences_prune_on_commit)."""
+    from knowledge.services import document_sentences_prune_on_commit
+
+    document_sentences_prune_on_commit([instance.pk])

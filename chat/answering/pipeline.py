@@ -98,6 +98,7 @@ from chat.answering.extractive import sentence_vectors_preload
 from chat.answering.followups import (
     SearchPlan,
     Turn,
+    leans_on_conversation,
     search_plan_in_context,
     unknown_own_terms,
 )
@@ -365,9 +366,9 @@ def _retrieve(
 ) -> SearchResult | None:
     """The ranked chunks for the query; None when the knowledge base is empty. The stored
     vectors of their sentences are read too (into the sentence vector cache), so that the
-    evidence check and the answer that follow embed nothing but the question."""
-    if knowledge_base_is_empty():
-        return None
+    evidence check and the answer that follow embed nothing but the question. Whether the
+    knowledge base is empty is asked only when the search found nothing (a query fewer for
+    every other question)."""
     result = chunks_search(
         query=query,
         top_k=top_k,
@@ -375,6 +376,8 @@ def _retrieve(
         query_vector=query_vector,
         prefer_document_ids=prefer_document_ids,
     )
+    if not result.chunks:
+        return None if knowledge_base_is_empty() else result
     sentence_vectors_preload(result.chunks)
     return result
 
@@ -447,8 +450,9 @@ async def _search(
     if stored.mode == Message.Mode.GENERATIVE:
         plan = await search_plan_generative(plan, question=question, history=stored.history)
     if plan.contextual:
-        if embedded is not None:
+        if embedded is not None and plan.fallback != question:
             embedded.cancel()
+            embedded = None
         vector, truncated = await _embed(plan.query)
     elif request.supplied_vector is not None:
         vector, truncated = request.supplied_vector, False
@@ -469,7 +473,10 @@ async def _search(
         stored=stored,
     )
     if found.refusal is not None and found.refusal is not EMPTY_KB_REFUSAL and plan.fallback:
-        fallback_vector, _ = await _embed(plan.fallback)
+        if plan.contextual and embedded is not None:  # the question as written: embedded early
+            fallback_vector, _ = await embedded
+        else:
+            fallback_vector, _ = await _embed(plan.fallback)
         retried = await _search_once(
             exchange,
             question=question,
@@ -515,9 +522,15 @@ async def answer_stream(
         is_private=is_private,
         options=options or AnswerOptions(),
     )
-    # 2. Store the exchange; the question is embedded meanwhile (CPU, a worker thread).
+    # 2. Store the exchange; the question is embedded meanwhile (CPU, a worker thread) unless
+    # it leans on an existing conversation: then it is searched read in context, and embedded
+    # as written only should that search fail (followups.py).
     embedded = None
-    if request.supplied_vector is None and not request.regenerate:
+    if (
+        request.supplied_vector is None
+        and not request.regenerate
+        and not (request.conversation_id is not None and leans_on_conversation(request.question))
+    ):
         embedded = asyncio.ensure_future(_embed(request.question))
     stored = await _exchange_store_or_release(request, embedded)
     if isinstance(stored.begun, services.ExchangeExisting):

@@ -24,6 +24,15 @@ def _pair(figures: dict[str, Any], a: str = "p50", b: str = "p95") -> str:
     return f"{figures[a]:.1f} / {figures[b]:.1f} ms"
 
 
+def _cpu(per: dict[str, Any]) -> str:
+    server, database = per.get("server"), per.get("database")
+    if server is None:
+        return "—"
+    if database is None:
+        return f"{server:.0f} + ?"
+    return f"{server:.0f} + {database:.0f}"
+
+
 def report_text(figures: dict[str, Any]) -> str:
     """The figures of `bench_run` as sections of aligned tables."""
     ingest, corpus, server = figures["ingest"], figures["corpus"], figures.get("server", {})
@@ -130,6 +139,7 @@ def report_text(figures: dict[str, Any]) -> str:
                 "answers",
                 "refusals",
                 "errors",
+                "CPU ms/question server + database",
             )
         ]
         for transport, per in figures["first_event_ms"].items():
@@ -145,6 +155,7 @@ def report_text(figures: dict[str, Any]) -> str:
                         counts["answers"],
                         counts["refusals"],
                         counts["errors"],
+                        _cpu(counts.get("cpu_ms_per_question") or {}),
                     )
                 )
         lines += _table(rows)
@@ -152,6 +163,9 @@ def report_text(figures: dict[str, Any]) -> str:
             "  First answer event: the first answer text (WebSocket: the first fragment "
             "appended to the answer; SSE: the first answer_delta) or the refusal. Total: until "
             "the chat is idle again (WebSocket) / the stream ends (SSE). Times from the send.",
+            "  CPU ms/question: CPU time the server's processes and the PostgreSQL server used "
+            "during the run, divided by its questions (what the rest of the machine runs does "
+            "not count: the figure to compare across noisy runs).",
             f"  Each client is its own staff user with one conversation, asking its questions "
             f"back to back; {server['rate_limit']}.",
         ]

@@ -39,7 +39,13 @@ from chat.benchmark.corpus import (
     question_vectors,
     retrieval_measure,
 )
-from chat.benchmark.server import RunningServer, database_sessions_end, server_running
+from chat.benchmark.server import (
+    RunningServer,
+    database_server_pid,
+    database_sessions_end,
+    process_tree_cpu_seconds,
+    server_running,
+)
 from chat.benchmark.stats import latency_summary
 from chat.evaluation.dataset import Dataset
 from chat.evaluation.isolated import database_url, isolated_database
@@ -199,6 +205,31 @@ def _processes_compare(
     finally:
         database_sessions_end()
     return results
+
+
+def _cpu_seconds(server: RunningServer, database_pid: int | None) -> dict[str, float | None]:
+    """CPU seconds used so far by the server's processes and by the PostgreSQL server (all
+    its processes, when it runs on this machine)."""
+    return {
+        "server": server.cpu_seconds(),
+        "database": None if database_pid is None else process_tree_cpu_seconds(database_pid),
+    }
+
+
+def _cpu_ms_per_question(
+    before: dict[str, float | None], after: dict[str, float | None], questions: int
+) -> dict[str, float | None]:
+    """CPU milliseconds per question, by whom (load-independent, unlike the latencies: what
+    the other processes of the machine take does not count)."""
+    per: dict[str, float | None] = {}
+    for name, start in before.items():
+        end = after.get(name)
+        per[name] = (
+            None
+            if start is None or end is None or not questions
+            else round((end - start) * 1000 / questions, 1)
+        )
+    return per
 
 
 def _database_mb() -> int:
@@ -384,6 +415,7 @@ async def _answers_measure(
                 server, transport=transport, clients=clients[:1], questions=[[WARM_UP_QUESTION]]
             )
     run_samples = iter(samples)
+    database_pid = await asyncio.to_thread(database_server_pid)
     first: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     total: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     counts: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
@@ -393,6 +425,7 @@ async def _answers_measure(
         for transport in TRANSPORTS if step % 2 == 0 else TRANSPORTS[::-1]:
             assigned = questions_per_client(next(run_samples), concurrency)
             asked = sum(len(own) for own in assigned)
+            cpu_before = _cpu_seconds(server, database_pid)
             with _bar(asked, f"{transport} × {concurrency} clients", "q") as bar:
                 exchanges = await bench_clients.load_run(
                     server,
@@ -401,6 +434,7 @@ async def _answers_measure(
                     questions=assigned,
                     done=lambda bar=bar: bar.update(1),
                 )
+            cpu_after = _cpu_seconds(server, database_pid)
             server.check_alive()
             answered = [e for e in exchanges if e.outcome != "error" and e.first_ms is not None]
             first_s = latency_summary([e.first_ms for e in answered])
@@ -414,6 +448,7 @@ async def _answers_measure(
                 "refusals": sum(e.outcome == "refusal" for e in exchanges),
                 "errors": len(errors),
                 "resent": sum(e.resent for e in exchanges),
+                "cpu_ms_per_question": _cpu_ms_per_question(cpu_before, cpu_after, len(exchanges)),
                 **({"first_error": errors[0].detail} if errors else {}),
             }
     return first, total, counts

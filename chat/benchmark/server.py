@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 from django.conf import settings
 from django.db import connection
 
@@ -73,6 +74,10 @@ class RunningServer:
     def peak_rss_mb_each(self) -> list[float | None]:
         return [_status_kb(pid, "VmHWM") for pid in self.daphne_pids()]
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time (user + system) the server's processes have used so far, in seconds."""
+        return process_tree_cpu_seconds(self.process.pid)
+
     def log_tail(self) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
@@ -89,6 +94,40 @@ def _status_kb(pid: int, field: str) -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def process_tree_cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, seconds) used by a process, its live descendants and the
+    children it has already waited for (a PostgreSQL server's ended backends); None if the
+    process cannot be read."""
+    try:
+        root = psutil.Process(pid)
+        own = root.cpu_times()
+        total = own.user + own.system + own.children_user + own.children_system
+        for child in root.children(recursive=True):
+            try:
+                times = child.cpu_times()
+            except psutil.Error:
+                continue  # ended meanwhile: counted in its parent's children times
+            total += times.user + times.system
+    except psutil.Error:
+        return None
+    return total
+
+
+def database_server_pid() -> int | None:
+    """The PostgreSQL server (postmaster) process of the default database connection when it
+    runs on this machine and can be read, else None."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    try:
+        process = psutil.Process(backend)
+        if "postgres" not in process.name():
+            return None
+        return process.ppid()
+    except psutil.Error:
+        return None
 
 
 def free_port() -> int:

@@ -76,6 +76,9 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
             assert counts["questions"] == asked, (transport, concurrency, counts)
             assert counts["errors"] == 0, (transport, concurrency, counts)
             assert counts["answers"] + counts["refusals"] == asked
+            # Answering costs CPU in the server and in the (local, embedded) PostgreSQL.
+            cpu = counts["cpu_ms_per_question"]
+            assert cpu["server"] > 0 and cpu["database"] > 0, (transport, concurrency, cpu)
             assert set(figures["first_event_ms"][transport][concurrency]) == {"p50", "p95"}
             assert set(figures["total_ms"][transport][concurrency]) == {"p50", "p95"}
     assert figures["errors"] == 0

@@ -72,6 +72,30 @@ async def test_follow_up_is_answered_with_the_london_figure_and_a_citation(trave
     assert question.content == LONDON  # what the user typed is kept
 
 
+async def test_a_follow_up_searched_in_context_never_embeds_the_question_as_written(
+    travel_kb, staff_user, monkeypatch
+):
+    """Only what is searched is embedded: "And in London?" read in context is embedded as
+    "nightly hotel cap London"; the words as typed would be thrown away (a model call each)."""
+    from knowledge import embedding
+
+    embedded: list[str] = []
+    real = embedding.embed_query
+
+    def recording(text: str):
+        embedded.append(text)
+        return real(text)
+
+    monkeypatch.setattr(embedding, "embed_query", recording)
+    conversation_id = uuid.uuid4()
+    await collect(user=staff_user, question=LISBON, conversation_id=conversation_id)
+    assert embedded == [LISBON]
+    events = await collect(user=staff_user, question=LONDON, conversation_id=conversation_id)
+
+    assert "240 euros in London" in answer_of(events)[0]
+    assert embedded == [LISBON, "nightly hotel cap London"]
+
+
 async def test_self_contained_question_after_a_follow_up_is_answered_on_its_own(
     travel_kb, staff_user
 ):

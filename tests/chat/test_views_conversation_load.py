@@ -216,8 +216,8 @@ def csrf_token(page: str) -> str:
 def test_settings_dialog_lists_the_documents_as_they_are_now(staff_user, handbook, expenses):
     client = client_of(staff_user)
 
-    def listed() -> list[str]:
-        page = client.get("/").content.decode()
+    def listed() -> list[str]:  # what the dialog fetches when it opens
+        page = client.get("/settings/documents/").content.decode()
         return [part.split('"', 1)[0] for part in page.split('data-document-title="')[1:]]
 
     assert listed() == ["Expenses policy", "Staff handbook"]

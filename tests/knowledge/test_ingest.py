@@ -434,3 +434,72 @@ def test_an_embedding_failure_fails_only_its_own_document(documents_dir, monkeyp
     assert failed[0].document.status == Document.Status.FAILED
     assert not failed[0].document.chunks.exists()
     assert Document.objects.filter(status=Document.Status.READY).count() == 4
+
+
+def _stored_sentences() -> set[str]:
+    return set(SentenceVector.objects.values_list("text_hash", flat=True))
+
+
+def test_sentence_vectors_no_chunk_holds_are_pruned_on_reprocessing_and_deletion(
+    tmp_path, django_capture_on_commit_callbacks
+):
+    """A sentence vector goes when the last chunk holding its sentence goes (the document
+    re-ingested without it, or deleted); one another document still holds stays."""
+    from knowledge.sentences import text_hash
+
+    shared = "Every office keeps a first aid kit in the kitchen cupboard."
+    only_a = "The Lisbon office closes at six on Fridays during the summer months."
+    later_a = "The Lisbon office now closes at five on Fridays all year round."
+    only_b = "The London office has bicycle parking for forty bicycles."
+    a, b = tmp_path / "a.md", tmp_path / "b.md"
+    a.write_text(f"# Lisbon\n\n{shared} {only_a}\n", encoding="utf-8")
+    b.write_text(f"# London\n\n{shared} {only_b}\n", encoding="utf-8")
+    documents_ingest(paths=[a, b], title=None, enabled=True, dry_run=False)
+    assert {text_hash(shared), text_hash(only_a), text_hash(only_b)} <= _stored_sentences()
+
+    # Re-ingested with its sentence changed: the old sentence's vector goes, the new one is
+    # stored, the shared one stays (b holds it too).
+    a.write_text(f"# Lisbon\n\n{shared} {later_a}\n", encoding="utf-8")
+    (outcome,) = documents_ingest(paths=[a], title=None, enabled=True, dry_run=False)
+    assert outcome.action == "updated"
+    stored = _stored_sentences()
+    assert text_hash(only_a) not in stored
+    assert {text_hash(shared), text_hash(later_a), text_hash(only_b)} <= stored
+
+    # Deleted: what only it held goes once the deletion commits; the shared sentence stays.
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome.document.delete()
+    stored = _stored_sentences()
+    assert text_hash(later_a) not in stored
+    assert {text_hash(shared), text_hash(only_b)} <= stored
+
+    with django_capture_on_commit_callbacks(execute=True):
+        Document.objects.all().delete()
+    assert not {text_hash(shared), text_hash(only_b)} & _stored_sentences()
+
+
+def test_stored_sentence_vectors_read_back_exactly_as_written(tmp_path):
+    """The answering path reads the sentence vectors in pgvector's binary form: the very
+    float32 values the text form gives, and the model's vectors of the sentences."""
+    from knowledge.selectors import sentence_vectors_stored
+    from knowledge.sentences import text_hash
+
+    sentences = [
+        "The Lisbon office closes at six on Fridays during the summer months.",
+        "Every office keeps a first aid kit in the kitchen cupboard.",
+    ]
+    path = tmp_path / "offices.md"
+    path.write_text("# Offices\n\n" + " ".join(sentences) + "\n", encoding="utf-8")
+    documents_ingest(paths=[path], title=None, enabled=True, dry_run=False)
+    hashes = [text_hash(sentence) for sentence in sentences]
+
+    read = sentence_vectors_stored(text_hashes=[*hashes, "0" * 64])  # an unknown hash: absent
+    assert set(read) == set(hashes)
+    as_text = dict(
+        SentenceVector.objects.filter(text_hash__in=hashes).values_list("text_hash", "vector")
+    )
+    model = embedding.embed_texts(sentences)
+    for i, key in enumerate(hashes):
+        assert read[key].dtype == np.float32 and read[key].shape == (embedding.DIMENSIONS,)
+        assert np.array_equal(read[key], np.asarray(as_text[key], dtype=np.float32))
+        assert np.allclose(read[key], model[i], atol=1e-6)

@@ -56,6 +56,7 @@ def chunks_of(document: Document):
         "/",
         f"/c/{uuid.uuid4()}/",
         "/history/",
+        "/settings/documents/",
         "/documents/1/",
         "/documents/1/file/",
     ],
@@ -114,7 +115,12 @@ def test_home_page_is_a_new_chat_with_composer_and_suggestions(staff_client, han
     assert 'name="is_private"' in page  # Private is offered before the first question
     assert page.count("data-suggestion=") == 4
     assert 'name="top_k"' in page and 'min="1" max="20"' in page
-    assert f'name="document_ids" value="{handbook.pk}"' in page
+    # The settings dialog's documents are fetched when it opens, not sent with every page.
+    assert 'name="document_ids"' not in page
+    assert 'hx-get="/settings/documents/" hx-trigger="intersect once"' in page
+    options = staff_client.get("/settings/documents/")
+    assert options.status_code == 200
+    assert f'name="document_ids" value="{handbook.pk}"' in options.content.decode()
 
 
 def test_sidebar_groups_shared_and_private_conversations(
