@@ -5,6 +5,18 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _vocabulary_fresh():
+    """Each test searches with its own knowledge base's vocabulary. A process trusts its cached
+    vocabulary for RECHECK_SECONDS (2 s) between fingerprint checks — fine for a server, whose
+    knowledge base changes rarely — so a test starting within 2 s of another test's knowledge
+    base would weight its terms (and pick a follow-up's context terms) by the old one's
+    frequencies, and pass or fail with timing."""
+    from knowledge.vocabulary import vocabulary_forget
+
+    vocabulary_forget()
+
+
 @pytest.fixture
 def staff_user(django_user_model):
     return django_user_model.objects.create_user(
