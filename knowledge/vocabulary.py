@@ -297,6 +297,14 @@ def _rebuild_in_background() -> None:
         connection.close()  # this thread's own connection
 
 
+def vocabulary_recheck() -> None:
+    """Read the knowledge base's fingerprint again on the next use instead of trusting the
+    cached vocabulary for the rest of RECHECK_SECONDS; it is rebuilt only if the fingerprint
+    changed (tests: each test's knowledge base is its own)."""
+    with _lock:
+        _cache.checked_at = 0.0
+
+
 def vocabulary_forget() -> None:
     """Drop the cached vocabulary (tests; the fingerprint makes it unnecessary otherwise)."""
     with _lock:

@@ -11,10 +11,11 @@ def _vocabulary_fresh():
     vocabulary for RECHECK_SECONDS (2 s) between fingerprint checks — fine for a server, whose
     knowledge base changes rarely — so a test starting within 2 s of another test's knowledge
     base would weight its terms (and pick a follow-up's context terms) by the old one's
-    frequencies, and pass or fail with timing."""
-    from knowledge.vocabulary import vocabulary_forget
+    frequencies, and pass or fail with timing. The fingerprint is read again at the test's
+    first search; the vocabulary is rebuilt only if the knowledge base changed."""
+    from knowledge.vocabulary import vocabulary_recheck
 
-    vocabulary_forget()
+    vocabulary_recheck()
 
 
 @pytest.fixture

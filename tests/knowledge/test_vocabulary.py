@@ -101,6 +101,9 @@ def test_the_cached_vocabulary_is_reused_until_the_knowledge_base_changes(
         assert vocabulary_get() is first
     with django_assert_num_queries(1):  # then the fingerprint only
         assert vocabulary_get(wait=True) is first
+    vocabulary.vocabulary_recheck()  # the fingerprint is read again, nothing is rebuilt
+    with django_assert_num_queries(1):
+        assert vocabulary_get() is first
 
     broadcast = document_with_chunks("Broadcast", BROADCAST)
     added = vocabulary_get(wait=True)
