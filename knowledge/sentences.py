@@ -22,7 +22,7 @@ ABBREVIATIONS = {
     "sat", "sun", "al", "cf", "ca", "min", "max", "est", "vol", "pp", "ref", "u.s",
     "u.k", "a.m", "p.m",
 }  # fmt: skip
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")  # a word, as sentences and answers count them
 _TERMINAL = re.compile(r"[.!?…]+[\"'”’)\]]*")
 _NEXT_STARTS_SENTENCE = re.compile(r"\s+[\"'“‘(\[]?[A-Z0-9]")
 _LIST_ITEM = re.compile(r"\s*(?:[-*•+▪–]|\d{1,3}[.)]|[a-z][.)])\s+")
@@ -43,7 +43,7 @@ def answerable_spans(text: str, *, sheet: bool) -> list[tuple[int, int]]:
 
 def is_answerable(piece: str) -> bool:
     """Not a markup line (heading, table row, rule) and at least MIN_WORDS words."""
-    return not _MARKUP_LINE.match(piece) and len(_WORD.findall(piece)) >= MIN_WORDS
+    return not _MARKUP_LINE.match(piece) and len(WORD.findall(piece)) >= MIN_WORDS
 
 
 def answerable_sentences(text: str, *, sheet: bool) -> list[str]:
@@ -73,7 +73,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
             spans.append((start, end))
             start = end
         spans.append((start, block_end))
-    return [span for span in (_trim(text, s, e) for s, e in spans) if span[1] > span[0]]
+    return [span for span in (span_trim(text, s, e) for s, e in spans) if span[1] > span[0]]
 
 
 def _blocks(text: str) -> list[tuple[int, int]]:
@@ -120,11 +120,9 @@ def _is_abbreviation(text: str, sentence_start: int, dot: int) -> bool:
     return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha())
 
 
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
+def span_trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span without surrounding whitespace and without a leading list marker."""
+    start, end = _trim_spaces(text, start, end)
     marker = _LIST_ITEM.match(text, start, end)
     if marker and marker.end() < end:
         start = marker.end()

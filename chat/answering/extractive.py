@@ -95,14 +95,12 @@ from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
 from knowledge.selectors import sentence_vectors_stored
 from knowledge.sentences import (  # the splitting ingestion shares; re-exported here
-    _WORD,
-    ABBREVIATIONS,  # noqa: F401
-    MIN_WORDS,  # noqa: F401
-    _trim,
+    WORD,
     answerable_sentences,
     is_answerable,
     row_spans,
     sentence_spans,
+    span_trim,
     text_hash,
 )
 from knowledge.spreadsheets import range_parse
@@ -248,7 +246,7 @@ def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
 def terms(text: str) -> list[str]:
     """Content words, lower-cased and lightly stemmed (plurals, -ing, -ed)."""
     found = []
-    for word in _WORD.findall(text.lower()):
+    for word in WORD.findall(text.lower()):
         word = re.sub(r"['’]s$", "", word)
         if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
             continue
@@ -392,7 +390,7 @@ def extractive_answer(
     if not candidates:
         # Chunks too short to hold a full sentence: the top chunk's text is the answer.
         top = chunks[0]
-        start, end = _trim(top.text, 0, len(top.text))
+        start, end = span_trim(top.text, 0, len(top.text))
         candidates = [Sentence(chunk=top, rank=0, position=0, start=start, end=end)]
     prior = _prior_scores(focus or question, candidates, expected_answer(question))
     compared = _compared(prior, candidates)

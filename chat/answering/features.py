@@ -129,25 +129,6 @@ def best_passage(
     return best, best_text, result
 
 
-def question_features(
-    *,
-    question: str,
-    question_vector: np.ndarray,
-    chunks: Sequence[RetrievedChunk],
-    question_terms: QuestionTerms | None = None,
-) -> QuestionFeatures:
-    """Every signal for one question and its retrieved chunks (best first). Reads the
-    vocabulary (unless `question_terms` is given) and embeds up to COMPARED_SENTENCES
-    sentences."""
-    from knowledge.vocabulary import question_terms as terms_of
-
-    qterms = question_terms or terms_of(question)
-    passage, sentence, _ = best_passage(
-        question=question, question_vector=question_vector, chunks=chunks
-    )
-    return features_from(question, chunks, qterms, passage, sentence)
-
-
 def features_from(
     question: str,
     chunks: Sequence[RetrievedChunk],

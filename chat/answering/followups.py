@@ -39,13 +39,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from chat.answering.extractive import STOP_WORDS, terms
+from knowledge.sentences import WORD
 from knowledge.vocabulary import question_terms, vocabulary_get
 
 # At most this many content words are carried over from the context (the rarest in the
 # knowledge base, in their order).
 MAX_CARRIED_TERMS = 5
 
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _CONTINUATION_START = re.compile(
     r"^\s*(?:and|also|but|so|then|plus|or|what about|how about|what of|and what about|"
     r"same for|what if|is that|are those|does that|do they|did they|was that)\b",
@@ -163,7 +163,7 @@ def leans_on_conversation(question: str) -> bool:
 
 def _refers_back(question: str) -> bool:
     cleaned = _NON_ANAPHORIC.sub(" ", question)
-    return bool({word.lower() for word in _WORD.findall(cleaned)} & _ANAPHORS)
+    return bool({word.lower() for word in WORD.findall(cleaned)} & _ANAPHORS)
 
 
 def unknown_own_terms(question: str) -> list[str]:
@@ -216,7 +216,7 @@ def _content_words(text: str) -> list[str]:
     """The words of `text` that are not stop words, anaphors or words about the conversation
     itself, as written, in order, once."""
     words = []
-    for word in _WORD.findall(text):
+    for word in WORD.findall(text):
         lower = word.lower()
         if (
             lower in STOP_WORDS
@@ -233,7 +233,7 @@ def _is_name(word: str, text: str) -> bool:
     """A capitalised word that does not merely start the text."""
     if not word[:1].isupper():
         return False
-    first = _WORD.search(text)
+    first = WORD.search(text)
     return not (first and first.group(0) == word and not word[1:].isupper() and word.istitle())
 
 
