@@ -31,7 +31,6 @@ anything over the limit is cut again, so rule 1 holds even where that sum is off
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from itertools import groupby
 
 from knowledge import embedding
 from knowledge.parsing import SECTION_SEPARATOR, Block, ParsedDocument
+from knowledge.sentences import text_hash
 from knowledge.spreadsheets import range_rows, range_union
 
 MAX_TOKENS = embedding.MAX_TOKENS  # 256, [CLS] and [SEP] included
@@ -75,10 +75,6 @@ class _Unit:
     end: int
     tokens: int
     paragraph: int  # which block it belongs to
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def embedding_input(*, text: str, section: str | None) -> str:

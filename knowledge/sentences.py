@@ -30,7 +30,8 @@ _MARKUP_LINE = re.compile(r"\s*(?:#|\||```|---|===)")
 
 
 def text_hash(text: str) -> str:
-    """The key of a sentence's stored vector (sha256 of the text, as chunks' text_hash)."""
+    """sha256 of the text: the key of a chunk's text (`Chunk.text_hash`) and of a sentence's
+    stored vector (`SentenceVector.text_hash`)."""
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -9,7 +9,6 @@ quotes ("A4:E4"), within the cited chunk's range.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any
 
@@ -18,6 +17,7 @@ from django.urls import NoReverseMatch, reverse
 from chat.models import Citation, Message
 from knowledge.models import Document
 from knowledge.retrieval import RetrievedChunk, excerpt_of
+from knowledge.sentences import text_hash
 
 SIMILARITY_DECIMALS = 4
 # What every reader of an answer takes for a citation marker: "[3]", "[1, 2]".
@@ -60,7 +60,7 @@ def citation_build(*, message: Message, n: int, chunk: RetrievedChunk) -> Citati
         url=document_link(chunk.document_id, chunk.document_url)[:1000],
         chunk_index=chunk.chunk_index,
         text=chunk.text,
-        text_hash=hashlib.sha256(chunk.text.encode()).hexdigest(),
+        text_hash=text_hash(chunk.text),
     )
 
 

@@ -16,7 +16,6 @@ original sentence's vector plus the same noise.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -308,7 +307,7 @@ def _copy_chunks(rows: list[tuple]) -> None:
         cursor.copy(f"COPY knowledge_chunk ({columns}) FROM STDIN") as copy,
     ):
         for row in rows:
-            copy.write_row((*row, hashlib.sha256(row[3].encode()).hexdigest()))
+            copy.write_row((*row, text_hash(row[3])))
 
 
 def _copy_embeddings(chunk_ids: list[int], vectors: np.ndarray, model: str) -> None:
