@@ -142,7 +142,7 @@ def calibration_refresh(*, force: bool = False) -> EvidenceCalibration | None:
     measured (or `force`); the stored row, None for an empty knowledge base (any stored row is
     then removed)."""
     key = fingerprint_key()
-    current = EvidenceCalibration.objects.filter(pk=1).first()
+    current = calibration_current()
     if current is not None and current.fingerprint == key and not force:
         return current
     values = calibration_compute()

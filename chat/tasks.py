@@ -14,14 +14,14 @@ logger = logging.getLogger(__name__)
 def evidence_calibrate_task() -> str:
     """Measure the knowledge base for the evidence check (chat/calibration.py) when it changed
     since the stored calibration; returns "updated", "unchanged" or "empty"."""
-    from chat.calibration import calibration_refresh
-    from chat.models import EvidenceCalibration
+    from chat.calibration import calibration_current, calibration_refresh
 
-    before = EvidenceCalibration.objects.filter(pk=1).values_list("fingerprint", flat=True).first()
+    before = calibration_current()
     row = calibration_refresh()
     if row is None:
         return "empty"
-    return "unchanged" if before == row.fingerprint else "updated"
+    unchanged = before is not None and before.fingerprint == row.fingerprint
+    return "unchanged" if unchanged else "updated"
 
 
 def evidence_calibration_schedule(**_kwargs) -> None:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from chat.models import ChatSettings, EvidenceCalibration
+from chat.calibration import calibration_current
+from chat.models import ChatSettings
 
 EMPTY_KB_MESSAGE = "The knowledge base is empty. Please contact an admin."
 NO_EVIDENCE_MESSAGE = (
@@ -57,7 +58,7 @@ def evidence_threshold(chat_settings: ChatSettings | None = None) -> float:
         return value
     chat_settings = chat_settings or chat_settings_get()
     if chat_settings.evidence_threshold_automatic:
-        calibration = EvidenceCalibration.objects.filter(pk=1).first()
+        calibration = calibration_current()
         if calibration is not None:
             return float(calibration.threshold)
     return float(chat_settings.evidence_threshold)
