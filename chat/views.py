@@ -45,8 +45,7 @@ from chat.services import (
     conversation_rename,
     feedback_give,
 )
-from knowledge.models import Document
-from knowledge.retrieval import knowledge_base_is_empty, not_expired
+from knowledge.retrieval import knowledge_base_is_empty, searchable_documents
 from pages import no_access, sidebar_context, staff_required
 
 HISTORY_PAGE_SIZE = 25
@@ -93,16 +92,12 @@ def default_top_k() -> int:
     return chat_settings.default_top_k if chat_settings else 5
 
 
-def _searchable_documents():
-    return Document.objects.filter(not_expired(), enabled=True, status=Document.Status.READY)
-
-
 def composer_context(user, *, is_new: bool, last_question: str) -> dict:
     return {
         "top_k": default_top_k(),
         # The settings dialog loads its list of documents when it is first opened
         # (`document_options`): with thousands of documents it is megabytes, on every page.
-        "documents": _searchable_documents().exists(),
+        "documents": searchable_documents().exists(),
         "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
         "last_question": last_question,
         "is_new": is_new,
@@ -148,7 +143,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_GET
 def document_options(request: HttpRequest) -> HttpResponse:
     """The settings dialog's checkbox per searchable document (fetched when it is opened)."""
-    documents = list(_searchable_documents().values_list("pk", "title"))
+    documents = list(searchable_documents().values_list("pk", "title"))
     return HttpResponse(document_options_html(documents), content_type="text/html; charset=utf-8")
 
 

@@ -152,12 +152,22 @@ def not_expired(prefix: str = "") -> Q:
     )
 
 
+def _searchable(prefix: str = "") -> Q:
+    """Documents (through `prefix`) that are searched: enabled, ready and not expired."""
+    return not_expired(prefix) & Q(
+        **{f"{prefix}enabled": True, f"{prefix}status": Document.Status.READY}
+    )
+
+
+def searchable_documents() -> QuerySet[Document]:
+    """The documents whose chunks are searched (`searchable_chunks`)."""
+    return Document.objects.filter(_searchable())
+
+
 def searchable_chunks(document_ids: Iterable[int] | None = None) -> QuerySet[Chunk]:
     """Chunks of enabled, ready documents that have not expired (optionally only of the given
     documents)."""
-    queryset = Chunk.objects.filter(
-        not_expired("document__"), document__enabled=True, document__status=Document.Status.READY
-    )
+    queryset = Chunk.objects.filter(_searchable("document__"))
     if document_ids is not None:
         queryset = queryset.filter(document_id__in=list(document_ids))
     return queryset
@@ -493,9 +503,9 @@ def chunks_search(
         ranked = lexical_hits
     fused = recency_tie_break(ranked, limit=top_k, days=days)[:top_k]
     # Lexical-only hits: their cosine similarity (the evidence check needs every chunk's).
-    missing = [cid for cid, _ in fused if cid not in similarity]
-    if missing:
-        similarity.update(similarities_for(missing, query_vector))
+    similarity.update(
+        similarities_for([cid for cid, _ in fused if cid not in similarity], query_vector)
+    )
     if not fused:
         return SearchResult(chunks=[], query_vector=query_vector, truncated=truncated)
     vector_rank = {cid: rank for rank, (cid, _) in enumerate(vector_hits, start=1)}
