@@ -670,11 +670,16 @@ def sentence_vectors_prune(candidates: dict[str, str]) -> int:
     return deleted
 
 
+def _documents_sentences(document_ids: Iterable[int]) -> dict[str, str]:
+    """hash → text of the answerable sentences of these documents' chunks."""
+    rows = Chunk.objects.filter(document_id__in=list(document_ids)).values_list("text", "sheet")
+    return chunk_sentences((text, bool(sheet)) for text, sheet in rows)
+
+
 def document_sentences_prune_on_commit(document_ids: Iterable[int]) -> None:
     """Once the current transaction commits, prune the stored vectors of the sentences of
     these documents' chunks (read now, before they go) that no other chunk holds."""
-    rows = Chunk.objects.filter(document_id__in=list(document_ids)).values_list("text", "sheet")
-    candidates = chunk_sentences((text, bool(sheet)) for text, sheet in rows)
+    candidates = _documents_sentences(document_ids)
     if candidates:
         # robust: a failed clean-up is logged; it never fails the deletion that committed.
         transaction.on_commit(lambda: sentence_vectors_prune(candidates), robust=True)
@@ -769,10 +774,7 @@ def _write(job: _Job) -> Document:
         document.save()
         # Old chunks go (their embeddings cascade; citations keep their snapshot), and the
         # vectors of their sentences that no chunk holds any more.
-        removed = chunk_sentences(
-            (text, bool(sheet))
-            for text, sheet in Chunk.objects.filter(document=document).values_list("text", "sheet")
-        )
+        removed = _documents_sentences([document.pk])
         Embedding.objects.filter(chunk__document=document).delete()
         Chunk.objects.filter(document=document).only("pk").delete()
         chunks = Chunk.objects.bulk_create(
