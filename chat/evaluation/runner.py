@@ -14,7 +14,8 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -379,6 +380,25 @@ def documents_by_dataset_id(dataset: Dataset) -> dict[str, list[int]]:
     return {d.id: by_name.get(d.file_name, []) for d in dataset.documents}
 
 
+@contextmanager
+def documents_left_out(dataset: Dataset, left_out: list[str]) -> Iterator[None]:
+    """The knowledge base without the `left_out` documents: disabled (retrieval, the vocabulary
+    and the evidence check read only enabled documents: the same as never ingesting them,
+    without embedding anything again), enabled again afterwards; the vocabulary is rebuilt on
+    both changes, not served stale for the first questions."""
+    from knowledge.services import documents_set_enabled
+    from knowledge.vocabulary import vocabulary_get
+
+    ids = [pk for doc in left_out for pk in documents_by_dataset_id(dataset).get(doc, [])]
+    documents_set_enabled(ids=ids, enabled=False)
+    try:
+        vocabulary_get(wait=True)
+        yield
+    finally:
+        documents_set_enabled(ids=ids, enabled=True)
+        vocabulary_get(wait=True)
+
+
 def fold_evaluate(
     dataset: Dataset,
     left_out: list[str],
@@ -387,39 +407,20 @@ def fold_evaluate(
     progress: Callable[[int], None] | None = None,
     signals: bool = False,
 ) -> list[QuestionResult]:
-    """`dataset_evaluate` with the `left_out` documents disabled (retrieval, the vocabulary and
-    the evidence check read only enabled documents: the same as never ingesting them, without
-    embedding anything again); they are enabled again afterwards."""
-    from knowledge.services import documents_set_enabled
-    from knowledge.vocabulary import vocabulary_get
-
-    ids = [pk for doc in left_out for pk in documents_by_dataset_id(dataset).get(doc, [])]
-    documents_set_enabled(ids=ids, enabled=False)
-    try:
-        vocabulary_get(wait=True)  # rebuilt now, not served stale for the first questions
+    """`dataset_evaluate` with the `left_out` documents out of the knowledge base."""
+    with documents_left_out(dataset, left_out):
         asked = fold_questions(
             questions if questions is not None else dataset.questions, set(left_out)
         )
         return dataset_evaluate(dataset, questions=asked, progress=progress, signals=signals)
-    finally:
-        documents_set_enabled(ids=ids, enabled=True)
-        vocabulary_get(wait=True)
 
 
 def fold_calibration(dataset: Dataset, left_out: list[str]) -> Any:
     """The automatic calibration of the knowledge base without the `left_out` documents."""
     from chat.calibration import calibration_refresh
-    from knowledge.services import documents_set_enabled
-    from knowledge.vocabulary import vocabulary_get
 
-    ids = [pk for doc in left_out for pk in documents_by_dataset_id(dataset).get(doc, [])]
-    documents_set_enabled(ids=ids, enabled=False)
-    try:
-        vocabulary_get(wait=True)
+    with documents_left_out(dataset, left_out):
         return calibration_refresh()
-    finally:
-        documents_set_enabled(ids=ids, enabled=True)
-        vocabulary_get(wait=True)
 
 
 def figures_flatten(figures: dict[str, Any], prefix: str = "") -> dict[str, float]:
