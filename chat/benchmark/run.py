@@ -196,15 +196,18 @@ def _processes_compare(
                             "load_average_start": started_load,
                             "first_event_ms": first,
                             "total_ms": total,
-                            "errors": sum(
-                                c["errors"] for per in counts.values() for c in per.values()
-                            ),
+                            "errors": _errors(counts),
                             "peak_rss_mb": server.peak_rss_mb(),
                         }
                     )
     finally:
         database_sessions_end()
     return results
+
+
+def _errors(counts: dict[str, dict[str, Any]]) -> int:
+    """The failed exchanges over every transport and concurrency of `counts`."""
+    return sum(c["errors"] for per in counts.values() for c in per.values())
 
 
 def _cpu_seconds(server: RunningServer, database_pid: int | None) -> dict[str, float | None]:
@@ -376,7 +379,7 @@ async def _server_measure(
     figures["first_event_ms"] = first
     figures["total_ms"] = total
     figures["exchanges"] = counts
-    figures["errors"] = sum(c["errors"] for per in counts.values() for c in per.values())
+    figures["errors"] = _errors(counts)
 
     times = await bench_clients.conversation_loads(
         server, clients[0], conversation.id, count=loads, messages=conversation.messages

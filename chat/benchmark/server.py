@@ -66,12 +66,13 @@ class RunningServer:
         """The sum over the daphne processes of their VmHWM (peak resident memory), in MB
         (an upper bound of the server's peak: each process's own peak, added); None if
         unreadable."""
-        peaks = [_status_kb(pid, "VmHWM") for pid in self.daphne_pids()]
+        peaks = self.peak_rss_mb_each()
         if not peaks or None in peaks:
             return None
         return round(sum(peaks), 1)
 
     def peak_rss_mb_each(self) -> list[float | None]:
+        """Each daphne process's VmHWM, in MB (None where unreadable)."""
         return [_status_kb(pid, "VmHWM") for pid in self.daphne_pids()]
 
     def cpu_seconds(self) -> float | None:
