@@ -503,9 +503,9 @@ def chunks_search(
         ranked = lexical_hits
     fused = recency_tie_break(ranked, limit=top_k, days=days)[:top_k]
     # Lexical-only hits: their cosine similarity (the evidence check needs every chunk's).
-    similarity.update(
-        similarities_for([cid for cid, _ in fused if cid not in similarity], query_vector)
-    )
+    missing = [cid for cid, _ in fused if cid not in similarity]
+    if missing:
+        similarity.update(similarities_for(missing, query_vector))
     if not fused:
         return SearchResult(chunks=[], query_vector=query_vector, truncated=truncated)
     vector_rank = {cid: rank for rank, (cid, _) in enumerate(vector_hits, start=1)}
