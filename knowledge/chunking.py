@@ -41,6 +41,10 @@ from knowledge.parsing import SECTION_SEPARATOR, Block, ParsedDocument
 from knowledge.sentences import text_hash
 from knowledge.spreadsheets import range_rows, range_union
 
+# Bump whenever a change here cuts documents differently: a document records the version it
+# was cut with (Document.chunker_version); `manage.py reindex --stale` re-chunks the others,
+# and re-ingesting an unchanged file re-chunks it too.
+CHUNKER_VERSION = 1
 MAX_TOKENS = embedding.MAX_TOKENS  # 256, [CLS] and [SEP] included
 TARGET_TOKENS = 200  # merge paragraphs up to this; a single paragraph may use the full limit
 OVERLAP_MAX_TOKENS = 48  # longest sentence repeated at the head of the next chunk

@@ -25,6 +25,11 @@ class Document(models.Model):
     )
     media_type = models.CharField(max_length=100)
     content_hash = models.CharField(max_length=64, blank=True, help_text="sha256 of the bytes.")
+    chunker_version = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="knowledge.chunking.CHUNKER_VERSION the chunks were cut with; `manage.py "
+        "reindex --stale` re-chunks documents cut with another.",
+    )
     status = models.CharField(
         max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True
     )

@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from knowledge import embedding
+from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document, SentenceVector
 from knowledge.spreadsheets import (
     CELL_SEPARATOR,
@@ -52,6 +53,16 @@ def document_is_stalled(document: Document) -> bool:
         document.status in IN_PROGRESS
         and document.updated_at is not None
         and document.updated_at < cutoff
+    )
+
+
+def documents_chunker_stale() -> QuerySet[Document]:
+    """Ready documents cut into chunks by another chunker than today's (CHUNKER_VERSION), by
+    pk: their chunks differ from what ingesting them now would give."""
+    return (
+        Document.objects.filter(status=Document.Status.READY)
+        .exclude(chunker_version=CHUNKER_VERSION)
+        .order_by("pk")
     )
 
 

@@ -1,6 +1,7 @@
 """Ingestion: files in, searchable chunks out.
 
-The work per document is: read the bytes, skip if unchanged (same sha256, status ready),
+The work per document is: read the bytes, skip if unchanged (same sha256, status ready, cut
+by today's chunker: `Document.chunker_version`),
 parse, chunk, find which chunks already have an embedding under the current model anywhere
 in the knowledge base (same text hash and same section, as the heading path is part of what
 the model reads), embed only the others, then swap the document's chunks and embeddings in
@@ -34,7 +35,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from knowledge import embedding
-from knowledge.chunking import ChunkDraft, chunks_build, embedding_input
+from knowledge.chunking import CHUNKER_VERSION, ChunkDraft, chunks_build, embedding_input
 from knowledge.models import Chunk, Document, Embedding, SentenceVector
 from knowledge.parsing import (
     DocumentParseError,
@@ -507,6 +508,7 @@ def _ingest_job(
         existing is not None
         and existing.content_hash == content_hash
         and existing.status == Document.Status.READY
+        and existing.chunker_version == CHUNKER_VERSION
     ):
         if expires_at is not None and existing.expires_at != expires_at and not dry_run:
             Document.objects.filter(pk=existing.pk).update(expires_at=expires_at)
@@ -768,6 +770,7 @@ def _write(job: _Job) -> Document:
         for name, value in job.fields.items():
             setattr(document, name, value)
         document.content_hash = job.content_hash
+        document.chunker_version = CHUNKER_VERSION
         document.status = Document.Status.READY
         document.error = ""
         document.reprocessing_since = None

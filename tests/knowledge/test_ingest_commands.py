@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from knowledge import embedding
+from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document, Embedding
 
 pytestmark = pytest.mark.django_db
@@ -229,3 +230,38 @@ def test_reindex_dry_run_lists_documents_and_changes_nothing(documents_dir):
 
     assert "Would re-chunk and re-embed 1 document(s)" in output
     assert set(Chunk.objects.values_list("pk", flat=True)) == chunk_ids
+
+
+def test_reindex_stale_rechunks_documents_cut_by_an_older_chunker(documents_dir):
+    run("ingest", str(documents_dir / "handbook.md"), str(documents_dir / "it-security.html"))
+    handbook = Document.objects.get(source__endswith="handbook.md")
+    assert handbook.chunker_version == CHUNKER_VERSION
+    # As if the handbook had been cut by the chunker before today's: other chunks.
+    Document.objects.filter(pk=handbook.pk).update(chunker_version=CHUNKER_VERSION - 1)
+    first = handbook.chunks.order_by("index").first()
+    first.text = "text of an older chunker"
+    first.save()
+
+    dry = run("reindex", "--stale", "--dry-run")
+    assert "Would re-chunk 1 document(s) cut by an older chunker" in dry
+    assert handbook.chunks.filter(text="text of an older chunker").exists()
+
+    output = run("reindex", "--stale")
+
+    assert "Re-indexed 1 document(s)" in output
+    handbook.refresh_from_db()
+    assert handbook.chunker_version == CHUNKER_VERSION
+    assert not handbook.chunks.filter(text="text of an older chunker").exists()
+    assert "Would re-chunk" not in run("reindex", "--stale", "--dry-run")
+
+
+def test_ingesting_an_unchanged_file_cut_by_an_older_chunker_rechunks_it(documents_dir):
+    path = documents_dir / "handbook.md"
+    run("ingest", str(path))
+    assert "1 unchanged" in run("ingest", str(path))
+    Document.objects.update(chunker_version=CHUNKER_VERSION - 1)
+
+    output = run("ingest", str(path))
+
+    assert "0 new, 1 updated, 0 unchanged, 0 failed" in output
+    assert Document.objects.get().chunker_version == CHUNKER_VERSION

@@ -9,14 +9,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from knowledge import embedding, services
+from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document
+from knowledge.selectors import documents_chunker_stale
 
 
 class Command(BaseCommand):
     help = (
-        "Re-embed chunks whose embedding is missing or from another model (--stale, the "
-        "default), or re-chunk and re-embed chosen documents (--document ID ...) or all of "
-        "them (--all) from their original files."
+        "Re-chunk documents cut by an older chunker and re-embed chunks whose embedding is "
+        "missing or from another model (--stale, the default), or re-chunk and re-embed "
+        "chosen documents (--document ID ...) or all of them (--all) from their original files."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -24,7 +26,8 @@ class Command(BaseCommand):
         which.add_argument(
             "--stale",
             action="store_true",
-            help="Re-embed chunks without an embedding under the configured model (default).",
+            help="Re-chunk documents cut by an older chunker, then re-embed chunks without an "
+            "embedding under the configured model (default).",
         )
         which.add_argument(
             "--document",
@@ -61,6 +64,13 @@ class Command(BaseCommand):
 
     def _stale(self, *, dry_run: bool) -> None:
         model = embedding.model_version()
+        rechunk = list(documents_chunker_stale())
+        if dry_run and rechunk:
+            self.stdout.write(
+                f"Would re-chunk {len(rechunk)} document(s) cut by an older chunker "
+                f"(today's is version {CHUNKER_VERSION})."
+            )
+        failed = self._reindex(rechunk) if rechunk and not dry_run else 0
         total = services.embeddings_stale().count()
         if dry_run:
             self.stdout.write(
@@ -90,6 +100,8 @@ class Command(BaseCommand):
                 f"{time.monotonic() - started:.1f} s."
             )
         )
+        if failed:
+            raise CommandError(f"{failed} document(s) could not be re-chunked.", returncode=1)
 
     def _documents(self, *, document_ids: list[int] | None, dry_run: bool) -> None:
         documents = Document.objects.order_by("pk")
@@ -109,6 +121,13 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {document.pk}: {document.title} ({document.source})")
             self.stdout.write("Dry run: nothing was changed.")
             return
+        failed = self._reindex(documents)
+        if failed:
+            raise CommandError(f"{failed} document(s) failed.", returncode=1)
+
+    def _reindex(self, documents: list[Document]) -> int:
+        """Re-chunk and re-embed `documents` from their files; prints the outcome and returns
+        how many failed (each one left as it was)."""
         started = time.monotonic()
         with tqdm(total=len(documents), unit="doc", desc="Re-indexing", file=sys.stderr) as bar:
             outcomes = services.documents_reindex(documents=documents, progress=bar.update)
@@ -126,4 +145,4 @@ class Command(BaseCommand):
             self.stdout.write("Failed:")
             for outcome in failed:
                 self.stdout.write(f"  {outcome.source}: {outcome.error}")
-            raise CommandError(f"{len(failed)} document(s) failed.", returncode=1)
+        return len(failed)
