@@ -36,7 +36,6 @@ from typing import Any
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.core.cache import cache
 from django.urls import reverse
 
 from chat import rendering
@@ -44,7 +43,13 @@ from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.answering.questions import question_normalize
 from chat.models import Conversation, Message
-from chat.ratelimit import Throttled, chat_throttled
+from chat.ratelimit import (
+    InFlightLock,
+    Throttled,
+    chat_admit,
+    in_flight_holder,
+    in_flight_release,
+)
 from chat.selectors import ConversationAccess, conversation_access
 
 logger = logging.getLogger(__name__)
@@ -219,17 +224,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             await self._answer_locked(**request, stored=admission.stored)
         finally:
-            await database_sync_to_async(cache.delete)(self._lock_key)
+            await database_sync_to_async(in_flight_release)(self._lock)
 
     def _admit(self, message_id: str | None) -> _Admission:
         """Count the request against the rate limit; unless it is refused (or malformed:
         `message_id` None), take the conversation's in-flight lock and read the stored
         question with this id and its answer."""
-        throttled = chat_throttled(self.user)
-        if throttled is not None or message_id is None:
-            return _Admission(throttled=throttled)
-        if not cache.add(self._lock_key, self.channel_name, IN_FLIGHT_SECONDS):
-            return _Admission()
+        admitted = chat_admit(self.user, lock=None if message_id is None else self._lock)
+        if admitted.throttled is not None or not admitted.locked:
+            return _Admission(throttled=admitted.throttled)
         return _Admission(locked=True, stored=self._stored_exchange(message_id))
 
     async def _answer_locked(
@@ -423,10 +426,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return True
 
     @property
-    def _lock_key(self) -> str:
-        """The conversation's in-flight lock: held while one of its questions is answered,
-        its value the channel name of the socket answering it."""
-        return f"sourced:chat:in-flight:{self.conversation_id}"
+    def _lock(self) -> InFlightLock:
+        """The conversation's in-flight lock: held while one of its questions is answered by
+        the socket whose channel name it holds."""
+        return InFlightLock(
+            key=f"conversation:{self.conversation_id}",
+            holder=self.channel_name,
+            seconds=IN_FLIGHT_SECONDS,
+        )
 
     async def _stop(self) -> None:
         if await self._stop_here():
@@ -449,8 +456,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         another (the lock names its channel; the channel layer carries the message)."""
         if self.channel_layer is None:
             return
-        holder = await database_sync_to_async(cache.get)(self._lock_key)
-        if isinstance(holder, str) and holder and holder != self.channel_name:
+        holder = await database_sync_to_async(in_flight_holder)(self._lock.key)
+        if holder and holder != self.channel_name:
             await self.channel_layer.send(holder, {"type": "chat.stop"})
 
     async def chat_stop(self, event: dict[str, Any]) -> None:
