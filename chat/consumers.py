@@ -75,6 +75,7 @@ class _Exchange:
     question: str = ""  # its text, when known (what the search query is compared with)
     replace_target: str = ""  # selector of the answer this one replaces (regenerate, retry)
     answer_id: str = ""  # set once the answer's bubble is on the page
+    final_id: str = ""  # the answer's id, once an event named it (answer_start, refusal)
     warning: str = ""
     listed: bool = False  # the sidebar shows the conversation moved up by this question
 
@@ -263,7 +264,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
         self.exchange = _Exchange(
             question_id=message_id,
-            question=question or (stored_question.content if stored_question else ""),
+            question=stored_question.content if stored_question else question or "",
             replace_target=f"#msg-{previous.pk}" if previous is not None else "",
         )
         opening = await self._state_html(busy=True)
@@ -322,7 +323,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             if exchange.answer_id:
                 await self.send(rendering.warning_html(exchange.answer_id, exchange.warning))
         elif kind == "answer_start":
-            exchange.answer_id = str(data["message_id"])
+            exchange.answer_id = exchange.final_id = str(data["message_id"])
             html = rendering.answer_start_html(
                 data,
                 question=exchange.question,
@@ -338,6 +339,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             html = await database_sync_to_async(self._sources_html)(data.get("citations") or [])
             await self.send(html)
         elif kind == "refusal":
+            exchange.final_id = str(data.get("message_id") or "")
             await self._send_listing()
         # answer_end, refusal and error end the stream: the final render follows.
 
@@ -369,13 +371,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return html
 
     def _conversation_fragments(self) -> str:
-        conversation = (
-            Conversation.objects.select_related("owner").filter(pk=self.conversation_id).first()
-        )
-        if conversation is None:
-            return ""
         header = ""
-        if self.access == "new":
+        if self.access == "new":  # the question created it (if it exists: not refused)
+            conversation = (
+                Conversation.objects.select_related("owner").filter(pk=self.conversation_id).first()
+            )
+            if conversation is None:
+                return ""
             header = rendering.conversation_header_html(conversation, user=self.user)
         return header + rendering.conversation_list_html(self.user, active_id=self.conversation_id)
 
@@ -392,7 +394,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def _final_html(self, exchange: _Exchange) -> str:
         from chat.selectors import message_answer_with_citations
 
-        answer_id = (
+        answer_id = exchange.final_id or (
             Message.objects.filter(reply_to_id=exchange.question_id, role=Message.Role.ASSISTANT)
             .values_list("pk", flat=True)
             .first()
@@ -400,7 +402,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         answer = message_answer_with_citations(answer_id) if answer_id else None
         if answer is None:
             return ""
-        view = rendering.message_views([answer], user=self.user, can_post=True)[0]
+        known = {answer.reply_to_id: exchange.question} if exchange.question else None
+        view = rendering.message_views([answer], user=self.user, can_post=True, questions=known)[0]
         if exchange.answer_id == str(answer.pk):
             return rendering.message_html(view, oob="true")
         if exchange.replace_target:
