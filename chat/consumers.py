@@ -12,9 +12,10 @@ Generation runs in its own task, so Stop and a disconnect can cancel it; the pip
 stores the part already streamed as `interrupted`. An answer runs in the process that holds
 the socket it was asked on, so a Stop on that socket always reaches it. A Stop on another
 socket of the conversation's owner (a second tab, possibly served by another process) is
-routed to it: the conversation's in-flight lock (shared cache) names the channel of the socket
-running the answer, and the channel layer (Redis when `REDIS_URL` is set, so across processes)
-delivers `chat.stop` there. Nobody else can stop an answer: a reader's Stop only resets their
+routed to it: the conversation's in-flight lock (chat.ratelimit: Redis, or a PostgreSQL row
+taken in the rate limit's statement) names the channel of the socket running the answer, and
+the channel layer (Redis when `REDIS_URL` is set, so across processes) delivers `chat.stop`
+there. Nobody else can stop an answer: a reader's Stop only resets their
 own page.
 
 Each socket does its database work on a thread of its own (as Django gives each HTTP request

@@ -17,7 +17,9 @@ requests came less than settings.CHAT_FLOOD_MIN_INTERVAL seconds (2) apart on av
 turned away for a moment, however few requests the window has counted: a stuck key, a script.
 The times of each user's last requests are kept atomically in the same place as the counts (one
 upsert on an array, or RPUSH + LTRIM in one MULTI/EXEC). The API and the WebSocket consumer
-call `chat_throttled` once per chat request: the rate, then the flood rule.
+call `chat_throttled` once per chat request: the rate, then the flood rule; the WebSocket
+consumer calls `chat_admit`, which also takes the conversation's in-flight lock (one answer at
+a time) when the request is admitted — without Redis all three in one SQL statement.
 """
 
 from __future__ import annotations
