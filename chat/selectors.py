@@ -11,7 +11,17 @@ from enum import StrEnum
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Prefetch, Q, QuerySet
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    F,
+    Prefetch,
+    Q,
+    QuerySet,
+    Window,
+)
+from django.db.models.functions import RowNumber
 
 from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
@@ -71,15 +81,23 @@ def conversation_groups_for(
     user: AbstractBaseUser, *, search: str = "", limit: int | None = None
 ) -> tuple[list[Conversation], list[Conversation]]:
     """(shared, private) conversations for the sidebar/history, each newest first; `search`
-    narrows to titles containing it."""
+    narrows to titles containing it; `limit`: at most that many of each, read in one query
+    (each group's newest, numbered by a window function)."""
     visible = conversations_visible_to(user)
     if search:
         visible = visible.filter(title__icontains=search)
-    shared = visible.filter(is_private=False)
-    private = visible.filter(is_private=True, owner_id=user.pk)
-    if limit is not None:
-        shared, private = shared[:limit], private[:limit]
-    return list(shared), list(private)
+    mine_or_shared = Q(is_private=False) | Q(is_private=True, owner_id=user.pk)
+    if limit is None:
+        rows = list(visible.filter(mine_or_shared))
+    else:
+        newest = Window(
+            RowNumber(),
+            partition_by=[F("is_private")],
+            order_by=[F("updated_at").desc(), F("created_at").desc()],
+        )
+        rows = list(visible.filter(mine_or_shared).annotate(rank=newest).filter(rank__lte=limit))
+        rows.sort(key=lambda c: (c.updated_at, c.created_at), reverse=True)
+    return [c for c in rows if not c.is_private], [c for c in rows if c.is_private]
 
 
 def conversation_get_for(user: AbstractBaseUser, conversation_id: uuid.UUID) -> Conversation:

@@ -34,7 +34,7 @@ MEAL_QUESTION = "What is the daily meal allowance while travelling?"
 # Upper bounds on the round trips of one answered question (statements, BEGIN, COMMIT), in a
 # new conversation and in one with an earlier turn: WebSocket from connect to close, SSE from
 # the request to the last frame. Before this bound: 48 and 32 for the first question.
-WEBSOCKET_MAX = 20
+WEBSOCKET_MAX = 19
 SSE_MAX = 12
 
 
