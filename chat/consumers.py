@@ -12,9 +12,10 @@ Generation runs in its own task, so Stop and a disconnect can cancel it; the pip
 stores the part already streamed as `interrupted`. An answer runs in the process that holds
 the socket it was asked on, so a Stop on that socket always reaches it. A Stop on another
 socket of the conversation's owner (a second tab, possibly served by another process) is
-routed to it: the conversation's in-flight lock (shared cache) names the channel of the socket
-running the answer, and the channel layer (Redis when `REDIS_URL` is set, so across processes)
-delivers `chat.stop` there. Nobody else can stop an answer: a reader's Stop only resets their
+routed to it: the conversation's in-flight lock (chat.ratelimit: Redis, or a PostgreSQL row
+taken in the rate limit's statement) names the channel of the socket running the answer, and
+the channel layer (Redis when `REDIS_URL` is set, so across processes) delivers `chat.stop`
+there. Nobody else can stop an answer: a reader's Stop only resets their
 own page.
 
 Each socket does its database work on a thread of its own (as Django gives each HTTP request
@@ -36,7 +37,6 @@ from typing import Any
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.core.cache import cache
 from django.urls import reverse
 
 from chat import rendering
@@ -44,7 +44,13 @@ from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.answering.questions import question_normalize
 from chat.models import Conversation, Message
-from chat.ratelimit import Throttled, chat_throttled
+from chat.ratelimit import (
+    InFlightLock,
+    Throttled,
+    chat_admit,
+    in_flight_holder,
+    in_flight_release,
+)
 from chat.selectors import ConversationAccess, conversation_access
 
 logger = logging.getLogger(__name__)
@@ -70,6 +76,7 @@ class _Exchange:
     question: str = ""  # its text, when known (what the search query is compared with)
     replace_target: str = ""  # selector of the answer this one replaces (regenerate, retry)
     answer_id: str = ""  # set once the answer's bubble is on the page
+    final_id: str = ""  # the answer's id, once an event named it (answer_start, refusal)
     warning: str = ""
     listed: bool = False  # the sidebar shows the conversation moved up by this question
 
@@ -219,17 +226,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             await self._answer_locked(**request, stored=admission.stored)
         finally:
-            await database_sync_to_async(cache.delete)(self._lock_key)
+            await database_sync_to_async(in_flight_release)(self._lock)
 
     def _admit(self, message_id: str | None) -> _Admission:
         """Count the request against the rate limit; unless it is refused (or malformed:
         `message_id` None), take the conversation's in-flight lock and read the stored
         question with this id and its answer."""
-        throttled = chat_throttled(self.user)
-        if throttled is not None or message_id is None:
-            return _Admission(throttled=throttled)
-        if not cache.add(self._lock_key, self.channel_name, IN_FLIGHT_SECONDS):
-            return _Admission()
+        admitted = chat_admit(self.user, lock=None if message_id is None else self._lock)
+        if admitted.throttled is not None or not admitted.locked:
+            return _Admission(throttled=admitted.throttled)
         return _Admission(locked=True, stored=self._stored_exchange(message_id))
 
     async def _answer_locked(
@@ -260,7 +265,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
         self.exchange = _Exchange(
             question_id=message_id,
-            question=question or (stored_question.content if stored_question else ""),
+            question=stored_question.content if stored_question else question or "",
             replace_target=f"#msg-{previous.pk}" if previous is not None else "",
         )
         opening = await self._state_html(busy=True)
@@ -319,7 +324,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             if exchange.answer_id:
                 await self.send(rendering.warning_html(exchange.answer_id, exchange.warning))
         elif kind == "answer_start":
-            exchange.answer_id = str(data["message_id"])
+            exchange.answer_id = exchange.final_id = str(data["message_id"])
             html = rendering.answer_start_html(
                 data,
                 question=exchange.question,
@@ -335,6 +340,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             html = await database_sync_to_async(self._sources_html)(data.get("citations") or [])
             await self.send(html)
         elif kind == "refusal":
+            exchange.final_id = str(data.get("message_id") or "")
             await self._send_listing()
         # answer_end, refusal and error end the stream: the final render follows.
 
@@ -366,13 +372,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return html
 
     def _conversation_fragments(self) -> str:
-        conversation = (
-            Conversation.objects.select_related("owner").filter(pk=self.conversation_id).first()
-        )
-        if conversation is None:
-            return ""
         header = ""
-        if self.access == "new":
+        if self.access == "new":  # the question created it (if it exists: not refused)
+            conversation = (
+                Conversation.objects.select_related("owner").filter(pk=self.conversation_id).first()
+            )
+            if conversation is None:
+                return ""
             header = rendering.conversation_header_html(conversation, user=self.user)
         return header + rendering.conversation_list_html(self.user, active_id=self.conversation_id)
 
@@ -389,7 +395,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def _final_html(self, exchange: _Exchange) -> str:
         from chat.selectors import message_answer_with_citations
 
-        answer_id = (
+        answer_id = exchange.final_id or (
             Message.objects.filter(reply_to_id=exchange.question_id, role=Message.Role.ASSISTANT)
             .values_list("pk", flat=True)
             .first()
@@ -397,7 +403,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         answer = message_answer_with_citations(answer_id) if answer_id else None
         if answer is None:
             return ""
-        view = rendering.message_views([answer], user=self.user, can_post=True)[0]
+        known = {answer.reply_to_id: exchange.question} if exchange.question else None
+        view = rendering.message_views([answer], user=self.user, can_post=True, questions=known)[0]
         if exchange.answer_id == str(answer.pk):
             return rendering.message_html(view, oob="true")
         if exchange.replace_target:
@@ -423,10 +430,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return True
 
     @property
-    def _lock_key(self) -> str:
-        """The conversation's in-flight lock: held while one of its questions is answered,
-        its value the channel name of the socket answering it."""
-        return f"sourced:chat:in-flight:{self.conversation_id}"
+    def _lock(self) -> InFlightLock:
+        """The conversation's in-flight lock: held while one of its questions is answered by
+        the socket whose channel name it holds."""
+        return InFlightLock(
+            key=f"conversation:{self.conversation_id}",
+            holder=self.channel_name,
+            seconds=IN_FLIGHT_SECONDS,
+        )
 
     async def _stop(self) -> None:
         if await self._stop_here():
@@ -449,8 +460,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         another (the lock names its channel; the channel layer carries the message)."""
         if self.channel_layer is None:
             return
-        holder = await database_sync_to_async(cache.get)(self._lock_key)
-        if isinstance(holder, str) and holder and holder != self.channel_name:
+        holder = await database_sync_to_async(in_flight_holder)(self._lock.key)
+        if holder and holder != self.channel_name:
             await self.channel_layer.send(holder, {"type": "chat.stop"})
 
     async def chat_stop(self, event: dict[str, Any]) -> None:

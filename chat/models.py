@@ -242,3 +242,16 @@ class RequestTimes(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {len(self.times)} recent requests"
+
+
+class InFlightLockRow(models.Model):
+    """A lock held while one request runs, when there is no Redis (chat.ratelimit's
+    `InFlightLock`: a conversation's one answer at a time). Taken in the same statement that
+    counts the request against the rate limit; a row past `expires_at` is free again."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    holder = models.CharField(max_length=200, help_text="Who holds it (a channel name).")
+    expires_at = models.FloatField(help_text="Unix time the lock lapses if not released.")
+
+    def __str__(self) -> str:
+        return f"{self.key}: held by {self.holder}"

@@ -17,7 +17,9 @@ requests came less than settings.CHAT_FLOOD_MIN_INTERVAL seconds (2) apart on av
 turned away for a moment, however few requests the window has counted: a stuck key, a script.
 The times of each user's last requests are kept atomically in the same place as the counts (one
 upsert on an array, or RPUSH + LTRIM in one MULTI/EXEC). The API and the WebSocket consumer
-call `chat_throttled` once per chat request: the rate, then the flood rule.
+call `chat_throttled` once per chat request: the rate, then the flood rule; the WebSocket
+consumer calls `chat_admit`, which also takes the conversation's in-flight lock (one answer at
+a time) when the request is admitted — without Redis all three in one SQL statement.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.cache import cache
 from django.db import connection
 
-from chat.models import RateLimitCounter, RequestTimes
+from chat.models import InFlightLockRow, RateLimitCounter, RequestTimes
 
 GROUP = "chat"
 SEARCH_GROUP = "search"
@@ -95,13 +98,129 @@ class Throttled:
 def chat_throttled(user: AbstractBaseUser) -> Throttled | None:
     """Count one chat request of `user`: None when it may go ahead, else why not (the rate
     limit, or the flood rule). Synchronous, like `rate_limit_hit`."""
-    retry_after = chat_rate_limited(user)
-    if retry_after is not None:
-        return Throttled(retry_after=retry_after)
-    retry_after = flood_hit(user)
-    if retry_after is not None:
-        return Throttled(retry_after=retry_after, flood=True)
-    return None
+    return chat_admit(user).throttled
+
+
+@dataclass(frozen=True)
+class InFlightLock:
+    """A lock held while one request runs (a conversation's one answer at a time): its key,
+    who holds it (a channel name) and how long at most (a holder that dies lets it expire)."""
+
+    key: str
+    holder: str
+    seconds: int
+
+
+@dataclass(frozen=True)
+class Admission:
+    throttled: Throttled | None = None  # refused by the rate limit or the flood rule
+    locked: bool = False  # the lock asked for was taken
+
+
+def chat_admit(user: AbstractBaseUser, *, lock: InFlightLock | None = None) -> Admission:
+    """Count one chat request of `user` (the rate, then the flood rule) and, when it may go
+    ahead and `lock` is given, take the lock unless another holder has it (and it has not
+    expired). Without Redis this is one SQL statement for all three (`_admit_postgres`); with
+    Redis the counts are kept in Redis and the lock is the shared cache's `add`."""
+    if settings.REDIS_URL:
+        retry_after = chat_rate_limited(user)
+        if retry_after is not None:
+            return Admission(throttled=Throttled(retry_after=retry_after))
+        retry_after = flood_hit(user)
+        if retry_after is not None:
+            return Admission(throttled=Throttled(retry_after=retry_after, flood=True))
+        if lock is None:
+            return Admission()
+        return Admission(locked=cache.add(_cache_key(lock.key), lock.holder, lock.seconds))
+    return _admit_postgres(user, lock)
+
+
+def in_flight_holder(key: str) -> str | None:
+    """Who holds the lock `key` now (None: nobody, or it expired)."""
+    if settings.REDIS_URL:
+        holder = cache.get(_cache_key(key))
+        return holder if isinstance(holder, str) else None
+    table = connection.ops.quote_name(InFlightLockRow._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT holder FROM {table} WHERE key = %s AND expires_at > %s", [key, _now()]
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def in_flight_release(lock: InFlightLock) -> None:
+    """Release the lock (only if still held by `lock.holder`, without Redis; with it, as the
+    cache's `delete`)."""
+    if settings.REDIS_URL:
+        cache.delete(_cache_key(lock.key))
+        return
+    table = connection.ops.quote_name(InFlightLockRow._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {table} WHERE key = %s AND holder = %s", [lock.key, lock.holder]
+        )
+
+
+def _cache_key(key: str) -> str:
+    return f"sourced:chat:in-flight:{key}"
+
+
+def _admit_postgres(user: AbstractBaseUser, lock: InFlightLock | None) -> Admission:
+    """`chat_admit` in one statement: the rate's upsert (as `_count_postgres`), the flood
+    rule's (as `_times_postgres`) only when the rate admits the request, the lock's upsert only
+    when the flood rule admits it too (the same test as `flood_hit`, in SQL)."""
+    rate = rate_parse(settings.CHAT_RATE_LIMIT)
+    interval = float(settings.CHAT_FLOOD_MIN_INTERVAL)
+    now = _now()
+    window_start = int(now // rate.period) * rate.period
+    counters = connection.ops.quote_name(RateLimitCounter._meta.db_table)
+    times = connection.ops.quote_name(RequestTimes._meta.db_table)
+    locks = connection.ops.quote_name(InFlightLockRow._meta.db_table)
+    sql = (
+        f"WITH rate AS ("
+        f"INSERT INTO {counters} (key, window_start, count) VALUES (%s, %s, 1) "
+        f"ON CONFLICT (key) DO UPDATE SET "
+        f"count = CASE WHEN {counters}.window_start >= EXCLUDED.window_start "
+        f"THEN {counters}.count + 1 ELSE 1 END, "
+        f"window_start = GREATEST({counters}.window_start, EXCLUDED.window_start) "
+        f"RETURNING count), "
+        f"flood AS ("
+        f"INSERT INTO {times} (key, times) "
+        f"SELECT %s, ARRAY[%s]::double precision[] FROM rate WHERE rate.count <= %s AND %s "
+        f"ON CONFLICT (key) DO UPDATE SET times = ({times}.times || EXCLUDED.times)"
+        f"[GREATEST(1, cardinality({times}.times) + 2 - %s):] "
+        f"RETURNING times), "
+        f"taken AS ("
+        f"INSERT INTO {locks} (key, holder, expires_at) "
+        f"SELECT %s, %s, %s FROM rate WHERE %s AND rate.count <= %s AND NOT EXISTS ("
+        f"SELECT 1 FROM flood WHERE cardinality(flood.times) >= %s "
+        f"AND (SELECT max(t) - min(t) FROM unnest(flood.times) AS t) < %s) "
+        f"ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, "
+        f"expires_at = EXCLUDED.expires_at WHERE {locks}.expires_at <= %s "
+        f"RETURNING 1) "
+        f"SELECT (SELECT count FROM rate), (SELECT times FROM flood), "
+        f"EXISTS (SELECT 1 FROM taken)"
+    )
+    span = interval * (FLOOD_REQUESTS - 1)
+    params = [
+        f"{GROUP}:{user.pk}", window_start,
+        f"{FLOOD_GROUP}:{user.pk}", now, rate.limit, interval > 0, FLOOD_REQUESTS,
+        lock.key if lock else "", lock.holder if lock else "",
+        now + (lock.seconds if lock else 0), lock is not None, rate.limit,
+        FLOOD_REQUESTS, span, now,
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        count, recent, locked = cursor.fetchone()
+    if count > rate.limit:
+        retry_after = max(1, math.ceil(window_start + rate.period - now))
+        return Admission(throttled=Throttled(retry_after=retry_after))
+    if recent is not None:
+        retry_after = _flood_retry_after([float(t) for t in recent], now=now, span=span)
+        if retry_after is not None:
+            return Admission(throttled=Throttled(retry_after=retry_after, flood=True))
+    return Admission(locked=bool(locked))
 
 
 def flood_hit(user: AbstractBaseUser) -> int | None:
@@ -117,10 +236,15 @@ def flood_hit(user: AbstractBaseUser) -> int | None:
         times = _times_redis(key=key, now=now, keep_seconds=int(interval * FLOOD_REQUESTS) + 1)
     else:
         times = _times_postgres(key=key, now=now)
+    return _flood_retry_after(times, now=now, span=interval * (FLOOD_REQUESTS - 1))
+
+
+def _flood_retry_after(times: list[float], *, now: float, span: float) -> int | None:
+    """None when the last FLOOD_REQUESTS `times` span at least `span` seconds (or fewer were
+    made), else the seconds until the next request would be admitted."""
     times = sorted(times)[-FLOOD_REQUESTS:]
     if len(times) < FLOOD_REQUESTS:
         return None
-    span = interval * (FLOOD_REQUESTS - 1)
     if times[-1] - times[0] >= span:
         return None
     # The next request at T is admitted when T - times[1] >= span.

@@ -340,12 +340,20 @@ class _Surroundings:
 
 
 def _surroundings(
-    rows: Sequence[MessageRow], user, *, conversation_id: uuid.UUID | None = None
+    rows: Sequence[MessageRow],
+    user,
+    *,
+    conversation_id: uuid.UUID | None = None,
+    questions: dict[uuid.UUID, str] | None = None,
 ) -> _Surroundings:
     """`conversation_id`: every row is a message of this conversation (the reader's ratings
-    are then found by conversation rather than by a list of message ids)."""
+    are then found by conversation rather than by a list of message ids). `questions`: texts
+    of questions already known, by id."""
     documents = _documents_info(c.document_id_snapshot for row in rows for c in row.citations)
-    questions = {row.id: row.content for row in rows if row.role == Message.Role.USER}
+    questions = {
+        **(questions or {}),
+        **{row.id: row.content for row in rows if row.role == Message.Role.USER},
+    }
     missing = {
         row.reply_to_id
         for row in rows
@@ -387,11 +395,16 @@ def _view_of(row: MessageRow, around: _Surroundings, *, can_post: bool) -> Messa
 
 
 def message_views(
-    messages: Sequence[Message], *, user=None, can_post: bool = True
+    messages: Sequence[Message],
+    *,
+    user=None,
+    can_post: bool = True,
+    questions: dict[uuid.UUID, str] | None = None,
 ) -> list[MessageView]:
-    """Views of saved messages (citations prefetched or loaded here in one query each)."""
+    """Views of saved messages (citations prefetched or loaded here in one query each).
+    `questions`: the text of questions the caller already knows, by id (not read again)."""
     rows = [message_row(message) for message in messages]
-    around = _surroundings(rows, user)
+    around = _surroundings(rows, user, questions=questions)
     return [_view_of(row, around, can_post=can_post) for row in rows]
 
 

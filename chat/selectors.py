@@ -4,12 +4,24 @@ ones by their owner only — in lists, pages, the API, the WebSocket and search 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Prefetch, Q, QuerySet
+from django.db import connection
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    F,
+    Prefetch,
+    Q,
+    QuerySet,
+    Window,
+)
+from django.db.models.functions import RowNumber
 
 from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
@@ -69,15 +81,23 @@ def conversation_groups_for(
     user: AbstractBaseUser, *, search: str = "", limit: int | None = None
 ) -> tuple[list[Conversation], list[Conversation]]:
     """(shared, private) conversations for the sidebar/history, each newest first; `search`
-    narrows to titles containing it."""
+    narrows to titles containing it; `limit`: at most that many of each, read in one query
+    (each group's newest, numbered by a window function)."""
     visible = conversations_visible_to(user)
     if search:
         visible = visible.filter(title__icontains=search)
-    shared = visible.filter(is_private=False)
-    private = visible.filter(is_private=True, owner_id=user.pk)
-    if limit is not None:
-        shared, private = shared[:limit], private[:limit]
-    return list(shared), list(private)
+    mine_or_shared = Q(is_private=False) | Q(is_private=True, owner_id=user.pk)
+    if limit is None:
+        rows = list(visible.filter(mine_or_shared))
+    else:
+        newest = Window(
+            RowNumber(),
+            partition_by=[F("is_private")],
+            order_by=[F("updated_at").desc(), F("created_at").desc()],
+        )
+        rows = list(visible.filter(mine_or_shared).annotate(rank=newest).filter(rank__lte=limit))
+        rows.sort(key=lambda c: (c.updated_at, c.created_at), reverse=True)
+    return [c for c in rows if not c.is_private], [c for c in rows if c.is_private]
 
 
 def conversation_get_for(user: AbstractBaseUser, conversation_id: uuid.UUID) -> Conversation:
@@ -264,17 +284,40 @@ def message_answer_with_citations(answer_id: uuid.UUID) -> Message | None:
 def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
     """The (at most `limit`) questions asked in `question`'s conversation before it, oldest
     first, each with what became of it: its answer's text, status, search query and cited
-    documents. Three queries."""
-    earlier = list(
-        Message.objects.filter(
-            conversation_id=question.conversation_id,
-            role=Message.Role.USER,
-            created_at__lt=question.created_at,
-        )
-        .order_by("-created_at", "-id")
-        .values_list("id", "content")[:limit]
+    documents. One query (the questions, their answers joined, the cited documents as an
+    array)."""
+    messages = connection.ops.quote_name(Message._meta.db_table)
+    citations = connection.ops.quote_name(Citation._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT q.content, a.status, a.content, a.search_query, "
+            f"ARRAY(SELECT c.document_id_snapshot FROM {citations} c WHERE c.message_id = a.id "
+            f"AND c.document_id_snapshot IS NOT NULL ORDER BY c.n) "
+            f"FROM (SELECT id, content, created_at FROM {messages} WHERE conversation_id = %s "
+            f"AND role = %s AND created_at < %s ORDER BY created_at DESC, id DESC LIMIT %s) q "
+            f"LEFT JOIN {messages} a ON a.reply_to_id = q.id AND a.role = %s "
+            f"ORDER BY q.created_at, q.id",
+            [
+                question.conversation_id, Message.Role.USER, question.created_at, limit,
+                Message.Role.ASSISTANT,
+            ],
+        )  # fmt: skip
+        rows = cursor.fetchall()
+    return [
+        _turn(content, status or "", answer or "", search_query or "", cited or ())
+        for content, status, answer, search_query, cited in rows
+    ]
+
+
+def _turn(question: str, status: str, answer: str, search_query: str, cited: Sequence[int]) -> Turn:
+    complete = status == Message.Status.COMPLETE
+    return Turn(
+        question=question,
+        search_query=search_query,
+        answer=answer if complete else "",
+        answered=complete,
+        cited_document_ids=tuple(dict.fromkeys(cited)),
     )
-    return [turn for _, turn in _turns_of(list(reversed(earlier)))]
 
 
 def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, Turn]]:
@@ -298,18 +341,7 @@ def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, T
     turns = []
     for pk, content in questions:
         answer_id, status, answer, search_query = answers.get(pk, (None, "", "", ""))
-        turns.append(
-            (
-                pk,
-                Turn(
-                    question=content,
-                    search_query=search_query,
-                    answer=answer if status == Message.Status.COMPLETE else "",
-                    answered=status == Message.Status.COMPLETE,
-                    cited_document_ids=tuple(dict.fromkeys(cited.get(answer_id, ()))),
-                ),
-            )
-        )
+        turns.append((pk, _turn(content, status, answer, search_query, cited.get(answer_id, ()))))
     return turns
 
 

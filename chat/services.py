@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import QuerySet, Subquery
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import AutoField, Model, QuerySet
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from chat.answering.citations import citation_build
@@ -41,6 +43,7 @@ class ExchangeClaim:
     conversation: Conversation
     question: Message
     answer: Message
+    new: bool = False  # the question created the conversation: it has no earlier turns
 
 
 @dataclass(frozen=True)
@@ -60,31 +63,6 @@ def conversation_check_owner(conversation: Conversation, user: AbstractBaseUser)
         raise AnswerError.forbidden("This conversation is private.")
     if access != ConversationAccess.OWNER:
         raise AnswerError.forbidden("Only the owner of this conversation can change it.")
-
-
-def _conversation_for_post(
-    *,
-    user: AbstractBaseUser,
-    conversation_id: uuid.UUID | None,
-    is_private: bool,
-    first_message: str,
-) -> Conversation:
-    """The conversation a new question goes to, created when it does not exist yet (the client
-    may choose the id of a new conversation). Runs inside the caller's transaction."""
-    title = conversation_title_from(first_message)
-    if conversation_id is None:
-        return Conversation.objects.create(owner=user, is_private=is_private, title=title)
-    conversation = Conversation.objects.filter(pk=conversation_id).first()
-    if conversation is None:
-        try:
-            with transaction.atomic():
-                conversation = Conversation.objects.create(
-                    id=conversation_id, owner=user, is_private=is_private, title=title
-                )
-        except IntegrityError:  # created by a concurrent request: use it
-            conversation = Conversation.objects.get(pk=conversation_id)
-    conversation_check_owner(conversation, user)
-    return conversation
 
 
 def conversation_rename(
@@ -122,39 +100,113 @@ def exchange_begin(
     """Store the question and claim its answer, or find what an earlier request stored.
 
     The conversation (when new), the user message and the assistant message (status
-    streaming) are created in one transaction. A concurrent request with the same message id
-    blocks on the primary key until this one commits, then fails with IntegrityError, rolls
-    back (its conversation included) and returns the existing exchange.
+    streaming) are created in one statement. A message id stored before, or by a concurrent
+    request (which blocks on the primary key until this one commits), fails it with
+    IntegrityError: nothing is stored (its conversation included) and the existing exchange
+    is returned.
     """
-    existing = _question_get(message_id)
-    if existing is None:
-        try:
-            with transaction.atomic():
-                conversation = _conversation_for_post(
-                    user=user,
-                    conversation_id=conversation_id,
-                    is_private=is_private,
-                    first_message=question,
-                )
-                question_message = Message.objects.create(
-                    id=message_id,
-                    conversation=conversation,
-                    role=Message.Role.USER,
-                    content=question,
-                )
-                answer = _answer_create(question_message, mode=mode, top_k=top_k)
-                Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
-            return ExchangeClaim(
-                conversation=conversation, question=question_message, answer=answer
-            )
-        except IntegrityError:
-            existing = _question_get(message_id)
-            if existing is None:
-                raise
+    try:  # the usual case first: a new message id (nothing stored when it is not)
+        return _exchange_insert(
+            user=user, message_id=message_id, question=question,
+            conversation_id=conversation_id, is_private=is_private, mode=mode, top_k=top_k,
+        )  # fmt: skip
+    except IntegrityError:
+        existing = _question_get(message_id)
+        if existing is None:
+            raise
     return _exchange_existing(
         existing, user=user, question=question, conversation_id=conversation_id, mode=mode,
         top_k=top_k,
     )  # fmt: skip
+
+
+def _rows_sql(objs: Sequence[Model]) -> tuple[list[str], str, list[Any]]:
+    """The quoted columns, a typed VALUES list and its parameters for inserting the unsaved
+    `objs` (all of one model) as Django's `save` would (defaults, `auto_now`: `pre_save`)."""
+    model = type(objs[0])
+    fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoField)]
+    row = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in fields) + ")"
+    params = [
+        f.get_db_prep_save(f.pre_save(obj, add=True), connection) for obj in objs for f in fields
+    ]
+    columns = [connection.ops.quote_name(f.column) for f in fields]
+    return columns, ", ".join([row] * len(objs)), params
+
+
+def _exchange_insert(
+    *,
+    user: AbstractBaseUser,
+    message_id: uuid.UUID,
+    question: str,
+    conversation_id: uuid.UUID | None,
+    is_private: bool,
+    mode: str,
+    top_k: int,
+) -> ExchangeClaim:
+    """`exchange_begin`'s writes in one SQL statement (atomic as any statement: a message id
+    stored meanwhile fails it whole with IntegrityError, the conversation included): the
+    conversation created, or only its `updated_at` moved if it exists and is the user's; the
+    question and its answer (status streaming) when it is. One round trip instead of six to
+    nine (BEGIN, a read of the conversation, a savepoint around creating it, two INSERTs, the
+    conversation's UPDATE, COMMIT). Raises AnswerError (forbidden) for another user's
+    conversation."""
+    conversation = Conversation(
+        id=conversation_id or uuid.uuid4(),
+        owner=user,
+        is_private=is_private,
+        title=conversation_title_from(question),
+    )
+    question_message = Message(
+        id=message_id, conversation=conversation, role=Message.Role.USER, content=question
+    )
+    answer = Message(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.STREAMING,
+        reply_to=question_message,
+        mode=mode,
+        top_k=top_k,
+    )
+    conversation_columns, conversation_row, params = _rows_sql([conversation])
+    _, _, question_params = _rows_sql([question_message])
+    message_columns, message_row, answer_params = _rows_sql([answer])
+    # The answer after its question, whatever the clock's resolution.
+    answer.created_at = max(
+        answer.created_at, question_message.created_at + timedelta(microseconds=1)
+    )
+    answer_params[message_columns.index('"created_at"')] = answer.created_at
+    conversations = connection.ops.quote_name(Conversation._meta.db_table)
+    messages = connection.ops.quote_name(Message._meta.db_table)
+    names = ", ".join(message_columns)
+    sql = (
+        f"WITH conversation AS (INSERT INTO {conversations} ({', '.join(conversation_columns)}) "
+        f"VALUES {conversation_row} ON CONFLICT (id) DO UPDATE SET "
+        f"updated_at = EXCLUDED.updated_at WHERE {conversations}.owner_id = EXCLUDED.owner_id "
+        f"RETURNING id, is_private, title, created_at, updated_at, xmax = 0 AS created), "
+        f"question AS (INSERT INTO {messages} ({names}) SELECT v.* FROM conversation, "
+        f"(VALUES {message_row}) AS v({names}) RETURNING id), "
+        f"answer AS (INSERT INTO {messages} ({names}) SELECT v.* FROM question, "
+        f"(VALUES {message_row}) AS v({names}) RETURNING id) "
+        f"SELECT id, is_private, title, created_at, updated_at, created FROM conversation"
+    )
+    # Inside a caller's transaction (tests, evaluate) a savepoint keeps a failed statement
+    # from aborting it; on its own (autocommit) the statement is its own transaction.
+    guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    with guard, connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *question_params, *answer_params])
+        row = cursor.fetchone()
+    if row is None:  # the conversation exists and is someone else's
+        conversation_check_owner(Conversation.objects.get(pk=conversation.pk), user)
+        raise AnswerError.forbidden("This conversation belongs to someone else.")
+    (
+        conversation.id, conversation.is_private, conversation.title,
+        conversation.created_at, conversation.updated_at, created,
+    ) = row  # fmt: skip
+    for instance in (conversation, question_message, answer):
+        instance._state.adding, instance._state.db = False, connection.alias
+    return ExchangeClaim(
+        conversation=conversation, question=question_message, answer=answer, new=created
+    )
 
 
 def _question_get(message_id: uuid.UUID) -> Message | None:
@@ -311,7 +363,7 @@ def answer_finish(
     search_query: str = "",
     error_code: str = "",
 ) -> list[Citation] | None:
-    """Store the outcome of a streaming answer with its citations, in one transaction.
+    """Store the outcome of a streaming answer with its citations, in one statement.
 
     Only an answer still `streaming` is finished (a late interruption never overwrites a
     complete answer). Returns the stored citations, or None when the answer was already
@@ -326,28 +378,77 @@ def answer_finish(
         "error_code": error_code,
         **{name: value for name, value in vars(figures).items() if value is not None},
     }
-    with transaction.atomic():
-        # One conditional UPDATE (it waits for a concurrent finisher's commit, then finds the
-        # answer no longer streaming) rather than a locking read and a save of every column.
-        if not Message.objects.filter(pk=answer_id, status=Message.Status.STREAMING).update(
-            **fields
-        ):
-            return None
-        answer = Message(pk=answer_id, **fields)
-        citations = [citation_build(message=answer, n=n, chunk=chunk) for n, chunk in cited]
-        alive = set(
-            Chunk.objects.filter(pk__in=[c.chunk_id for c in citations]).values_list(
-                "pk", flat=True
-            )
+    answer = Message(pk=answer_id, **fields)
+    citations = [citation_build(message=answer, n=n, chunk=chunk) for n, chunk in cited]
+    finished, alive = _answer_finish_statement(answer_id, fields, citations)
+    if not finished:
+        return None
+    for citation in citations:
+        if citation.n not in alive:
+            citation.chunk_id = None
+    return citations
+
+
+# The columns of a citation row, in the order `_answer_finish_statement` writes them.
+_CITATION_FIELDS = [f for f in Citation._meta.concrete_fields if not f.primary_key]
+
+
+def _answer_finish_statement(
+    answer_id: uuid.UUID, fields: dict[str, Any], citations: list[Citation]
+) -> tuple[bool, set[int]]:
+    """`answer_finish`'s writes in one SQL statement (atomic as any statement; one round trip
+    instead of six: BEGIN, the UPDATE, a read of the cited chunks, the INSERT, the
+    conversation's UPDATE, COMMIT): the conditional UPDATE of the answer (it waits for a
+    concurrent finisher's commit, then finds the answer no longer streaming), then, only if it
+    matched, the citations (a chunk deleted meanwhile cited as NULL, keeping its snapshot)
+    and the conversation's `updated_at`. Returns whether the answer was finished and the
+    numbers of the citations whose chunk still exists."""
+    update = Message.objects.filter(pk=answer_id, status=Message.Status.STREAMING).query.chain(
+        UpdateQuery
+    )
+    update.add_update_values(fields)
+    compiler = update.get_compiler(connection.alias)
+    compiler.pre_sql_setup()
+    update_sql, update_params = compiler.as_sql()
+    conversations = connection.ops.quote_name(Conversation._meta.db_table)
+    sql = [f"WITH answer AS ({update_sql} RETURNING conversation_id)"]
+    params: list[Any] = list(update_params)
+    if citations:
+        table = connection.ops.quote_name(Citation._meta.db_table)
+        chunks = connection.ops.quote_name(Chunk._meta.db_table)
+        columns = [connection.ops.quote_name(f.column) for f in _CITATION_FIELDS]
+        row = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in _CITATION_FIELDS) + ")"
+        chunk_column = connection.ops.quote_name(Citation._meta.get_field("chunk").column)
+        selected = [
+            f"(SELECT k.id FROM {chunks} k WHERE k.id = v.{name})"
+            if name == chunk_column
+            else f"v.{name}"
+            for name in columns
+        ]
+        sql.append(
+            f", cited AS (INSERT INTO {table} ({', '.join(columns)}) "
+            f"SELECT {', '.join(selected)} FROM answer, "
+            f"(VALUES {', '.join([row] * len(citations))}) AS v({', '.join(columns)}) "
+            f"RETURNING n, chunk_id)"
         )
         for citation in citations:
-            if citation.chunk_id not in alive:
-                citation.chunk_id = None
-        Citation.objects.bulk_create(citations)
-        Conversation.objects.filter(
-            pk=Subquery(Message.objects.filter(pk=answer_id).values("conversation_id")[:1])
-        ).update(updated_at=timezone.now())
-    return citations
+            params.extend(
+                f.get_db_prep_save(getattr(citation, f.attname), connection)
+                for f in _CITATION_FIELDS
+            )
+    else:
+        sql.append(", cited AS (SELECT NULL::smallint AS n, NULL::bigint AS chunk_id LIMIT 0)")
+    sql.append(
+        f", touched AS (UPDATE {conversations} SET updated_at = %s "
+        f"WHERE id IN (SELECT conversation_id FROM answer) RETURNING 1) "
+        f"SELECT EXISTS (SELECT 1 FROM answer), "
+        f"(SELECT array_agg(n) FROM cited WHERE chunk_id IS NOT NULL)"
+    )
+    params.append(timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute("".join(sql), params)
+        finished, alive = cursor.fetchone()
+    return bool(finished), set(alive or ())
 
 
 # --- Memory -------------------------------------------------------------------------------------

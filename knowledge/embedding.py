@@ -16,7 +16,8 @@ embedding exports them when they are missing). ONNX processes never import torch
 
 Texts are embedded in batches sized by their token length: sorted by length, each batch holds
 at most settings.EMBEDDING_BATCH_SIZE texts and EMBEDDING_BATCH_TOKENS padded tokens, so a
-batch of short sentences is wide and a batch of full chunks narrow, and little is padding.
+batch of short sentences is wide and a batch of full chunks narrow, and (in bulk) no text is
+shorter than 0.9 of its batch's longest, so little is padding.
 """
 
 from __future__ import annotations
@@ -182,7 +183,10 @@ class OnnxEncoder:
         """Unit vectors of `texts`, in batches of similar length (see the module docstring)."""
         ids = self.token_ids(texts)
         out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-        for batch in length_batches([len(row) for row in ids], batch_size, batch_tokens):
+        lengths = [len(row) for row in ids]
+        for batch in length_batches(
+            lengths, batch_size, batch_tokens, min_width_share=BULK_MIN_WIDTH_SHARE
+        ):
             out[batch] = self.run([ids[i] for i in batch])
         return out
 
@@ -202,16 +206,32 @@ class OnnxEncoder:
         return self.session.run(["sentence_embedding"], feeds)[0]
 
 
-def length_batches(lengths: list[int], batch_size: int, batch_tokens: int) -> list[list[int]]:
+# Texts embedded in bulk (ingestion) share a batch only with texts at least this share of the
+# batch's longest: padding is computed like tokens, and a document's chunks and sentences span
+# 5-256 pieces. Measured on squad2-visible's 10 documents, each embedded alone as ingestion
+# does (2,256 chunk inputs and sentences, one thread): 46.5 s of CPU with batches padded to
+# 1.32x the real tokens, 32.4 s at 0.9 (padded 1.05x; vectors within 1.1e-7), where all ten
+# documents sorted together took 35.9 s.
+BULK_MIN_WIDTH_SHARE = 0.9
+
+
+def length_batches(
+    lengths: list[int], batch_size: int, batch_tokens: int, *, min_width_share: float = 0.0
+) -> list[list[int]]:
     """Indexes of texts grouped in batches: longest first, each batch at most `batch_size`
     texts and at most `batch_tokens` tokens once padded to its longest (a single text longer
-    than that is a batch of its own). Ties keep the original order (deterministic)."""
+    than that is a batch of its own), and none shorter than `min_width_share` of its batch's
+    longest. Ties keep the original order (deterministic)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     current: list[int] = []
     for i in order:
         width = lengths[current[0]] if current else lengths[i]
-        if current and (len(current) >= batch_size or (len(current) + 1) * width > batch_tokens):
+        if current and (
+            len(current) >= batch_size
+            or (len(current) + 1) * width > batch_tokens
+            or lengths[i] < min_width_share * width
+        ):
             batches.append(current)
             current = []
         current.append(i)

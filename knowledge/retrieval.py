@@ -74,7 +74,8 @@ from typing import Literal
 
 import numpy as np
 from django.contrib.postgres.search import SearchQuery
-from django.db import connection, transaction
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
 from django.db.models import FloatField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -82,7 +83,7 @@ from pgvector.django import CosineDistance
 
 from knowledge import embedding
 from knowledge.models import Chunk, Document, Embedding
-from knowledge.vocabulary import Vocabulary, vocabulary_get
+from knowledge.vocabulary import Vocabulary, text_search_parse, vocabulary_get
 
 Mode = Literal["hybrid", "vector", "lexical"]
 MODES: tuple[str, ...] = ("hybrid", "vector", "lexical")
@@ -204,13 +205,19 @@ def vector_search_queryset(
     )
 
 
+def _vector_search_settings_sql(limit: int) -> str:
+    # An int formatted in, not a bound parameter: SET does not take parameters when psycopg
+    # binds on the server side.
+    return (
+        "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+        f"SET LOCAL hnsw.ef_search = {max(40, int(limit))}"
+    )
+
+
 def vector_search_settings(*, limit: int) -> None:
     """SET LOCAL the HNSW scan settings for the current transaction (must be inside one)."""
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        # An int formatted in, not a bound parameter: SET does not take parameters when
-        # psycopg binds on the server side.
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {max(40, int(limit))}")
+        cursor.execute(_vector_search_settings_sql(limit))
 
 
 def chunks_search_vector(
@@ -220,15 +227,24 @@ def chunks_search_vector(
 
     HNSW applies WHERE filters after the index scan, so a filter could starve the result;
     pgvector's iterative scan keeps scanning until `limit` rows pass the filters. Both settings
-    are SET LOCAL inside the transaction that evaluates the query, so they never leak to a
-    pooled connection.
+    are SET LOCAL in the same query string as the k-NN query: PostgreSQL runs a string of
+    several statements as one transaction (an implicit block, where SET LOCAL holds), so they
+    never leak to a pooled connection, and the search is one round trip instead of five
+    (BEGIN, two SETs, the query, COMMIT). Inside a caller's transaction they last, as before,
+    until that transaction ends.
     """
     queryset = vector_search_queryset(
         query_vector=query_vector, limit=limit, document_ids=document_ids
     )
-    with transaction.atomic():
-        vector_search_settings(limit=limit)
-        rows = list(queryset)
+    try:
+        sql, params = queryset.query.sql_with_params()
+    except EmptyResultSet:  # an empty document filter
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(f"{_vector_search_settings_sql(limit)}; {sql}", params)
+        cursor.nextset()  # past the two SETs' empty results
+        cursor.nextset()
+        rows = cursor.fetchall()
     # relaxed_order may return rows slightly out of order: re-sort (ties by chunk id).
     rows.sort(key=lambda row: (row[1], row[0]))
     return [(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
@@ -280,9 +296,7 @@ def _with_exclusions(text: str, excluded: Sequence[str]) -> str:
 
 def _websearch_items(question: str) -> tuple[list[str], list[str]]:
     """The top-level items of websearch_to_tsquery's parse: (wanted, excluded)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT websearch_to_tsquery('english', %s)::text", [question])
-        (parsed,) = cursor.fetchone()
+    parsed = text_search_parse(question).websearch
     # The top level of websearch's output is joined by " & " (phrases use <->, "or" gives |).
     items = list(dict.fromkeys(item for item in (parsed or "").split(" & ") if item))
     wanted = [item for item in items if not item.startswith("!")]

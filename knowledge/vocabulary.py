@@ -40,6 +40,7 @@ candidates per unknown word).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -312,18 +313,47 @@ def vocabulary_forget() -> None:
 
 
 # --- Question terms --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TextSearchParse:
+    """How PostgreSQL's `english` full-text configuration reads a text: its
+    `websearch_to_tsquery` (as text) and `ts_debug`'s (alias, token, first lexeme) for each
+    token (the lexeme None for stop words and punctuation)."""
+
+    websearch: str
+    tokens: tuple[tuple[str, str, str | None], ...]
+
+
+# A question is parsed for retrieval (its full-text query) and for the evidence check (its
+# terms): one round trip serves both, and the same text is not parsed twice in a process. The
+# parse depends only on the text and the database's `english` configuration.
+_PARSE_SQL = (
+    "SELECT websearch_to_tsquery('english', %s)::text, "
+    "(SELECT array_agg(ARRAY[alias, token, lexemes[1]] ORDER BY n) "
+    "FROM ts_debug('english', %s) WITH ORDINALITY "
+    "AS d(alias, description, token, dictionaries, dictionary, lexemes, n))"
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def text_search_parse(text: str) -> TextSearchParse:
+    """`text` as the full-text search reads it (one round trip; cached per process)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PARSE_SQL, [text, text])
+        websearch, rows = cursor.fetchone()
+    return TextSearchParse(
+        websearch=websearch or "",
+        tokens=tuple((alias, token, lexeme) for alias, token, lexeme in rows or ()),
+    )
+
+
 def question_tokens(question: str) -> list[tuple[str, str, str]]:
     """(alias, token, lexeme) for each word of `question` that the english configuration keeps,
     in order (stop words and punctuation dropped; compounds left to their parts)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT alias, token, lexemes FROM ts_debug('english', %s)", [question])
-        rows = cursor.fetchall()
-    tokens = []
-    for alias, token, lexemes in rows:
-        if not lexemes or alias in COMPOUND_ALIASES:
-            continue
-        tokens.append((alias, token, lexemes[0]))
-    return tokens
+    return [
+        (alias, token, lexeme)
+        for alias, token, lexeme in text_search_parse(question).tokens
+        if lexeme and alias not in COMPOUND_ALIASES
+    ]
 
 
 _SENTENCE_FIRST_WORD = re.compile(r"(?:^|[.!?…]\s+)[\"'“‘(\[]*([^\s\"'“‘(\[]+)")

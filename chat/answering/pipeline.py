@@ -340,7 +340,7 @@ def _exchange_store(request: _Request) -> _Stored:
             top_k=top_k,
         )
     history = []
-    if isinstance(begun, services.ExchangeClaim):
+    if isinstance(begun, services.ExchangeClaim) and not begun.new:
         history = selectors.conversation_turns_before(
             begun.question, limit=max(chat_settings.max_history_turns, FOLLOWUP_TURNS)
         )

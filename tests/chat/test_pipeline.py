@@ -632,3 +632,48 @@ async def test_citations_survive_a_real_reingestion_of_the_changed_file(staff_us
     reloaded = await sync_to_async(reload_citations)(events[0].data["conversation_id"])
     assert without_stale(reloaded) == without_stale(streamed)
     assert all(c["stale"] for c in reloaded) and "25 days" in reloaded[0]["text"]
+
+
+def test_finishing_an_answer_stores_its_citations_once_and_keeps_a_deleted_chunks_snapshot(
+    policies_kb, staff_user
+):
+    from knowledge.models import Chunk
+    from knowledge.retrieval import chunks_search
+
+    begun = services.exchange_begin(
+        user=staff_user, message_id=uuid.uuid4(), question=LEAVE_QUESTION,
+        conversation_id=None, is_private=False, mode="extractive", top_k=5,
+    )  # fmt: skip
+    conversation_updated = Conversation.objects.get(pk=begun.conversation.pk).updated_at
+    found = chunks_search(query=LEAVE_QUESTION, top_k=2).chunks
+    assert len(found) == 2
+    Chunk.objects.filter(pk=found[1].chunk_id).delete()  # deleted while the answer streamed
+
+    stored = services.answer_finish(
+        answer_id=begun.answer.pk, status=Message.Status.COMPLETE, content="Text [1] [2]",
+        cited=[(1, found[0]), (2, found[1])], suggestions=["a"],
+    )  # fmt: skip
+
+    assert [(c.n, c.chunk_id) for c in stored] == [(1, found[0].chunk_id), (2, None)]
+    rows = list(Citation.objects.filter(message_id=begun.answer.pk).order_by("n"))
+    assert [(c.n, c.chunk_id, c.chunk_id_snapshot) for c in rows] == [
+        (1, found[0].chunk_id, found[0].chunk_id),
+        (2, None, found[1].chunk_id),
+    ]
+    assert rows[1].text == found[1].text and rows[1].document_title == found[1].document_title
+    answer = Message.objects.get(pk=begun.answer.pk)
+    assert (answer.status, answer.content, answer.suggestions) == (
+        "complete",
+        "Text [1] [2]",
+        ["a"],
+    )
+    assert Conversation.objects.get(pk=begun.conversation.pk).updated_at > conversation_updated
+
+    # Finished already: a late interruption changes nothing and adds no citation.
+    late = services.answer_finish(
+        answer_id=begun.answer.pk, status=Message.Status.INTERRUPTED, content="",
+        cited=[(1, found[0])],
+    )  # fmt: skip
+    assert late is None
+    assert Citation.objects.filter(message_id=begun.answer.pk).count() == 2
+    assert Message.objects.get(pk=begun.answer.pk).status == "complete"

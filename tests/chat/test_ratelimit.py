@@ -11,9 +11,14 @@ from django.db import connection
 import chat.ratelimit
 from chat.models import RequestTimes
 from chat.ratelimit import (
+    Admission,
+    InFlightLock,
+    chat_admit,
     chat_rate_limited,
     chat_throttled,
     flood_hit,
+    in_flight_holder,
+    in_flight_release,
     rate_parse,
     search_rate_limited,
 )
@@ -151,3 +156,44 @@ def test_a_chat_request_is_throttled_by_the_rate_before_the_flood_rule(staff_use
     assert outcomes[:4] == [None] * 4
     assert all(o is not None and o.flood for o in outcomes[4:20])
     assert not outcomes[20].flood and outcomes[20].retry_after == 60
+
+
+# --- The in-flight lock taken with the admission (chat_admit) ------------------------------------
+@pytest.mark.django_db
+def test_the_lock_is_taken_only_by_an_admitted_request_and_only_once(
+    staff_user, other_staff_user, monkeypatch, settings
+):
+    settings.CHAT_RATE_LIMIT = "3/m"
+    monkeypatch.setattr(chat.ratelimit, "_now", lambda: 61.0)
+    first = InFlightLock(key="conversation:1", holder="socket-a", seconds=300)
+    second = InFlightLock(key="conversation:1", holder="socket-b", seconds=300)
+
+    assert chat_admit(staff_user, lock=first) == Admission(locked=True)
+    assert in_flight_holder("conversation:1") == "socket-a"
+    assert chat_admit(other_staff_user, lock=second) == Admission(locked=False)  # counted
+    in_flight_release(second)  # not its holder: nothing happens
+    assert in_flight_holder("conversation:1") == "socket-a"
+    in_flight_release(first)
+    assert in_flight_holder("conversation:1") is None
+
+    assert chat_admit(staff_user, lock=first).locked  # 2nd request of the window
+    in_flight_release(first)
+    assert chat_admit(staff_user).throttled is None  # 3rd, without a lock
+    refused = chat_admit(staff_user, lock=first)  # 4th: over the rate, the lock stays free
+    assert refused.throttled is not None and not refused.locked
+    assert in_flight_holder("conversation:1") is None
+
+
+@pytest.mark.django_db
+def test_a_lock_left_by_a_holder_that_died_lapses(staff_user, monkeypatch):
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(chat.ratelimit, "_now", lambda: clock["now"])
+    dead = InFlightLock(key="conversation:2", holder="gone", seconds=300)
+    alive = InFlightLock(key="conversation:2", holder="socket", seconds=300)
+    assert chat_admit(staff_user, lock=dead).locked
+    clock["now"] += 299
+    assert not chat_admit(staff_user, lock=alive).locked
+    clock["now"] += 2
+    assert in_flight_holder("conversation:2") is None
+    assert chat_admit(staff_user, lock=alive).locked
+    assert in_flight_holder("conversation:2") == "socket"

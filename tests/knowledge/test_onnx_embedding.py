@@ -111,6 +111,13 @@ def test_batches_are_sized_by_token_length():
     assert batches == embedding.length_batches(lengths, batch_size=3, batch_tokens=400)
 
 
+def test_bulk_batches_hold_only_texts_close_to_their_longest():
+    lengths = [100, 95, 89, 50, 49, 45, 44]
+    batches = embedding.length_batches(lengths, 64, 4096, min_width_share=0.9)
+    assert batches == [[0, 1], [2], [3, 4, 5], [6]]  # 89 < 90, 50 < 80.1, 44 < 45
+    assert embedding.length_batches(lengths, 64, 4096) == [list(range(7))]  # by default one
+
+
 def test_a_text_gets_the_same_vector_whatever_it_is_batched_with(runtime):
     runtime("onnx")
     alone = np.stack([embedding.embed_texts([text])[0] for text in TEXTS])

@@ -1,0 +1,162 @@
+"""SQL statements per question: one WebSocket question and one SSE question on a small knowledge
+base, every statement (and every transaction's BEGIN/COMMIT) recorded in every thread that
+runs it. An upper bound is behaviour (each statement is a round trip and CPU on both sides),
+not timing. Run with `-s` to see the list:
+
+    TEST_DB_NAME=test_x .venv/bin/python -m pytest tests/chat/test_statements.py -s -q
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
+from django.test import AsyncClient
+
+from chat.routing import websocket_urlpatterns
+from knowledge import embedding
+from knowledge.vocabulary import text_search_parse, vocabulary_get
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEAVE_QUESTION = "How many days of paid annual leave do full-time employees receive?"
+MEAL_QUESTION = "What is the daily meal allowance while travelling?"
+# Upper bounds on the round trips of one answered question (statements, BEGIN, COMMIT), in a
+# new conversation and in one with an earlier turn: WebSocket from connect to close, SSE from
+# the request to the last frame. Before this bound: 48 and 32 for the first question.
+WEBSOCKET_MAX = 19
+SSE_MAX = 12
+
+
+@contextmanager
+def statements_recorded() -> Iterator[list[str]]:
+    """Every SQL statement run meanwhile, in any thread ("BEGIN" and "COMMIT"/"ROLLBACK" too:
+    an atomic block on a connection in autocommit mode is two more round trips)."""
+    recorded: list[str] = []
+    lock = threading.Lock()
+    execute = CursorWrapper._execute_with_wrappers
+    commit, rollback = BaseDatabaseWrapper.commit, BaseDatabaseWrapper.rollback
+    set_autocommit = BaseDatabaseWrapper.set_autocommit
+
+    def record(text: str) -> None:
+        with lock:
+            recorded.append(" ".join(text.split()))
+
+    def recording_execute(self, sql, params, many, executor):
+        record(str(sql))
+        return execute(self, sql, params, many, executor)
+
+    def recording_set_autocommit(self, autocommit, *args, **kwargs):
+        if not autocommit:
+            record("BEGIN")
+        return set_autocommit(self, autocommit, *args, **kwargs)
+
+    def recording_commit(self):
+        record("COMMIT")
+        return commit(self)
+
+    def recording_rollback(self):
+        record("ROLLBACK")
+        return rollback(self)
+
+    CursorWrapper._execute_with_wrappers = recording_execute
+    BaseDatabaseWrapper.set_autocommit = recording_set_autocommit
+    BaseDatabaseWrapper.commit = recording_commit
+    BaseDatabaseWrapper.rollback = recording_rollback
+    try:
+        yield recorded
+    finally:
+        CursorWrapper._execute_with_wrappers = execute
+        BaseDatabaseWrapper.set_autocommit = set_autocommit
+        BaseDatabaseWrapper.commit = commit
+        BaseDatabaseWrapper.rollback = rollback
+
+
+def print_statements(title: str, statements: list[str]) -> None:
+    print(f"\n{title}: {len(statements)} round trips")
+    for number, statement in enumerate(statements, 1):
+        print(f"{number:3d}. {statement[:220]}")
+
+
+@pytest.fixture
+async def warm(policies_kb):
+    """The model loaded and the vocabulary built (once per process in a server, not per
+    question)."""
+    await sync_to_async(vocabulary_get)()
+    await sync_to_async(embedding.embed_query)("warm up")
+    text_search_parse.cache_clear()  # each test parses its question
+
+
+async def websocket_question(conversation_id: uuid.UUID, user, question: str):
+    """(the statements, the fragments) of one question on a socket of its own, from connect to
+    close."""
+    payload = {"action": "send", "message": question, "message_id": str(uuid.uuid4())}
+    with statements_recorded() as statements:
+        communicator = WebsocketCommunicator(
+            URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
+        )
+        communicator.scope["user"] = user
+        connected, _ = await communicator.connect()
+        assert connected
+        try:
+            await communicator.send_to(text_data=json.dumps(payload))
+            fragments = []
+            while True:
+                fragment = await communicator.receive_from(timeout=30)
+                fragments.append(fragment)
+                if 'id="chat-state"' in fragment and 'data-busy="false"' in fragment:
+                    break
+            for _ in range(50):  # the lock is released after the last fragment is sent
+                if any(statement.startswith("DELETE") for statement in statements):
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await communicator.disconnect()
+    return statements, fragments
+
+
+async def test_a_websocket_question_takes_few_statements(warm, staff_user):
+    conversation_id = uuid.uuid4()
+    first, fragments = await websocket_question(conversation_id, staff_user, LEAVE_QUESTION)
+    assert any("25 days" in fragment for fragment in fragments)  # answered, with its sources
+    print_statements("WebSocket question (creating the conversation)", first)
+    assert len(first) <= WEBSOCKET_MAX
+
+    second, fragments = await websocket_question(conversation_id, staff_user, MEAL_QUESTION)
+    assert any("45 euros" in fragment for fragment in fragments)
+    print_statements("WebSocket question (a conversation's second)", second)
+    assert len(second) <= WEBSOCKET_MAX
+
+
+async def sse_question(client: AsyncClient, question: str, **fields) -> tuple[list[str], str]:
+    body = {"message": question, "message_id": str(uuid.uuid4()), **fields}
+    with statements_recorded() as statements:
+        response = await client.post("/api/chat", json.dumps(body), "application/json")
+        frames = b"".join([chunk async for chunk in response.streaming_content]).decode()
+    assert response.status_code == 200
+    return statements, frames
+
+
+async def test_an_sse_question_takes_few_statements(warm, staff_user):
+    client = AsyncClient()
+    await client.aforce_login(staff_user)
+    conversation_id = str(uuid.uuid4())
+    first, frames = await sse_question(client, LEAVE_QUESTION, conversation_id=conversation_id)
+    assert "event: sources" in frames and "25 days" in frames
+    print_statements("SSE question (creating the conversation)", first)
+    assert len(first) <= SSE_MAX
+
+    second, frames = await sse_question(client, MEAL_QUESTION, conversation_id=conversation_id)
+    assert "event: sources" in frames and "45 euros" in frames
+    print_statements("SSE question (a conversation's second)", second)
+    assert len(second) <= SSE_MAX
