@@ -240,6 +240,9 @@ def chunks_search_vector(
         sql, params = queryset.query.sql_with_params()
     except EmptyResultSet:  # an empty document filter
         return []
+    # Several statements in one string with parameters: psycopg's client-side binding cursor
+    # (Django's default) sends them as one simple query. With the database option
+    # `server_side_binding` on, PostgreSQL refuses several statements in one prepared query.
     with connection.cursor() as cursor:
         cursor.execute(f"{_vector_search_settings_sql(limit)}; {sql}", params)
         cursor.nextset()  # past the two SETs' empty results
