@@ -167,30 +167,18 @@ def _cache_key(key: str) -> str:
 
 
 def _admit_postgres(user: AbstractBaseUser, lock: InFlightLock | None) -> Admission:
-    """`chat_admit` in one statement: the rate's upsert (as `_count_postgres`), the flood
-    rule's (as `_times_postgres`) only when the rate admits the request, the lock's upsert only
+    """`chat_admit` in one statement: the rate's upsert (`_count_sql`), the flood rule's
+    (`_times_sql`) only when the rate admits the request, the lock's upsert only
     when the flood rule admits it too (the same test as `flood_hit`, in SQL)."""
     rate = rate_parse(settings.CHAT_RATE_LIMIT)
     interval = float(settings.CHAT_FLOOD_MIN_INTERVAL)
     now = _now()
     window_start = int(now // rate.period) * rate.period
-    counters = connection.ops.quote_name(RateLimitCounter._meta.db_table)
-    times = connection.ops.quote_name(RequestTimes._meta.db_table)
     locks = connection.ops.quote_name(InFlightLockRow._meta.db_table)
+    times_row = "SELECT %s, ARRAY[%s]::double precision[] FROM rate WHERE rate.count <= %s AND %s"
     sql = (
-        f"WITH rate AS ("
-        f"INSERT INTO {counters} (key, window_start, count) VALUES (%s, %s, 1) "
-        f"ON CONFLICT (key) DO UPDATE SET "
-        f"count = CASE WHEN {counters}.window_start >= EXCLUDED.window_start "
-        f"THEN {counters}.count + 1 ELSE 1 END, "
-        f"window_start = GREATEST({counters}.window_start, EXCLUDED.window_start) "
-        f"RETURNING count), "
-        f"flood AS ("
-        f"INSERT INTO {times} (key, times) "
-        f"SELECT %s, ARRAY[%s]::double precision[] FROM rate WHERE rate.count <= %s AND %s "
-        f"ON CONFLICT (key) DO UPDATE SET times = ({times}.times || EXCLUDED.times)"
-        f"[GREATEST(1, cardinality({times}.times) + 2 - %s):] "
-        f"RETURNING times), "
+        f"WITH rate AS ({_count_sql()}), "
+        f"flood AS ({_times_sql(times_row)}), "
         f"taken AS ("
         f"INSERT INTO {locks} (key, holder, expires_at) "
         f"SELECT %s, %s, %s FROM rate WHERE %s AND rate.count <= %s AND NOT EXISTS ("
@@ -256,21 +244,26 @@ def search_rate_limited(user: AbstractBaseUser) -> int | None:
     return rate_limit_hit(group=SEARCH_GROUP, user=user, rate=settings.CHAT_RATE_LIMIT)
 
 
-def _count_postgres(*, key: str, window_start: int) -> int:
-    """The window's count after this request, in one statement: the row of the key is
-    created, incremented, or reset when its window has passed (a request of an older
-    window, delayed, still counts in the newer one)."""
+def _count_sql() -> str:
+    """The rate's upsert (parameters: key, window start), returning the window's count after
+    this request: the row of the key is created, incremented, or reset when its window has
+    passed (a request of an older window, delayed, still counts in the newer one). Run alone
+    by `_count_postgres`, and as the first step of `_admit_postgres`."""
     table = connection.ops.quote_name(RateLimitCounter._meta.db_table)
+    return (
+        f"INSERT INTO {table} (key, window_start, count) VALUES (%s, %s, 1) "
+        f"ON CONFLICT (key) DO UPDATE SET "
+        f"count = CASE WHEN {table}.window_start >= EXCLUDED.window_start "
+        f"THEN {table}.count + 1 ELSE 1 END, "
+        f"window_start = GREATEST({table}.window_start, EXCLUDED.window_start) "
+        f"RETURNING count"
+    )
+
+
+def _count_postgres(*, key: str, window_start: int) -> int:
+    """The window's count after this request, in one statement (`_count_sql`)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (key, window_start, count) VALUES (%s, %s, 1) "
-            f"ON CONFLICT (key) DO UPDATE SET "
-            f"count = CASE WHEN {table}.window_start >= EXCLUDED.window_start "
-            f"THEN {table}.count + 1 ELSE 1 END, "
-            f"window_start = GREATEST({table}.window_start, EXCLUDED.window_start) "
-            f"RETURNING count",
-            [key, window_start],
-        )
+        cursor.execute(_count_sql(), [key, window_start])
         (count,) = cursor.fetchone()
     return int(count)
 
@@ -289,16 +282,25 @@ def _count_redis(*, key: str, window_start: int, period: int) -> int:
     return int(count)
 
 
+def _times_sql(row: str) -> str:
+    """The flood rule's upsert of the `row` (a VALUES list or a SELECT giving the key and a
+    one-time array, then the parameter FLOOD_REQUESTS): the key's last FLOOD_REQUESTS request
+    times, this one appended, returned as `times`. Run alone by `_times_postgres`, and as the
+    second step of `_admit_postgres`."""
+    table = connection.ops.quote_name(RequestTimes._meta.db_table)
+    return (
+        f"INSERT INTO {table} (key, times) {row} "
+        f"ON CONFLICT (key) DO UPDATE SET times = ({table}.times || EXCLUDED.times)"
+        f"[GREATEST(1, cardinality({table}.times) + 2 - %s):] "
+        f"RETURNING times"
+    )
+
+
 def _times_postgres(*, key: str, now: float) -> list[float]:
     """The key's last FLOOD_REQUESTS request times, this one appended, in one statement."""
-    table = connection.ops.quote_name(RequestTimes._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} (key, times) VALUES (%s, ARRAY[%s]::double precision[]) "
-            f"ON CONFLICT (key) DO UPDATE SET times = ({table}.times || EXCLUDED.times)"
-            f"[GREATEST(1, cardinality({table}.times) + 2 - %s):] "
-            f"RETURNING times",
-            [key, now, FLOOD_REQUESTS],
+            _times_sql("VALUES (%s, ARRAY[%s]::double precision[])"), [key, now, FLOOD_REQUESTS]
         )
         (times,) = cursor.fetchone()
     return [float(t) for t in times]

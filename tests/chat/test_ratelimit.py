@@ -70,6 +70,23 @@ def test_fifty_concurrent_chat_requests_admit_exactly_the_limit(staff_user, pinn
 
 
 @pytest.mark.django_db(transaction=True)
+def test_concurrent_chat_requests_through_the_one_statement_admission_count_exactly(
+    staff_user, other_staff_user, settings, pinned_window
+):
+    """`chat_throttled` (the API's and, with the lock, the WebSocket's admission) runs the rate
+    and the flood rule in one statement (`_admit_postgres`): it counts as exactly as each alone."""
+    settings.CHAT_FLOOD_MIN_INTERVAL = 0
+    results = hits_at_once(staff_user, chat_throttled, CONCURRENT)
+    assert sum(r is None for r in results) == 20  # the default, 20/m
+    assert all(r is not None and not r.flood for r in results if r is not None)
+
+    settings.CHAT_FLOOD_MIN_INTERVAL = 2
+    results = hits_at_once(other_staff_user, chat_throttled, 12)
+    assert results.count(None) == 4  # the fifth on are a flood, whatever the order
+    assert all(r.flood for r in results if r is not None)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_the_limit_follows_the_setting_and_is_per_user_and_per_group(
     staff_user, other_staff_user, settings, pinned_window, monkeypatch
 ):
