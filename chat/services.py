@@ -389,10 +389,6 @@ def answer_finish(
     return citations
 
 
-# The columns of a citation row, in the order `_answer_finish_statement` writes them.
-_CITATION_FIELDS = [f for f in Citation._meta.concrete_fields if not f.primary_key]
-
-
 def _answer_finish_statement(
     answer_id: uuid.UUID, fields: dict[str, Any], citations: list[Citation]
 ) -> tuple[bool, set[int]]:
@@ -416,8 +412,7 @@ def _answer_finish_statement(
     if citations:
         table = connection.ops.quote_name(Citation._meta.db_table)
         chunks = connection.ops.quote_name(Chunk._meta.db_table)
-        columns = [connection.ops.quote_name(f.column) for f in _CITATION_FIELDS]
-        row = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in _CITATION_FIELDS) + ")"
+        columns, rows, citation_params = _rows_sql(citations)
         chunk_column = connection.ops.quote_name(Citation._meta.get_field("chunk").column)
         selected = [
             f"(SELECT k.id FROM {chunks} k WHERE k.id = v.{name})"
@@ -428,14 +423,10 @@ def _answer_finish_statement(
         sql.append(
             f", cited AS (INSERT INTO {table} ({', '.join(columns)}) "
             f"SELECT {', '.join(selected)} FROM answer, "
-            f"(VALUES {', '.join([row] * len(citations))}) AS v({', '.join(columns)}) "
+            f"(VALUES {rows}) AS v({', '.join(columns)}) "
             f"RETURNING n, chunk_id)"
         )
-        for citation in citations:
-            params.extend(
-                f.get_db_prep_save(getattr(citation, f.attname), connection)
-                for f in _CITATION_FIELDS
-            )
+        params.extend(citation_params)
     else:
         sql.append(", cited AS (SELECT NULL::smallint AS n, NULL::bigint AS chunk_id LIMIT 0)")
     sql.append(
