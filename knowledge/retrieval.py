@@ -187,14 +187,12 @@ def vector_search_queryset(
 ) -> QuerySet[Embedding]:
     """The k-NN query: `ORDER BY vector <=> q LIMIT limit`, the shape the HNSW index serves.
 
-    Yields (chunk id, cosine distance) rows. Evaluate it inside a transaction after
-    `vector_search_settings()`, as `chunks_search_vector` does.
+    Yields (chunk id, cosine distance) rows. It must run under the HNSW scan settings:
+    `chunks_search_vector` sends them in the same query string; `vector_search_settings()`
+    sets them for the rest of a transaction (to EXPLAIN the query as it runs).
     """
     queryset = Embedding.objects.filter(
-        not_expired("chunk__document__"),
-        model=embedding.model_version(),
-        chunk__document__enabled=True,
-        chunk__document__status=Document.Status.READY,
+        _searchable("chunk__document__"), model=embedding.model_version()
     )
     if document_ids is not None:
         queryset = queryset.filter(chunk__document_id__in=list(document_ids))
