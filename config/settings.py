@@ -4,6 +4,7 @@ environment, read here and nowhere else."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -59,6 +60,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "knowledge",
     "chat",
+    "axes",  # accounts: login throttling (docs/sign-in.md)
+    "accounts",
 ]
 
 MIDDLEWARE = [
@@ -72,6 +75,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: turns a locked-out login into the "try again in N minutes" page (docs/sign-in.md).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -183,12 +188,50 @@ CHAT_RATE_LIMIT = os.environ.get("CHAT_RATE_LIMIT", "20/m")
 CHAT_FLOOD_MIN_INTERVAL = float(os.environ.get("CHAT_FLOOD_MIN_INTERVAL", "2"))
 
 # --- Auth ----------------------------------------------------------------------------------
-AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat:home"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Sign-in (accounts/): OpenID Connect, login throttling, API tokens ----------------------
+# Every variable is described in docs/sign-in.md.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a username or address that failed too often (django-axes).
+    "accounts.backends.ThrottledLoginBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# The issuer's metadata is read from {OIDC_ISSUER}/.well-known/openid-configuration; empty: no
+# "Sign in with" button.
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "").rstrip("/")
+OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
+OIDC_CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "")
+OIDC_LOGIN_LABEL = os.environ.get("OIDC_LOGIN_LABEL", "Sign in with your organisation")
+OIDC_SCOPES = os.environ.get("OIDC_SCOPES", "openid email profile")
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
+OIDC_STAFF_GROUPS = env_list("OIDC_STAFF_GROUPS", "")
+OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", "")
+# How long a session started at the provider lasts before the provider is asked again (and
+# with it the user's groups): docs/decisions/0066-session-lifetime-after-removal.md.
+OIDC_SESSION_MAX_AGE = int(os.environ.get("OIDC_SESSION_MAX_AGE", str(8 * 3600)))
+# Seconds to wait for the provider (metadata, token, keys, userinfo).
+OIDC_TIMEOUT = float(os.environ.get("OIDC_TIMEOUT", "5"))
+PASSWORD_LOGIN = env_bool("PASSWORD_LOGIN", True)
+# API tokens (accounts.models.ApiToken and DRF's own) stop working this many days after creation.
+API_TOKEN_TTL = int(os.environ.get("API_TOKEN_TTL", "90"))
+# Failed password logins on /login/ and /admin/login/: 5 within 15 minutes lock the username,
+# and separately the address, until 15 minutes after the last failure.
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.views.lockout_response"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"

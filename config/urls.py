@@ -2,17 +2,12 @@
 
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(redirect_authenticated_user=True),
-        name="login",
-    ),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Sign-in: login/, logout/, oidc/login/, oidc/callback/, account/tokens/.
+    path("", include("accounts.urls")),
     path("api/", include("chat.api.urls")),
     path("documents/", include("knowledge.urls")),
     path("", include("chat.urls")),

@@ -1,5 +1,6 @@
-"""API authentication: DRF tokens (`Authorization: Token <key>`, `Bearer <key>` accepted too)
-and the browser session (CSRF-checked), for DRF views and the async streaming view alike."""
+"""API authentication: API tokens (`Authorization: Token <key>`, `Bearer <key>` accepted too;
+personal ones and DRF's, both expiring: accounts.selectors.api_token_user) and the browser
+session (CSRF-checked), for DRF views and the async streaming view alike."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 from rest_framework import authentication, exceptions
-from rest_framework.authtoken.models import Token
 
+from accounts.selectors import TokenExpired, TokenInvalid, api_token_user
 from chat.answering.errors import AnswerError
 
 KEYWORDS = ("token", "bearer")
@@ -28,6 +29,14 @@ class TokenAuthentication(authentication.TokenAuthentication):
         except UnicodeError:
             raise exceptions.AuthenticationFailed("Invalid token header.") from None
         return self.authenticate_credentials(key)
+
+    def authenticate_credentials(self, key):
+        try:
+            return api_token_user(key=key), key
+        except TokenInvalid:
+            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        except TokenExpired as error:
+            raise exceptions.AuthenticationFailed(str(error)) from None
 
 
 class _CsrfCheck(CsrfViewMiddleware):
@@ -53,10 +62,12 @@ def request_user(request: HttpRequest) -> AbstractBaseUser:
     if header and header[0].lower() in KEYWORDS:
         if len(header) != 2:
             raise AnswerError("unauthorized", "Invalid token header.")
-        token = Token.objects.select_related("user").filter(key=header[1]).first()
-        if token is None or not token.user.is_active:
-            raise AnswerError("unauthorized", "Invalid token.")
-        return token.user
+        try:
+            return api_token_user(key=header[1])
+        except TokenInvalid:
+            raise AnswerError("unauthorized", "Invalid token.") from None
+        except TokenExpired as error:
+            raise AnswerError("unauthorized", str(error)) from None
     user = request.user
     if not user.is_authenticated or not user.is_active:
         raise AnswerError("unauthorized", "Authentication credentials were not provided.")

@@ -1,0 +1,221 @@
+"""Sign-in pages: the login page (password form and the provider's button), the provider's
+round trip, logout, the lockout page, and each user's API tokens. Thin adapters over
+accounts.oidc, accounts.services and accounts.selectors."""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import timedelta
+
+from axes.models import AccessAttempt
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login, logout
+from django.contrib.auth import views as auth_views
+from django.db.models import Max, Q
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts import oidc
+from accounts.selectors import api_tokens_of
+from accounts.services import AccessRefused, OidcPolicy, api_token_create, api_token_revoke
+from accounts.services import oidc_user_sync as user_sync
+from pages import sidebar_context, staff_required
+
+log = logging.getLogger("accounts.oidc")
+
+SESSION_ID_TOKEN = "oidc_id_token"
+SESSION_NEXT = "oidc_next"
+
+
+def login_context() -> dict:
+    """What the login page shows besides Django's form: the provider's button, the form."""
+    return {
+        "oidc_enabled": oidc.oidc_enabled(),
+        "oidc_label": settings.OIDC_LOGIN_LABEL,
+        "password_login": settings.PASSWORD_LOGIN,
+    }
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login view, with the provider's button; with PASSWORD_LOGIN off, the form is
+    hidden and a posted password refused."""
+
+    redirect_authenticated_user = True
+    extra_context = None
+
+    def get_context_data(self, **kwargs):
+        return {**super().get_context_data(**kwargs), **login_context()}
+
+    def post(self, request, *args, **kwargs):
+        if not settings.PASSWORD_LOGIN:
+            return self._page(request, error="Password sign-in is turned off.", status=403)
+        return super().post(request, *args, **kwargs)
+
+    def _page(self, request: HttpRequest, *, error: str, status: int) -> HttpResponse:
+        self.request = request
+        context = self.get_context_data(form=self.get_form_class()(request), sign_in_error=error)
+        return self.render_to_response(context, status=status)
+
+
+def _login_page_error(request: HttpRequest, error: str, *, status: int) -> HttpResponse:
+    view = LoginView()
+    view.setup(request)
+    return view._page(request, error=error, status=status)
+
+
+def _refusal(request: HttpRequest, *, heading: str, reason: str, status: int) -> HttpResponse:
+    return render(
+        request,
+        "accounts/sign_in_refused.html",
+        {"heading": heading, "reason": reason, **login_context()},
+        status=status,
+    )
+
+
+@require_GET
+def oidc_login(request: HttpRequest) -> HttpResponse:
+    """Send the browser to the provider (state, nonce and PKCE in the session)."""
+    if not oidc.oidc_enabled():
+        return redirect("login")
+    next_url = request.GET.get("next", "")
+    if next_url and url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        request.session[SESSION_NEXT] = next_url
+    try:
+        return oidc.authorization_redirect(
+            request, redirect_uri=request.build_absolute_uri(reverse("oidc_callback"))
+        )
+    except oidc.ProviderUnavailable as error:
+        log.warning("oidc sign-in: the provider cannot be reached: %s", error)
+        return _login_page_error(
+            request,
+            "Your organisation's sign-in service cannot be reached right now. Try again in a "
+            "few minutes"
+            + (", or sign in with your password." if settings.PASSWORD_LOGIN else "."),
+            status=503,
+        )
+
+
+@require_GET
+def oidc_callback(request: HttpRequest) -> HttpResponse:
+    """The provider's redirect back: check everything, make or update the user, sign in."""
+    if not oidc.oidc_enabled():
+        return redirect("login")
+    try:
+        claims, id_token = oidc.authorization_finish(request)
+        user = user_sync(
+            issuer=settings.OIDC_ISSUER, claims=claims, policy=OidcPolicy.from_settings()
+        )
+    except oidc.SignInRejected as error:
+        log.warning("oidc sign-in refused from %s: %s", request.META.get("REMOTE_ADDR", "?"), error)
+        return _refusal(
+            request,
+            heading="Sign-in failed",
+            reason="The answer from your organisation's sign-in service could not be trusted "
+            "(it was expired, not meant for Sourced, already used, or not signed by the "
+            "provider), so you are not signed in. Start again from the login page.",
+            status=400,
+        )
+    except oidc.ProviderUnavailable as error:
+        log.warning("oidc sign-in: the provider cannot be reached: %s", error)
+        return _login_page_error(
+            request,
+            "Your organisation's sign-in service cannot be reached right now. Try again in a "
+            "few minutes.",
+            status=503,
+        )
+    except AccessRefused as error:
+        log.warning("oidc sign-in refused for sub=%s: %s", claims.get("sub"), error)
+        return _refusal(
+            request,
+            heading="Your account may not use Sourced",
+            reason="Your organisation signed you in, but your account is not in a group "
+            "allowed to use Sourced. Ask your administrator for access.",
+            status=403,
+        )
+    next_url = request.session.pop(SESSION_NEXT, "") or reverse(settings.LOGIN_REDIRECT_URL)
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    request.session[SESSION_ID_TOKEN] = id_token
+    request.session.set_expiry(settings.OIDC_SESSION_MAX_AGE)
+    return HttpResponseRedirect(next_url)
+
+
+@require_POST
+def logout_view(request: HttpRequest) -> HttpResponse:
+    """End the session; after a provider sign-in, continue to the provider's end-session
+    endpoint when it has one (RP-initiated logout)."""
+    id_token = request.session.get(SESSION_ID_TOKEN)
+    logout(request)
+    if id_token is not None and oidc.oidc_enabled():
+        url = oidc.logout_url(
+            id_token=id_token,
+            post_logout_redirect_uri=request.build_absolute_uri(reverse("login")),
+        )
+        if url:
+            return HttpResponseRedirect(url)
+    return redirect(settings.LOGOUT_REDIRECT_URL)
+
+
+def lockout_response(request: HttpRequest, response=None, credentials=None) -> HttpResponse:
+    """Axes' lockout: the login page (or the admin's) saying when to try again."""
+    minutes = _lockout_minutes_left(request, credentials or {})
+    error = (
+        f"Too many failed sign-in attempts. Try again in {minutes} "
+        f"minute{'s' if minutes != 1 else ''}."
+    )
+    if request.path.startswith(reverse("admin:login")):
+        return render(
+            request,
+            "no_access.html",
+            {"heading": "Too many attempts", "reason": error},
+            status=settings.AXES_HTTP_RESPONSE_CODE,
+        )
+    return _login_page_error(request, error, status=settings.AXES_HTTP_RESPONSE_CODE)
+
+
+def _lockout_minutes_left(request: HttpRequest, credentials: dict) -> int:
+    username = credentials.get("username") or request.POST.get("username", "")
+    address = getattr(request, "axes_ip_address", None) or request.META.get("REMOTE_ADDR", "")
+    latest = AccessAttempt.objects.filter(Q(username=username) | Q(ip_address=address)).aggregate(
+        latest=Max("attempt_time")
+    )["latest"]
+    cool_off: timedelta = settings.AXES_COOLOFF_TIME
+    if latest is None:
+        return math.ceil(cool_off.total_seconds() / 60)
+    left = latest + cool_off - timezone.now()
+    return max(1, math.ceil(left.total_seconds() / 60))
+
+
+@staff_required
+def api_tokens(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's API tokens: list, create (the key shown once), revoke."""
+    new_key = ""
+    if request.method == "POST":
+        if "revoke" in request.POST:
+            try:
+                token_id = int(request.POST["revoke"])
+            except ValueError:
+                token_id = 0
+            if api_token_revoke(user=request.user, token_id=token_id):
+                messages.success(request, "Token revoked.")
+            return redirect("api_tokens")
+        token, new_key = api_token_create(user=request.user, name=request.POST.get("name", ""))
+    return render(
+        request,
+        "accounts/api_tokens.html",
+        {
+            "tokens": api_tokens_of(user=request.user),
+            "new_key": new_key,
+            "ttl_days": settings.API_TOKEN_TTL,
+            "now": timezone.now(),
+            "nav": "tokens",
+            **sidebar_context(request.user),
+        },
+    )
