@@ -84,7 +84,13 @@ def authorization_finish(request: HttpRequest) -> tuple[dict, str]:
     """
     client = oidc_client()
     try:
-        token = client.authorize_access_token(request)
+        issuer = client.load_server_metadata()["issuer"]
+        # Authlib checks `aud` only through `azp` by default: ask for both claims' values.
+        claims_options = {
+            "iss": {"essential": True, "values": [issuer]},
+            "aud": {"essential": True, "values": [client.client_id]},
+        }
+        token = client.authorize_access_token(request, claims_options=claims_options)
     except requests.RequestException as error:
         raise ProviderUnavailable(str(error)) from error
     except (AuthlibBaseError, JoseError, ValueError, KeyError) as error:

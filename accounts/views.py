@@ -66,7 +66,7 @@ class LoginView(auth_views.LoginView):
 def _login_page_error(request: HttpRequest, error: str, *, status: int) -> HttpResponse:
     view = LoginView()
     view.setup(request)
-    return view._page(request, error=error, status=status)
+    return view._page(request, error=error, status=status).render()
 
 
 def _refusal(request: HttpRequest, *, heading: str, reason: str, status: int) -> HttpResponse:
