@@ -1,7 +1,10 @@
-"""`manage.py demo_setup`: a demo login and the demo knowledge base, once (run by `make run`)."""
+"""`manage.py demo_setup`: a demo login and the demo knowledge base, once (run by `make run`).
+The demo login's password is public (README), so it exists only while Sourced is served on
+loopback: with `--host` another address, it is not created, and one already made is locked."""
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 import time
 from argparse import ArgumentParser
@@ -20,11 +23,22 @@ DEMO_PASSWORD = "demo-pass-2026"
 DEMO_DIR = settings.BASE_DIR / "demo"
 
 
+def host_is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, IPv6 in brackets or not) is this machine only."""
+    host = host.strip().strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class Command(BaseCommand):
     help = (
-        f"Create the demo staff user '{DEMO_USERNAME}' if no user of that name exists, and "
-        "ingest the demo knowledge base (demo/) if the knowledge base has no documents. "
-        "Safe to run again: it only does what is missing."
+        f"Create the demo staff user '{DEMO_USERNAME}' if no user of that name exists and "
+        "--host is a loopback address, and ingest the demo knowledge base (demo/) if the "
+        "knowledge base has no documents. Safe to run again: it only does what is missing."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -34,10 +48,37 @@ class Command(BaseCommand):
             default=DEMO_DIR,
             help="Folder of demo documents (default: the repository's demo/).",
         )
+        parser.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="The address Sourced will be served on (make run passes HOST). Not a "
+            "loopback address: the demo login is not created, and an existing one's "
+            "well-known password is removed.",
+        )
 
-    def handle(self, *args, demo_dir: Path, **options) -> None:
-        self._user_ensure()
+    def handle(self, *args, demo_dir: Path, host: str, **options) -> None:
+        if host_is_loopback(host):
+            self._user_ensure()
+        else:
+            self._user_refuse(host)
         self._documents_ensure(demo_dir)
+
+    def _user_refuse(self, host: str) -> None:
+        user = get_user_model().objects.filter(username=DEMO_USERNAME).first()
+        done = "The demo login is not created"
+        if user is not None and user.check_password(DEMO_PASSWORD):
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+            done = (
+                f"The demo login '{DEMO_USERNAME}' can no longer log in (its password was removed)"
+            )
+        self.stderr.write(
+            self.style.WARNING(
+                f"Serving on {host}, not on loopback: {done}, since its password is public. "
+                "Create an administrator with your own password instead:\n"
+                "  .venv/bin/python manage.py createsuperuser"
+            )
+        )
 
     def _user_ensure(self) -> None:
         user_model = get_user_model()
