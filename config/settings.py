@@ -272,6 +272,13 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "frame-ancestors 'none'",
     ]
 )
+# Sign-in (accounts/): the logout form's redirect to the provider's end-session endpoint is a
+# form submission too, so the provider's origin is allowed as a form target.
+if OIDC_ISSUER:
+    _issuer = urlparse(OIDC_ISSUER)
+    CONTENT_SECURITY_POLICY = CONTENT_SECURITY_POLICY.replace(
+        "form-action 'self'", f"form-action 'self' {_issuer.scheme}://{_issuer.netloc}"
+    )
 
 # --- I18N / static / media -----------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
