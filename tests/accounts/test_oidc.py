@@ -195,3 +195,12 @@ def test_logout_ends_the_session_and_the_providers(provider):
     assert back.status_code == 302 and back.headers["Location"].startswith(
         "http://testserver/login/"
     ), back.text[:500]
+
+
+def test_a_provider_session_lasts_oidc_session_max_age(provider, settings):
+    settings.OIDC_SESSION_MAX_AGE = 600
+    provider.user_set("ivy", password=PASSWORD, groups=[])
+    client = Client()
+    sign_in(client, provider, "ivy")
+    assert 590 < client.session.get_expiry_age() <= 600
+    assert client.session.get_expire_at_browser_close() is False
