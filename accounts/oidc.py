@@ -7,6 +7,7 @@ issuer, audience, expiry, nonce). Why Authlib: docs/decisions/0065-oidc-library.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from functools import lru_cache
 
@@ -14,10 +15,15 @@ import requests
 from authlib.common.errors import AuthlibBaseError
 from authlib.integrations.django_client import DjangoOAuth2App, OAuth
 from django.conf import settings
+from django.core.cache import cache
 from django.http import HttpRequest
 from joserfc.errors import JoseError
 
 log = logging.getLogger("accounts.oidc")
+
+# After the provider could not be reached, the login page says so for this long without
+# trying again (a provider that times out would otherwise slow every login page down).
+DOWN_SECONDS = 60
 
 
 class ProviderUnavailable(Exception):
@@ -46,6 +52,28 @@ def oidc_client() -> DjangoOAuth2App:
     )
 
 
+def provider_reachable() -> bool:
+    """Whether the provider's metadata can be read (once read, it is kept: True at no cost).
+    False for DOWN_SECONDS after any failure to reach the provider."""
+    if cache.get(_down_key()):
+        return False
+    try:
+        oidc_client().load_server_metadata()
+    except (requests.RequestException, ValueError):
+        provider_down_mark()
+        return False
+    return True
+
+
+def provider_down_mark() -> None:
+    """Remember for DOWN_SECONDS that the provider could not be reached."""
+    cache.set(_down_key(), True, DOWN_SECONDS)
+
+
+def _down_key() -> str:
+    return "oidc-down:" + hashlib.sha256(settings.OIDC_ISSUER.encode()).hexdigest()[:16]
+
+
 @lru_cache(maxsize=4)
 def _client(
     issuer: str, client_id: str, client_secret: str, scopes: str, timeout: float
@@ -72,6 +100,7 @@ def authorization_redirect(request: HttpRequest, *, redirect_uri: str):
         return client.authorize_redirect(request, redirect_uri)
     except (requests.RequestException, ValueError) as error:
         _forget(client)
+        provider_down_mark()
         raise ProviderUnavailable(str(error)) from error
 
 
@@ -92,6 +121,7 @@ def authorization_finish(request: HttpRequest) -> tuple[dict, str]:
         }
         token = client.authorize_access_token(request, claims_options=claims_options)
     except requests.RequestException as error:
+        provider_down_mark()
         raise ProviderUnavailable(str(error)) from error
     except (AuthlibBaseError, JoseError, ValueError, KeyError) as error:
         raise SignInRejected(_describe(error)) from error

@@ -33,10 +33,23 @@ SESSION_ID_TOKEN = "oidc_id_token"
 SESSION_NEXT = "oidc_next"
 
 
+def provider_down_message() -> str:
+    """What the login page says while the provider cannot be reached."""
+    way_out = ", or sign in with your password" if settings.PASSWORD_LOGIN else ""
+    return (
+        "Your organisation's sign-in service cannot be reached right now: try again in a few "
+        f"minutes{way_out}."
+    )
+
+
 def login_context() -> dict:
-    """What the login page shows besides Django's form: the provider's button, the form."""
+    """What the login page shows besides Django's form: the provider's button (and whether
+    the provider can be reached), the form."""
+    enabled = oidc.oidc_enabled()
     return {
-        "oidc_enabled": oidc.oidc_enabled(),
+        "oidc_enabled": enabled,
+        "oidc_unreachable": enabled and not oidc.provider_reachable(),
+        "provider_down_message": provider_down_message(),
         "oidc_label": settings.OIDC_LOGIN_LABEL,
         "password_login": settings.PASSWORD_LOGIN,
     }
@@ -94,13 +107,7 @@ def oidc_login(request: HttpRequest) -> HttpResponse:
         )
     except oidc.ProviderUnavailable as error:
         log.warning("oidc sign-in: the provider cannot be reached: %s", error)
-        return _login_page_error(
-            request,
-            "Your organisation's sign-in service cannot be reached right now. Try again in a "
-            "few minutes"
-            + (", or sign in with your password." if settings.PASSWORD_LOGIN else "."),
-            status=503,
-        )
+        return _login_page_error(request, provider_down_message(), status=503)
 
 
 @require_GET
@@ -125,12 +132,7 @@ def oidc_callback(request: HttpRequest) -> HttpResponse:
         )
     except oidc.ProviderUnavailable as error:
         log.warning("oidc sign-in: the provider cannot be reached: %s", error)
-        return _login_page_error(
-            request,
-            "Your organisation's sign-in service cannot be reached right now. Try again in a "
-            "few minutes.",
-            status=503,
-        )
+        return _login_page_error(request, provider_down_message(), status=503)
     except AccessRefused as error:
         log.warning("oidc sign-in refused for sub=%s: %s", claims.get("sub"), error)
         return _refusal(

@@ -159,11 +159,12 @@ def test_the_provider_down_says_so_and_the_password_form_still_works(settings, s
     settings.OIDC_CLIENT_ID = "sourced"
     client = Client()
     page = client.get("/login/").content.decode()
+    assert 'id="provider-down"' in page and "cannot be reached right now" in page
     assert 'id="oidc-login"' in page and 'id="password-login"' in page
     response = client.get("/oidc/login/")
     assert response.status_code == 503
     body = response.content.decode()
-    assert "sign-in service cannot be reached" in body and 'id="password-login"' in body
+    assert "sign in with your password" in body and 'id="password-login"' in body
     signed_in = client.post("/login/", {"username": "staff", "password": "staff-pass-123"})
     assert signed_in.status_code == 302 and signed_in["Location"] == "/"
 
@@ -172,6 +173,7 @@ def test_password_login_off_hides_the_form_and_refuses_a_password(provider, sett
     settings.PASSWORD_LOGIN = False
     client = Client()
     page = client.get("/login/").content.decode()
+    assert 'id="provider-down"' not in page
     assert 'id="oidc-login"' in page and "Sign in with your organisation" in page
     assert 'id="password-login"' not in page and 'name="password"' not in page
     response = client.post("/login/", {"username": "staff", "password": "staff-pass-123"})
