@@ -113,7 +113,9 @@ def authorization_finish(request: HttpRequest) -> tuple[dict, str]:
     """
     client = oidc_client()
     try:
-        issuer = client.load_server_metadata()["issuer"]
+        metadata = client.load_server_metadata()
+        issuer = metadata["issuer"]
+        _auth_method_choose(client, metadata)
         # Authlib checks `aud` only through `azp` by default: ask for both claims' values.
         claims_options = {
             "iss": {"essential": True, "values": [issuer]},
@@ -155,6 +157,14 @@ def logout_url(*, id_token: str, post_logout_redirect_uri: str) -> str | None:
         client_id=client.client_id,
     )
     return result["url"]
+
+
+def _auth_method_choose(client: DjangoOAuth2App, metadata: dict) -> None:
+    """The client secret goes in the Authorization header (the protocol's default), or in
+    the form for a provider whose metadata offers only that."""
+    methods = metadata.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
+    if "client_secret_basic" not in methods and "client_secret_post" in methods:
+        client.client_kwargs["token_endpoint_auth_method"] = "client_secret_post"
 
 
 def _forget(client: DjangoOAuth2App) -> None:

@@ -206,3 +206,17 @@ def test_a_provider_session_lasts_oidc_session_max_age(provider, settings):
     sign_in(client, provider, "ivy")
     assert 590 < client.session.get_expiry_age() <= 600
     assert client.session.get_expire_at_browser_close() is False
+
+
+def test_the_client_secret_goes_where_the_providers_metadata_says(settings):
+    from accounts import oidc
+
+    settings.OIDC_ISSUER = "http://127.0.0.1:9/post-only"
+    settings.OIDC_CLIENT_ID = "sourced"
+    client = oidc.oidc_client()
+    oidc._auth_method_choose(client, {})
+    assert "token_endpoint_auth_method" not in client.client_kwargs  # Basic, the default
+    oidc._auth_method_choose(
+        client, {"token_endpoint_auth_methods_supported": ["private_key_jwt", "client_secret_post"]}
+    )
+    assert client.client_kwargs["token_endpoint_auth_method"] == "client_secret_post"
