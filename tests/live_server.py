@@ -24,6 +24,41 @@ def free_port() -> int:
 
 
 @contextmanager
+def process_serving(
+    command: list[str], *, port: int, env: dict[str, str], name: str, timeout: float = 120.0
+) -> Iterator[subprocess.Popen]:
+    """Run `command` (a server that listens on `port` of 127.0.0.1) until the block ends,
+    once it accepts connections. Its output goes to test-artifacts/`name`-`port`.log (kept,
+    to read after a failing test), printed if it fails to start."""
+    LOG_DIR.mkdir(exist_ok=True)
+    with (LOG_DIR / f"{name}-{port}.log").open("w+") as log:
+        process = subprocess.Popen(
+            command, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"{name} exited at start:\n{log.read()}")
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{name} did not start in time") from None
+                    time.sleep(0.2)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextmanager
 def daphne_server(
     database_url: str, *, env: dict[str, str] | None = None, timeout: float = 120.0
 ) -> Iterator[str]:
@@ -37,45 +72,10 @@ def daphne_server(
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
     }
-    LOG_DIR.mkdir(exist_ok=True)
-    with (LOG_DIR / f"daphne-{port}.log").open("w+") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "config.asgi:application",
-            ],  # fmt: skip
-            cwd=BASE_DIR,
-            env=environment,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                if process.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(f"daphne exited at start:\n{log.read()}")
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("daphne did not start in time") from None
-                    time.sleep(0.2)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+    command.append("config.asgi:application")
+    with process_serving(command, port=port, env=environment, name="daphne", timeout=timeout):
+        yield f"http://127.0.0.1:{port}"
 
 
 def database_url_of(settings_dict: dict) -> str:

@@ -7,10 +7,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +19,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.live_server import BASE_DIR, LOG_DIR, free_port
+from tests.live_server import BASE_DIR, free_port, process_serving
 
 CLIENT_ID = "sourced-tests"
 
@@ -100,36 +98,9 @@ def provider_running(workdir: Path) -> Iterator[Provider]:
         mischief_file=workdir / "mischief",
     )
     provider.manage("migrate", "--noinput")
-    LOG_DIR.mkdir(exist_ok=True)
-    with (LOG_DIR / f"oidc-provider-{port}.log").open("w+") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"],
-            cwd=BASE_DIR,
-            env=provider.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                if process.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(f"the test provider exited at start:\n{log.read()}")
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the test provider did not start in time") from None
-                    time.sleep(0.2)
-            yield provider
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    command = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"]
+    with process_serving(command, port=port, env=provider.env, name="oidc-provider", timeout=60):
+        yield provider
 
 
 def provider_sign_in(authorize_url: str, *, username: str, password: str) -> str:
