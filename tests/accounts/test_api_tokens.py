@@ -107,3 +107,14 @@ async def test_an_expired_token_gets_401_from_the_streaming_chat(staff_user):
     )
     assert response.status_code == 401
     assert "Token expired on " in json.loads(response.content)["error"]["message"]
+
+
+def test_creating_or_revoking_a_token_needs_the_csrf_token(staff_user):
+    from accounts.services import api_token_create
+
+    token, _ = api_token_create(user=staff_user, name="kept")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(staff_user)
+    assert client.post("/account/tokens/", {"name": "sneaky"}).status_code == 403
+    assert client.post("/account/tokens/", {"revoke": token.pk}).status_code == 403
+    assert list(ApiToken.objects.values_list("name", flat=True)) == ["kept"]
