@@ -23,8 +23,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts import oidc
 from accounts.selectors import api_tokens_of
-from accounts.services import AccessRefused, OidcPolicy, api_token_create, api_token_revoke
-from accounts.services import oidc_user_sync as user_sync
+from accounts.services import (
+    AccessRefused,
+    OidcPolicy,
+    api_token_create,
+    api_token_revoke,
+    oidc_user_sync,
+)
 from pages import sidebar_context, staff_required
 
 log = logging.getLogger("accounts.oidc")
@@ -60,7 +65,6 @@ class LoginView(auth_views.LoginView):
     hidden and a posted password refused."""
 
     redirect_authenticated_user = True
-    extra_context = None
 
     def get_context_data(self, **kwargs):
         return {**super().get_context_data(**kwargs), **login_context()}
@@ -117,7 +121,7 @@ def oidc_callback(request: HttpRequest) -> HttpResponse:
         return redirect("login")
     try:
         claims, id_token = oidc.authorization_finish(request)
-        user = user_sync(
+        user = oidc_user_sync(
             issuer=settings.OIDC_ISSUER, claims=claims, policy=OidcPolicy.from_settings()
         )
     except oidc.SignInRejected as error:
