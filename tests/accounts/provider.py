@@ -62,7 +62,8 @@ class Provider:
         )
 
     def misbehave(self, mode: str) -> None:
-        """The next ID tokens: `expired`, `audience`, `nonce`, `forged`, or "" (honest)."""
+        """The next ID tokens: `expired`, `audience`, `nonce`, `forged`, `groups-in-userinfo`,
+        or "" (honest)."""
         self.mischief_file.write_text(mode)
 
 

@@ -80,6 +80,16 @@ def test_a_group_removed_at_the_provider_is_gone_at_the_next_sign_in(provider):
     assert User.objects.filter(username__startswith="bea").count() == 1
 
 
+def test_groups_only_in_the_userinfo_response_are_read_there(provider, settings):
+    settings.OIDC_STAFF_GROUPS = ["sourced-users"]
+    provider.user_set("jo", password=PASSWORD, groups=["sourced-users", "legal"])
+    provider.misbehave("groups-in-userinfo")
+    response = sign_in(Client(), provider, "jo")
+    assert response.status_code == 302
+    groups = User.objects.get(username="jo").groups.values_list("name", flat=True)
+    assert sorted(groups) == ["legal", "sourced-users"]
+
+
 def test_someone_outside_the_staff_groups_is_refused_with_no_session(provider, settings):
     settings.OIDC_STAFF_GROUPS = ["sourced-users"]
     provider.user_set("carl", password=PASSWORD, groups=["warehouse"])

@@ -1,6 +1,7 @@
 """The claims the test provider releases (names, email, the user's Django groups as `groups`)
 and the ways the tests make it misbehave: a file (PROVIDER_MISCHIEF_FILE) holding one of
-`expired`, `audience`, `nonce`, `forged` changes the next ID tokens it issues."""
+`expired`, `audience`, `nonce`, `forged` changes the next ID tokens it issues;
+`groups-in-userinfo` leaves the groups out of the ID token (the userinfo response has them)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ class GroupsValidator(OAuth2Validator):
         claims, expiration = super().get_id_token_dictionary(token, token_handler, request)
         if mischief() == "expired":
             claims["exp"] = int((timezone.now() - timedelta(hours=1)).timestamp())
+        if mischief() == "groups-in-userinfo":  # as providers that keep ID tokens small do
+            claims.pop("groups", None)
         return claims, expiration
 
     def finalize_id_token(self, id_token, token, token_handler, request):
