@@ -29,8 +29,9 @@ from functools import cache
 import numpy as np
 from django.db import transaction
 
-from chat.answering.extractive import STOP_WORDS, sentence_vectors
+from chat.answering.extractive import sentence_vectors
 from chat.answering.features import best_passage, compared_sentences, generic_questions
+from chat.answering.terms import STOP_WORDS
 from chat.models import EvidenceCalibration
 from knowledge import embedding
 from knowledge.retrieval import chunks_search, searchable_chunks

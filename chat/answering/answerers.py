@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from asgiref.sync import sync_to_async
 
-from chat.answering.extractive import ExtractiveAnswer, extractive_answer, terms
+from chat.answering.extractive import ExtractiveAnswer, extractive_answer
 from chat.answering.followups import Turn
+from chat.answering.terms import terms
 from chat.models import Message
 from knowledge.retrieval import RetrievedChunk
 

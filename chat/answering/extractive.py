@@ -91,11 +91,11 @@ import numpy as np
 
 from chat.answering.answer_types import answer_matches, expected_answer
 from chat.answering.citations import quoted_markers_neutralize
+from chat.answering.terms import terms
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
 from knowledge.selectors import sentence_vectors_stored
 from knowledge.sentences import (  # the splitting ingestion shares; re-exported here
-    WORD,
     answerable_sentences,
     is_answerable,
     row_spans,
@@ -136,22 +136,6 @@ FOLLOWER_RELATIVE_SCORE = 0.7
 # ...and it says something new: semantic similarity to every chosen sentence below this.
 REDUNDANT_SIMILARITY = 0.9
 PIECE_WORDS = 6
-
-STOP_WORDS = {
-    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
-    "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but",
-    "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for",
-    "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself",
-    "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself",
-    "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on",
-    "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same",
-    "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
-    "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too",
-    "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which",
-    "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
-    "yourself", "yourselves", "many", "much", "may", "might", "must", "shall", "also", "get",
-    "got", "one", "s", "t", "us", "tell", "please", "know", "want", "need",
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -243,29 +227,6 @@ def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
 
 
 # --- Evidence ------------------------------------------------------------------------------------
-def terms(text: str) -> list[str]:
-    """Content words, lower-cased and lightly stemmed (plurals, -ing, -ed)."""
-    found = []
-    for word in WORD.findall(text.lower()):
-        word = re.sub(r"['’]s$", "", word)
-        if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
-            continue
-        found.append(_stem(word))
-    return found
-
-
-def _stem(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 5 and word.endswith("ing"):
-        return word[:-3]
-    if len(word) > 4 and word.endswith("ed"):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
 def lexical_scores(question: str, sentences: Sequence[str]) -> list[float]:
     """Weighted share of the question's terms each sentence holds (0..1)."""
     question_terms = set(terms(question))

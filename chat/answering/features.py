@@ -29,8 +29,8 @@ from chat.answering.extractive import (
     candidate_sentences,
     lexical_scores,
     sentence_vectors,
-    terms,
 )
+from chat.answering.terms import terms
 from knowledge.retrieval import RetrievedChunk
 from knowledge.vocabulary import QuestionTerms
 

@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from chat.answering.extractive import STOP_WORDS, terms
+from chat.answering.terms import STOP_WORDS, terms
 from knowledge.sentences import WORD
 from knowledge.vocabulary import question_terms, vocabulary_get
 
