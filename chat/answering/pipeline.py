@@ -80,8 +80,8 @@ from chat.answering.answerers import (
     Answerer,
     AnswerFailed,
     AnswerRequest,
+    ExtractiveAnswerer,
     WrittenAnswer,
-    answerer_for,
 )
 from chat.answering.citations import citation_as_dict
 from chat.answering.errors import AnswerError
@@ -102,7 +102,7 @@ from chat.answering.followups import (
     search_plan_in_context,
     unknown_own_terms,
 )
-from chat.answering.generative import answering_mode, search_plan_generative
+from chat.answering.generative import GenerativeAnswerer, answering_mode, search_plan_generative
 from chat.answering.questions import question_normalize
 from chat.models import Message
 from knowledge import embedding
@@ -353,6 +353,15 @@ def _exchange_store(request: _Request) -> _Stored:
         notice=choice.notice,
         max_history_turns=chat_settings.max_history_turns,
     )
+
+
+def answerer_for(mode: str) -> Answerer:
+    """A new answerer for `mode` (a `Message.Mode`)."""
+    if mode == Message.Mode.EXTRACTIVE:
+        return ExtractiveAnswerer()
+    if mode == Message.Mode.GENERATIVE:
+        return GenerativeAnswerer()
+    raise ValueError(f"no answerer for mode {mode!r}")
 
 
 # --- Steps 3-5: the search query, retrieval, the evidence check ----------------------------------
