@@ -1,4 +1,5 @@
-"""Extractive answers (SPEC §5): at most three verbatim sentences, each with its marker."""
+"""Extractive answers (docs/product.md §5): at most three verbatim sentences, each with its
+marker."""
 
 from __future__ import annotations
 
