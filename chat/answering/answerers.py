@@ -1,4 +1,4 @@
-"""How an answer's text is written, behind one small interface (SPEC §5).
+"""How an answer's text is written, behind one small interface (`docs/product.md §5`).
 
 The pipeline (chat/answering/pipeline.py) has already searched, checked the evidence and decided
 to answer; an `Answerer` then turns the qualifying chunks into text:

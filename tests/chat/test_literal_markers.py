@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 QUESTION = "Where is the annex gateway code printed, and how often must the gateway code change?"
 FOOTNOTE = "The annex gateway code is printed in footnote [2] of the annex binder."
-API_MARKER = re.compile(r"\[(\d{1,3})\]")  # how a client reads markers (SPEC: "[n]")
+API_MARKER = re.compile(r"\[(\d{1,3})\]")  # how a client reads markers (docs/product.md §5: "[n]")
 
 
 async def test_a_bracketed_number_quoted_from_a_document_is_not_a_citation(staff_user):
