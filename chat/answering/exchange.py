@@ -43,7 +43,12 @@ class StoredExchange:
 
 def exchange_store(request: ValidatedRequest) -> StoredExchange:
     """Check the document filter, read the settings, store (or find) the exchange and read the
-    conversation's previous turns."""
+    conversation's previous turns (the larger of FOLLOWUP_TURNS and the admin's history turns).
+
+    Raises `AnswerError`: validation-failed for unknown document ids, and what
+    `services.exchange_begin` / `services.exchange_regenerate` raise (someone else's
+    conversation, an unknown question to regenerate, a message_id used for something else).
+    """
     if request.document_ids:
         unknown = selectors.unknown_document_ids(request.document_ids)
         if unknown:
