@@ -20,9 +20,9 @@ naming its `Reason`:
    chat/answering/features.py gives log-odds below 0.
 
 Both margins and the veto move with the admin's threshold: below it, always a refusal.
-`evidence_assess` / `evidence_assess_async` collect the signals lazily (nothing is compared
-when the best chunk is below the threshold it is compared with; the vocabulary is read only
-when steps 1-2 would answer); `evidence_signals_all` collects all of them for replaying the
+`evidence_assess` / `evidence_assess_async` collect the signals lazily (no sentence is
+compared when the threshold applies to the best chunk and it is below; the vocabulary is read
+only when steps 1-2 would answer); `evidence_signals_all` collects all of them for replaying the
 decision; `evidence_outcome` turns a decision into the chunks to answer from or the refusal.
 
 Why this rule, its constants, what it measured and the alternatives not taken:
