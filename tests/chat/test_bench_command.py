@@ -138,8 +138,8 @@ def test_bench_refuses_bad_options_with_a_clear_error(arguments, message):
 
 
 def test_questions_are_spread_over_the_dataset_and_shared_by_the_clients(tiny_dataset):
-    from chat.benchmark.run import questions_per_client, questions_sample
-    from chat.evaluation.dataset import dataset_load
+    from lab.benchmark.run import questions_per_client, questions_sample
+    from lab.evaluation.dataset import dataset_load
 
     dataset = dataset_load(tiny_dataset)
     assert questions_sample(dataset, 2) == [QUESTIONS[0]["question"], QUESTIONS[1]["question"]]

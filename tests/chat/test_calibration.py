@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from chat.answering.evidence_signals import PASSAGE_MARGIN, EvidenceSignals
-from chat.evaluation.dataset import DatasetQuestion
-from chat.evaluation.runner import QuestionResult, threshold_calibrate
+from lab.evaluation.dataset import DatasetQuestion
+from lab.evaluation.runner import QuestionResult, threshold_calibrate
 
 
 def result(kind: str, passage: float, *, unknown: tuple[str, ...] = ()) -> QuestionResult:

@@ -130,7 +130,7 @@ def test_evaluate_rejects_a_follow_up_of_a_question_that_is_not_just_before_it(t
 
 @pytest.mark.django_db
 def test_evaluate_reads_documents_given_as_files_beside_the_dataset(tmp_path):
-    from chat.evaluation.dataset import dataset_load
+    from lab.evaluation.dataset import dataset_load
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "policy.html").write_text("<h1>Policy</h1><p>Leave is 25 days.</p>")
@@ -220,7 +220,7 @@ def test_evaluate_folds_refuses_an_impossible_split(tiny_dataset):
 
 
 def test_folds_summary_takes_the_worst_fold_per_figure():
-    from chat.evaluation.runner import folds_summary
+    from lab.evaluation.runner import folds_summary
 
     folds = [
         {"answerable": {"citation_accuracy": 0.9, "false_refusal_rate": 0.02}},

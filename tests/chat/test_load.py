@@ -22,8 +22,8 @@ import pytest
 from django.db import connection
 from websockets.asyncio.client import connect
 
-from chat.benchmark.clients import Client, clients_create
 from chat.models import Citation, Conversation, Message
+from lab.benchmark.clients import Client, clients_create
 from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS, document_create
 from tests.live_server import daphne_server, database_url_of
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from chat.evaluation.runner import percentile
+from lab.evaluation.runner import percentile
 
 
 def latency_summary(values: Sequence[float]) -> dict[str, float]:

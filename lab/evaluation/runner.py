@@ -30,8 +30,8 @@ from chat.answering.evidence_signals import (
     signals_sufficient,
 )
 from chat.answering.pipeline import AnswerOptions, answer_stream
-from chat.evaluation.dataset import Dataset, DatasetQuestion, contains_gold
 from knowledge.retrieval import chunks_search
+from lab.evaluation.dataset import Dataset, DatasetQuestion, contains_gold
 
 RECALL_DEPTH = 5
 # The thresholds --calibrate tries: 0.200, 0.205, ... 0.800.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chat.benchmark.corpus import RETRIEVAL_TOP_K
+from lab.benchmark.corpus import RETRIEVAL_TOP_K
 
 TRANSPORT_NAMES = {"ws": "WebSocket", "sse": "SSE"}
 

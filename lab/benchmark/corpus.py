@@ -24,13 +24,13 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from chat.evaluation.dataset import Dataset
-from chat.evaluation.runner import dataset_ingest
 from knowledge import embedding
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.retrieval import chunks_search
 from knowledge.selectors import sentence_vectors_stored
 from knowledge.sentences import answerable_sentences, text_hash
+from lab.evaluation.dataset import Dataset
+from lab.evaluation.runner import dataset_ingest
 
 SYNTHETIC_PREFIX = "synthetic://bench/"
 NOISE_SIGMA = 0.01

@@ -28,9 +28,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from tqdm import tqdm
 
-from chat.benchmark import clients as bench_clients
-from chat.benchmark.conversation import PAIRS, LongConversation, conversation_build
-from chat.benchmark.corpus import (
+from lab.benchmark import clients as bench_clients
+from lab.benchmark.conversation import PAIRS, LongConversation, conversation_build
+from lab.benchmark.corpus import (
     NOISE_SIGMA,
     RETRIEVAL_TOP_K,
     SyntheticCorpus,
@@ -39,16 +39,16 @@ from chat.benchmark.corpus import (
     question_vectors,
     retrieval_measure,
 )
-from chat.benchmark.server import (
+from lab.benchmark.server import (
     RunningServer,
     database_server_pid,
     database_sessions_end,
     process_tree_cpu_seconds,
     server_running,
 )
-from chat.benchmark.stats import latency_summary
-from chat.evaluation.dataset import Dataset
-from chat.evaluation.isolated import database_url, isolated_database
+from lab.benchmark.stats import latency_summary
+from lab.evaluation.dataset import Dataset
+from lab.evaluation.isolated import database_url, isolated_database
 
 TRANSPORTS = ("ws", "sse")
 # The rate limit is raised in the server's environment so that it never refuses a benchmark

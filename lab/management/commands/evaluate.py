@@ -12,9 +12,10 @@ from tqdm import tqdm
 
 from chat.answering.evidence import evidence_threshold
 from chat.calibration import calibration_refresh
-from chat.evaluation.dataset import Dataset, DatasetError, DatasetQuestion, dataset_load
-from chat.evaluation.isolated import isolated_database
-from chat.evaluation.runner import (
+from chat.models import ChatSettings
+from lab.evaluation.dataset import Dataset, DatasetError, DatasetQuestion, dataset_load
+from lab.evaluation.isolated import isolated_database
+from lab.evaluation.runner import (
     IngestionFailed,
     dataset_evaluate,
     dataset_ingest,
@@ -28,7 +29,6 @@ from chat.evaluation.runner import (
     held_out_figures,
     threshold_calibrate,
 )
-from chat.models import ChatSettings
 
 
 class Command(BaseCommand):

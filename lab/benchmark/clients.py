@@ -32,7 +32,7 @@ from rest_framework.authtoken.models import Token
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
-from chat.benchmark.server import RunningServer
+from lab.benchmark.server import RunningServer
 
 EXCHANGE_TIMEOUT = 60.0  # seconds one question may take before it counts as an error
 CONNECT_TIMEOUT = 60.0

@@ -10,14 +10,14 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from chat.benchmark.clients import ClientError
-from chat.benchmark.report import report_text
-from chat.benchmark.run import BenchOptions, bench_run
-from chat.benchmark.server import ServerError
-from chat.benchmark.stats import int_list_parse
-from chat.evaluation.dataset import DatasetError, dataset_load
-from chat.evaluation.runner import IngestionFailed
 from config.web import processes_default
+from lab.benchmark.clients import ClientError
+from lab.benchmark.report import report_text
+from lab.benchmark.run import BenchOptions, bench_run
+from lab.benchmark.server import ServerError
+from lab.benchmark.stats import int_list_parse
+from lab.evaluation.dataset import DatasetError, dataset_load
+from lab.evaluation.runner import IngestionFailed
 
 MAX_CHUNKS = 2_000_000
 MAX_CONCURRENCY = 100
