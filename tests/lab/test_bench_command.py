@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.chat.conftest import QUESTIONS, databases
+from tests.support.datasets import QUESTIONS, databases
 
 
 def _accepts_connections(address: str) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from knowledge.models import Document
-from tests.chat.conftest import databases
+from tests.support.datasets import databases
 
 
 @pytest.mark.slow
@@ -97,7 +97,7 @@ FOLLOW_UPS = [
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_evaluate_asks_follow_ups_in_their_conversation_and_reports_them_apart(tmp_path):
-    from tests.chat.conftest import DOCUMENTS
+    from tests.support.datasets import DOCUMENTS
 
     dataset = tmp_path / "follow-ups.json"
     dataset.write_text(
@@ -119,7 +119,7 @@ def test_evaluate_asks_follow_ups_in_their_conversation_and_reports_them_apart(t
 
 @pytest.mark.django_db
 def test_evaluate_rejects_a_follow_up_of_a_question_that_is_not_just_before_it(tmp_path):
-    from tests.chat.conftest import DOCUMENTS
+    from tests.support.datasets import DOCUMENTS
 
     questions = [FOLLOW_UPS[0], FOLLOW_UPS[2], {**FOLLOW_UPS[1], "follows": "f1"}]
     dataset = tmp_path / "bad.json"
