@@ -9,7 +9,7 @@ import pytest
 from chat.answering.events import Event
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS, document_create
-from tests.live_server import daphne_server, database_url_of
+from tests.support.live_server import daphne_server, database_url_of
 
 # Streamed pieces are paced on the test server, so a test can observe a stream in progress.
 LIVE_SERVER_DELAY_MS = 120

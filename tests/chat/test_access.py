@@ -19,8 +19,8 @@ from django.urls import reverse
 from chat.models import Conversation, Feedback, Message
 from chat.selectors import ConversationAccess, conversation_access
 from knowledge.models import Document
-from tests.live_server import database_url_of
 from tests.retrieval_helpers import document_with_chunks
+from tests.support.live_server import database_url_of
 from tests.ui.conftest import exchange_create
 
 pytestmark = pytest.mark.django_db

@@ -23,7 +23,7 @@ from rest_framework.authtoken.models import Token
 
 from chat.models import Conversation, Message
 from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, document_create
-from tests.live_server import daphne_server, database_url_of
+from tests.support.live_server import daphne_server, database_url_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

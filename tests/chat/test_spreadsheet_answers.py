@@ -23,7 +23,7 @@ from knowledge.services import document_ingest
 from tests.chat.conftest import collect
 from tests.chat.kb import assert_answer_is_grounded
 from tests.chat.test_streaming import sse_events
-from tests.fixtures.spreadsheets import (
+from tests.support.spreadsheets import (
     PRICE_QUESTION,
     PX_11_ROW,
     QX_2207_ROW,

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from chat.models import Conversation, Message
 from chat.services import STALE_STREAMING, exchange_regenerate
-from tests.live_server import database_url_of
+from tests.support.live_server import database_url_of
 from tests.ui.conftest import exchange_create
 
 pytestmark = pytest.mark.django_db

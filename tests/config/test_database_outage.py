@@ -24,7 +24,7 @@ import pytest
 from django.conf import settings
 
 from tests.chat.test_streaming import sse_events
-from tests.live_server import daphne_server
+from tests.support.live_server import daphne_server
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,8 @@ from knowledge.retrieval import (
     recency_tie_break,
 )
 from knowledge.services import document_ingest
-from tests.fixtures.spreadsheets import inventory_xlsx
 from tests.retrieval_helpers import basis_vector, document_with_chunks, unit
+from tests.support.spreadsheets import inventory_xlsx
 
 pytestmark = pytest.mark.django_db
 

@@ -162,7 +162,7 @@ def test_evaluate_reads_documents_given_as_files_beside_the_dataset(tmp_path):
 @pytest.mark.django_db(transaction=True)
 def test_evaluate_in_generative_mode_asks_the_configured_model(tiny_dataset, tmp_path, settings):
     from chat.answering import breaker
-    from tests.chat.openai_server import openai_server, quoting_reply
+    from tests.support.openai_server import openai_server, quoting_reply
 
     breaker.circuit_reset()
     json_path = tmp_path / "figures.json"

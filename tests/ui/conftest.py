@@ -12,7 +12,7 @@ from django.test import Client
 
 from chat.models import Citation, Conversation, Message
 from knowledge.models import Chunk
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 
 
 def exchange_create(

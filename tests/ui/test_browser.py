@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.live_server import daphne_server, database_url_of
-from tests.ui.browser import ARTIFACTS
+from tests.support.browser import ARTIFACTS
+from tests.support.live_server import daphne_server, database_url_of
 
 pytestmark = pytest.mark.browser
 

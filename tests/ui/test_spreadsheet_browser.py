@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fixtures.spreadsheets import SAFETY_QUESTION, inventory_xlsx
-from tests.live_server import daphne_server, database_url_of
+from tests.support.live_server import daphne_server, database_url_of
+from tests.support.spreadsheets import SAFETY_QUESTION, inventory_xlsx
 from tests.ui.test_browser import (  # noqa: F401 (fixtures used by name)
     DEMO,
     PASSWORD,

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.live_server import free_port
+from tests.support.live_server import free_port
 
 REDIS_SERVER = "redis-server"
 

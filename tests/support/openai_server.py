@@ -12,7 +12,7 @@ the script in order; with the script empty it answers `default`.
 
 `default` may also be a function of the request: `quoting_reply` answers like a perfectly
 obedient model (the first sentence of source [1], cited), which is what
-`python -m tests.chat.openai_server` serves for running `manage.py evaluate --mode generative`
+`python -m tests.support.openai_server` serves for running `manage.py evaluate --mode generative`
 against it.
 """
 

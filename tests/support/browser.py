@@ -1,5 +1,5 @@
 """Debian's Chromium, as the browser tests launch it through Playwright, and where they put
-their screenshots. The live server they drive is tests.live_server.daphne_server."""
+their screenshots. The live server they drive is tests.support.live_server.daphne_server."""
 
 from __future__ import annotations
 
