@@ -1,17 +1,10 @@
 """Clients of the running server: simulated staff users asking questions over the WebSocket
-(as the browser does) and over SSE (as API clients do), and loading a conversation.
+(as the browser's composer does) and over SSE (as API clients do), and loading a conversation.
 
-Each simulated user has its own account, API token and session. A WebSocket client opens the
-conversation's socket with the session cookie and an Origin of the server's own address, then
-sends what the page's composer sends (`{"action": "send", "message", "message_id", "top_k",
-"document_ids", "is_private"}`) and reads the HTML fragments back. An SSE client posts to
-/api/chat with its token. Times run from the moment the question is sent:
-
-- first answer event: the first piece of answer text (WebSocket: the first fragment appended
-  to the answer's body; SSE: the first `answer_delta`), or the refusal (WebSocket: the
-  fragment showing it; SSE: the refusal JSON);
-- total: the end of the exchange (WebSocket: the fragment that sets the chat state back to
-  idle; SSE: the end of the stream).
+Each simulated user has its own account, API token and session. Times run from the moment the
+question is sent: `first_ms` to the first piece of answer text or the refusal, `total_ms` to
+the end of the exchange. What each transport counts as those events, and why:
+docs/decisions/0058-bench-first-event-latency-and-cpu-per-question.md.
 """
 
 from __future__ import annotations

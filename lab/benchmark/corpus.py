@@ -1,17 +1,10 @@
 """The knowledge base side of the benchmark: ingestion vs. the embedding model alone, the
 synthetic large corpus, and retrieval latency.
 
-The large corpus is synthetic: it repeats the real chunks (those the dataset's documents were
-ingested into) with small perturbations, so that building 100,000 chunks takes minutes, not
-the hour that embedding 100,000 new texts would. Each synthetic chunk is a real chunk's text
-with a number token appended (so its full-text vector differs) and the real chunk's embedding
-plus Gaussian noise (σ = 0.01 per dimension), renormalised (cosine ≈ 0.98 to the original).
-They belong to synthetic documents (`synthetic://bench/...`), one per real document and copy.
-Rows are written with PostgreSQL COPY while the HNSW and GIN indexes are dropped; both are
-rebuilt afterwards, as a bulk load would do. Like ingestion, the corpus stores the vectors of
-the sentences answers may quote: a synthetic chunk's sentences are its original's (stored once,
-by text hash) except, when the number joins the last sentence, that one, stored with the
-original sentence's vector plus the same noise.
+The large corpus is synthetic: perturbed copies of the real chunks (text plus a number token,
+embedding plus Gaussian noise of NOISE_SIGMA, renormalised), in synthetic documents
+(`synthetic://bench/...`), written with COPY while the HNSW and GIN indexes are dropped and
+rebuilt afterwards. Why, and what it inflates: docs/decisions/0059-bench-synthetic-large-corpus.md.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ Ctrl-C or SIGTERM):
 3. at the largest size, against a running daphne: answers over the WebSocket and over SSE
    at each concurrency, then the load of a 200-message conversation, then the server's peak
    memory.
+
+How answers are timed and the CPU per question counted:
+docs/decisions/0058-bench-first-event-latency-and-cpu-per-question.md.
 """
 
 from __future__ import annotations

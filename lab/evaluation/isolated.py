@@ -1,5 +1,6 @@
 """A throwaway database on the same server, so evaluation and benchmarks never touch the
-user's data: created and migrated on entry, dropped on exit."""
+user's data: created and migrated on entry, dropped on exit
+(docs/decisions/0056-evaluate-and-bench-throwaway-database.md)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ The protocol is ../shared/eval/README.md: ingest every document into a fresh kno
 default settings, each as a new conversation — or, for a question that `follows` another, in the
 conversation of the question it follows, right after it — and report per kind: citation
 accuracy, answer hit rate, false refusals, refusal rates, retrieval recall@1/@5, and latencies;
-the same figures over the follow-up questions alone under "followup".
+the same figures over the follow-up questions alone under "followup". `--calibrate`'s replay and
+`--folds`: docs/decisions/0057-evaluate-protocol-folds-and-calibration.md.
 """
 
 from __future__ import annotations
