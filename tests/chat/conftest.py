@@ -1,18 +1,19 @@
-"""Fixtures of the chat tests: controlled knowledge bases and a way to run the pipeline."""
+"""Fixtures of the chat tests: the live server, a controlled knowledge base, a pinned clock."""
 
 from __future__ import annotations
 
-import uuid
+import time
 
 import pytest
 
-from chat.answering.events import Event
-from chat.answering.pipeline import AnswerOptions, answer_stream
-from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS, document_create
-from tests.support.live_server import daphne_server, database_url_of
-
-# Streamed pieces are paced on the test server, so a test can observe a stream in progress.
-LIVE_SERVER_DELAY_MS = 120
+import chat.ratelimit
+from tests.support.knowledge_base import (
+    EXPENSES_TEXTS,
+    LEAVE_TEXTS,
+    SECURITY_TEXTS,
+    document_create,
+)
+from tests.support.live_server import LIVE_SERVER_DELAY_MS, daphne_server, database_url_of
 
 
 @pytest.fixture(scope="session")
@@ -47,15 +48,10 @@ def policies_kb(db):
     }
 
 
-async def collect(*, user, question, message_id=None, options=None, **kwargs) -> list[Event]:
-    """Every event of one exchange."""
-    return [
-        event
-        async for event in answer_stream(
-            user=user,
-            question=question,
-            message_id=message_id or uuid.uuid4(),
-            options=options or AnswerOptions(),
-            **kwargs,
-        )
-    ]
+@pytest.fixture
+def pinned_window(monkeypatch):
+    """The clock at the first second of a one-minute window, so that a burst on a loaded
+    machine is never split between two windows."""
+    pinned = (int(time.time()) // 60) * 60 + 1.0
+    monkeypatch.setattr(chat.ratelimit, "_now", lambda: pinned)
+    return pinned

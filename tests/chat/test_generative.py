@@ -29,8 +29,8 @@ from chat.answering.grounding import SYSTEM_PROMPT
 from chat.answering.memory import SUMMARY_PROMPT
 from chat.answering.pipeline import answer_stream
 from chat.models import ChatSettings, Conversation, Message
-from tests.chat.conftest import collect
-from tests.chat.kb import document_create
+from tests.support.answers import collect
+from tests.support.knowledge_base import document_create
 from tests.support.openai_server import Scripted, openai_server
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -24,7 +24,12 @@ from websockets.asyncio.client import connect
 
 from chat.models import Citation, Conversation, Message
 from lab.benchmark.clients import Client, clients_create
-from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS, document_create
+from tests.support.knowledge_base import (
+    EXPENSES_TEXTS,
+    LEAVE_TEXTS,
+    SECURITY_TEXTS,
+    document_create,
+)
 from tests.support.live_server import daphne_server, database_url_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

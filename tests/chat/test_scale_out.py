@@ -24,7 +24,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from chat.models import Conversation, Message
 from lab.benchmark.clients import Client, clients_create
-from tests.chat.kb import LEAVE_TEXTS, document_create
+from tests.support.knowledge_base import LEAVE_TEXTS, document_create
 from tests.support.live_server import daphne_server, database_url_of
 from tests.support.redis_server import redis_server
 

@@ -19,7 +19,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from chat.models import ChatSettings, Conversation, Feedback, Message
 from knowledge.models import Document
-from tests.chat.kb import LEAVE_TEXTS, document_create
+from tests.support.knowledge_base import LEAVE_TEXTS, document_create
 from tests.support.live_server import BASE_DIR, database_url_of
 
 PRODUCTION_ENV = {

@@ -70,7 +70,7 @@ def _five_sources_conversation(owner) -> str:
     """A stored answer citing five passages (an extractive answer cites at most three)."""
     from chat.models import Conversation
     from knowledge.models import Chunk
-    from tests.ui.conftest import exchange_create
+    from tests.support.conversations import exchange_create
 
     chunks = list(
         Chunk.objects.filter(document__source=str((DEMO / "staff-handbook.md").resolve()))

@@ -1,17 +1,18 @@
-"""Controlled knowledge bases for chat tests: documents, chunks and embeddings written directly
-(the real model embeds the texts unless a test hands in its own vectors), plus the checks
-every answer must pass."""
+"""Controlled knowledge bases: documents, chunks and embeddings written directly, as ingestion
+stores them (no parsing, no chunking), and vectors built to sit at a chosen cosine.
+
+Chunks get real embeddings from the real model unless the test hands in its own vectors
+(to control exactly which chunk is nearest).
+"""
 
 from __future__ import annotations
 
 import hashlib
-import re
 import uuid
 from collections.abc import Sequence
 
 import numpy as np
 
-from chat.answering.events import Event
 from knowledge import embedding
 from knowledge.models import Chunk, Document, Embedding
 
@@ -39,12 +40,14 @@ SECURITY_TEXTS = [
 
 
 def unit(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """`values` scaled to length 1 (float32), as the model's embeddings are."""
     vector = np.asarray(values, dtype=np.float64)
     return (vector / np.linalg.norm(vector)).astype(np.float32)
 
 
-def basis(axis: int) -> np.ndarray:
-    vector = np.zeros(embedding.DIMENSIONS, dtype=np.float32)
+def basis(axis: int, dimensions: int = embedding.DIMENSIONS) -> np.ndarray:
+    """The unit vector along `axis`."""
+    vector = np.zeros(dimensions, dtype=np.float32)
     vector[axis] = 1.0
     return vector
 
@@ -70,18 +73,29 @@ def document_create(
     enabled: bool = True,
     status: str = Document.Status.READY,
     url: str = "",
+    source: str | None = None,
+    metadata: dict | None = None,
+    model: str | None = None,
+    media_type: str = "text/markdown",
 ) -> Document:
-    """A searchable document whose chunks are `texts` (embedded by the model, or `vectors`)."""
+    """A searchable document whose chunks are `texts` (embedded by the model, or `vectors`).
+
+    `url` is stored as the document's link (`metadata["url"]`); `model` overrides the
+    embedding model name (e.g. to make the embeddings stale). Raises ValueError when
+    `vectors` is given with a different length than `texts`.
+    """
     document = Document.objects.create(
         title=title,
-        source=f"test:{uuid.uuid4().hex}/{title}",
-        media_type="text/markdown",
+        source=source or f"test:{uuid.uuid4().hex}/{title}",
+        media_type=media_type,
         content_hash=hashlib.sha256("\n".join(texts).encode()).hexdigest(),
         status=status,
         enabled=enabled,
-        metadata={"url": url} if url else {},
+        metadata={**(metadata or {}), **({"url": url} if url else {})},
     )
-    chunks_replace(document, texts=texts, pages=pages, sections=sections, vectors=vectors)
+    chunks_replace(
+        document, texts=texts, pages=pages, sections=sections, vectors=vectors, model=model
+    )
     return document
 
 
@@ -92,52 +106,39 @@ def chunks_replace(
     pages: Sequence[int | None] | None = None,
     sections: Sequence[str | None] | None = None,
     vectors: Sequence[np.ndarray] | np.ndarray | None = None,
+    model: str | None = None,
 ) -> list[Chunk]:
-    """Replace the document's chunks, as re-ingesting a changed file does."""
+    """Replace the document's chunks, as re-ingesting a changed file does. Raises ValueError
+    when `vectors` is given with a different length than `texts`."""
     document.chunks.all().delete()
     if vectors is None:
         vectors = embedding.embed_texts(list(texts))
-    chunks = Chunk.objects.bulk_create(
-        Chunk(
-            document=document,
-            index=index,
-            text=text,
-            page=pages[index] if pages else None,
-            section=sections[index] if sections else None,
-            char_start=0,
-            char_end=len(text),
-            token_count=embedding.token_count(text),
-            text_hash=hashlib.sha256(text.encode()).hexdigest(),
+    if len(vectors) != len(texts):
+        raise ValueError("one vector per text is needed")
+    chunks = []
+    offset = 0
+    for index, text in enumerate(texts):
+        chunks.append(
+            Chunk(
+                document=document,
+                index=index,
+                text=text,
+                page=pages[index] if pages else None,
+                section=sections[index] if sections else None,
+                char_start=offset,
+                char_end=offset + len(text),
+                token_count=embedding.token_count(text),
+                text_hash=hashlib.sha256(text.encode()).hexdigest(),
+            )
         )
-        for index, text in enumerate(texts)
-    )
+        offset += len(text) + 1
+    chunks = Chunk.objects.bulk_create(chunks)
     Embedding.objects.bulk_create(
-        Embedding(chunk=chunk, vector=np.asarray(vector).tolist(), model=embedding.model_version())
+        Embedding(
+            chunk=chunk,
+            vector=np.asarray(vector, dtype=np.float32),
+            model=model or embedding.model_version(),
+        )
         for chunk, vector in zip(chunks, vectors, strict=True)
     )
     return chunks
-
-
-def event_types(events: Sequence[Event]) -> list[str]:
-    return [event.type for event in events]
-
-
-_MARKER = re.compile(r" \[(\d+)\]")
-
-
-def assert_answer_is_grounded(content: str, citations: Sequence[dict]) -> None:
-    """Every sentence of the answer is verbatim text of the chunk its marker cites; markers are
-    numbered 1.. in order of first use; the citations are exactly the cited chunks."""
-    by_n = {citation["n"]: citation for citation in citations}
-    parts = _MARKER.split(content)
-    assert parts[-1] == "", f"the answer must end with a marker: {content!r}"
-    sentences, numbers = parts[0:-1:2], [int(n) for n in parts[1::2]]
-    assert sentences, "an answer has at least one sentence"
-    first_use = list(dict.fromkeys(numbers))
-    assert first_use == list(range(1, len(first_use) + 1)), f"markers out of order: {numbers}"
-    assert sorted(by_n) == first_use, "citations must be exactly the cited chunks"
-    assert len(sentences) <= 3
-    for sentence, n in zip(sentences, numbers, strict=True):
-        text = sentence.strip()
-        assert text, "empty sentence before a marker"
-        assert text in by_n[n]["text"], f"{text!r} is not verbatim text of citation [{n}]"
