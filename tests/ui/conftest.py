@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.test import Client
 
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, Pages
 
 
 @pytest.fixture
@@ -46,3 +47,20 @@ def browser():
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def pages(browser, live) -> Iterator[Pages]:
+    opened = Pages(browser=browser, live=live)
+    yield opened
+    opened.close()
+    assert not opened.dialogs, f"a dialog opened: {opened.dialogs}"
+    assert not opened.errors, f"script errors: {opened.errors}"
+
+
+@pytest.fixture
+def db_reads(django_db_blocker):
+    """Database reads from a browser test's own thread (Playwright's sync API runs an event
+    loop in it); the browser modules use it for every test."""
+    with django_db_blocker.unblock():
+        yield
