@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "knowledge",
     "chat",
+    "lab",
 ]
 
 MIDDLEWARE = [

@@ -18,7 +18,7 @@ from chat.answering.evidence_signals import (
 )
 from knowledge import embedding, vocabulary
 from knowledge.retrieval import chunks_search
-from tests.chat.kb import document_create
+from tests.support.knowledge_base import document_create
 
 T = 0.35
 

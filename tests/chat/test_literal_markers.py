@@ -14,8 +14,8 @@ from chat.answering.citations import quoted_markers_neutralize
 from chat.answering.grounding import source_entry
 from chat.models import Message
 from chat.selectors import message_answer_with_citations
-from tests.chat.conftest import collect
-from tests.chat.kb import document_create
+from tests.support.answers import collect
+from tests.support.knowledge_base import document_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,14 +21,8 @@ from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.models import ChatSettings, Citation, Conversation, Message
 from knowledge import embedding
 from knowledge.models import Document
-from tests.chat.conftest import collect
-from tests.chat.kb import (
-    assert_answer_is_grounded,
-    chunks_replace,
-    document_create,
-    event_types,
-    vector_at_cosine,
-)
+from tests.support.answers import assert_answer_is_grounded, collect, event_types
+from tests.support.knowledge_base import chunks_replace, document_create, vector_at_cosine
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
