@@ -1,7 +1,4 @@
-"""Per-knowledge-base calibration of the evidence check (issue 13, item 2).
-
-What counts as "close enough" depends on the corpus: how dense its topics are, how long its
-chunks. The knowledge base measures itself:
+"""Per-knowledge-base calibration of the evidence check: the knowledge base measures itself.
 
 - **negatives**: the shipped bank of generic questions (chat/answering/data/
   generic_questions.txt), none about any organisation's documents, each searched like a user's
@@ -15,8 +12,9 @@ The automatic threshold is the noise floor, never above the probe floor (a knowl
 own questions match weakly keeps answering them). The values are stored (`EvidenceCalibration`,
 one row) with the fingerprint of the knowledge base they were measured on, recomputed by a
 background task when it changes (ingestion, re-processing, enabling, disabling or deleting a
-document), shown on the Chat settings page, and used by the evidence decision
-(chat/answering/evidence_signals.py).
+document), shown on the Chat settings page, and used by the evidence check when the admin
+chooses it (chat/answering/evidence.py `evidence_threshold`). Why:
+`docs/decisions/0027-evidence-calibration-per-knowledge-base.md`.
 """
 
 from __future__ import annotations
@@ -29,8 +27,9 @@ from functools import cache
 import numpy as np
 from django.db import transaction
 
-from chat.answering.extractive import STOP_WORDS, sentence_vectors
+from chat.answering.extractive import sentence_vectors
 from chat.answering.features import best_passage, compared_sentences, generic_questions
+from chat.answering.terms import STOP_WORDS
 from chat.models import EvidenceCalibration
 from knowledge import embedding
 from knowledge.retrieval import chunks_search, searchable_chunks

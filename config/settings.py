@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "knowledge",
     "chat",
+    "lab",
     "axes",  # accounts: login throttling (docs/sign-in.md)
     "accounts",
 ]

@@ -1,9 +1,9 @@
-"""How an answer's text is written, behind one small interface (SPEC §5).
+"""How an answer's text is written, behind one small interface (`docs/product.md §5`).
 
 The pipeline (chat/answering/pipeline.py) has already searched, checked the evidence and decided
 to answer; an `Answerer` then turns the qualifying chunks into text:
 
-    answerer = answerer_for(mode)
+    answerer = answerer_for(mode)                   # chat/answering/pipeline.py
     async for piece in answerer.stream(request):   # the answer_delta texts, as produced
         ...
     written = answerer.written(complete=True)      # the stored text and its citations
@@ -14,8 +14,9 @@ is used for one answer only. Before `answer_start` the pipeline awaits `prepare(
 work that may fail before anything is shown (the generative answerer opens the model's reply
 there); failing, it raises `AnswerFailed`, and so does a stream that breaks off.
 
-Two implementations: extractive (no model) and generative (chat/answering/generative.py, a
-language model behind chat/answering/llm/).
+Two implementations: extractive (no model, here) and generative (chat/answering/generative.py,
+a language model behind chat/answering/llm/). The pipeline picks one per answer
+(`answerer_for`); this module imports neither the pipeline nor the generative answerer.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from asgiref.sync import sync_to_async
 
-from chat.answering.extractive import ExtractiveAnswer, extractive_answer, terms
+from chat.answering.extractive import ExtractiveAnswer, extractive_answer
 from chat.answering.followups import Turn
+from chat.answering.terms import terms
 from chat.models import Message
 from knowledge.retrieval import RetrievedChunk
 
@@ -119,14 +121,3 @@ class ExtractiveAnswerer(Answerer):
             return WrittenAnswer(content=self._answer.text, cited=self._answer.cited_chunks)
         sent = [(n, c) for n, c in self._answer.cited_chunks if f" [{n}]" in self._streamed]
         return WrittenAnswer(content="".join(self._streamed), cited=sent)
-
-
-def answerer_for(mode: str) -> Answerer:
-    """A new answerer for `mode` (a `Message.Mode`)."""
-    if mode == Message.Mode.EXTRACTIVE:
-        return ExtractiveAnswerer()
-    if mode == Message.Mode.GENERATIVE:
-        from chat.answering.generative import GenerativeAnswerer
-
-        return GenerativeAnswerer()
-    raise ValueError(f"no answerer for mode {mode!r}")

@@ -1,14 +1,12 @@
-"""The language model's circuit breaker, in the shared Django cache (SPEC §5, seed 004).
+"""The language model's circuit breaker, in the shared Django cache (`docs/product.md §5`).
 
 `LLM_CIRCUIT_FAILURES` (5) failed answers within `LLM_CIRCUIT_WINDOW_S` (120 s) open the
 circuit: for `LLM_CIRCUIT_COOL_DOWN_S` the generative mode skips the model and answers
 extractively with a notice. A successful answer forgets the failures. The last error is kept
-for the admin page.
-
-A few lines over the cache rather than `pybreaker`: the state must be shared by every web
-process, and the project's shared store is the Django cache (the database cache by default,
-Redis with REDIS_URL), which pybreaker cannot use. The read-modify-write of the failure list is
-not atomic across processes; a lost update only delays opening by one failure.
+for the admin page. The state is shared by every web process through the Django cache (the
+database cache by default, Redis with REDIS_URL); the read-modify-write of the failure list is
+not atomic across processes: a lost update delays opening by one failure. Why not `pybreaker`:
+`docs/decisions/0026-llm-circuit-breaker-over-the-cache.md`.
 Synchronous (the database cache): async callers use `database_sync_to_async`.
 """
 

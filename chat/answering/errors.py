@@ -1,7 +1,8 @@
 """The typed error of the chat core, raised before an answer starts (bad input, access).
 
 Every transport maps it: the API to the error envelope `{"error": {code, message, details}}`
-with `status`, the WebSocket consumer to an error message. Codes and statuses are SPEC §6's.
+with `status`, the WebSocket consumer to an error message. Codes and statuses are those of
+`docs/product.md §6`.
 """
 
 from __future__ import annotations

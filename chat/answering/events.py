@@ -1,4 +1,4 @@
-"""The events of one answer, as every transport receives them (SPEC §6).
+"""The events of one answer, as every transport receives them (`docs/product.md §6`).
 
 The answering pipeline (`chat.answering.pipeline.answer_stream`) yields these in order:
 answer_start → answer_delta+ → sources → answer_end, or a single refusal / error (an error may
@@ -23,3 +23,18 @@ class Event:
 
     def as_dict(self) -> dict[str, Any]:
         return {"type": self.type, **self.data}
+
+
+INTERNAL_ERROR_MESSAGE = "Something went wrong while answering. Please try again."
+
+
+def refusal_data(
+    ids: dict[str, str], message: str, suggestions: list[str], search_query: str
+) -> dict[str, Any]:
+    """The data of a `refusal` event, live or replayed."""
+    return {
+        **ids,
+        "message": message,
+        "suggestions": list(suggestions),
+        "search_query": search_query,
+    }

@@ -1,4 +1,5 @@
-"""The evidence check (SPEC §4): answer only when the knowledge base holds close enough text.
+"""The evidence check (`docs/product.md §4`): answer only when the knowledge base holds close
+enough text.
 
 This module holds the refusals, the admin's threshold and the comparison with it; the decision
 itself (the threshold plus the further signals) is chat/answering/evidence_signals.py.

@@ -1,81 +1,32 @@
-"""Extractive answering (SPEC §5): no language model, only sentences the documents hold.
+"""Extractive answering (`docs/product.md §5`): no language model, only sentences the
+documents hold.
 
-From the qualifying chunks (retrieval order, best first) every sentence is a candidate. Each is
-scored on two kinds of evidence:
+`extractive_answer` takes the qualifying chunks (retrieval order, best first) and returns at
+most `MAX_SENTENCES` of their sentences, verbatim, each followed by its chunk's marker `[n]`,
+numbered in order of first use. Every candidate sentence (`candidate_sentences`; the rows of a
+spreadsheet chunk, one per line) is scored on:
 
-- lexical: the share of the question's content words the sentence holds, each word weighted
-  by how rare it is among the candidates (an IDF over the candidate sentences), so a sentence
-  holding the question's distinctive words beats one holding only the common topic word;
-- semantic: cosine similarity of the sentence's embedding to the question's (embedded in one
-  batch; vectors are cached by text, shared with the evidence check);
+- lexical: the share of the question's content words (chat/answering/terms.py) the sentence
+  holds, each weighted by its rarity among the candidates (`lexical_scores`);
+- semantic: cosine similarity of the sentence's embedding to the question's, for the
+  `MAX_COMPARED_SENTENCES` candidates best on the rest of the score (vectors from
+  `sentence_vectors`, cached by text and shared with the evidence check);
+- a small prior for the chunk's own similarity, so the top-ranked chunk wins ties;
+- its form and content: a sentence ending in "?" or about the document itself loses weight, a
+  sentence holding what the question asks for (chat/answering/answer_types.py) gains some.
 
-plus a small prior for the chunk's own similarity, so the top-ranked chunk wins ties. Embedding
-a sentence costs about as much as embedding the question, and the answer's first words wait for
-it, so only the MAX_COMPARED_SENTENCES candidates best on the cheap part of the score (lexical
-share and chunk prior) are embedded and compared. The best sentence is always taken; up to two
-more join it when they score close to it and do not repeat what is already said. The best
-sentence comes first, so the answer opens with what answers; the others follow in reading order
-(chunk by chunk, in the order the chunks were first chosen), each sentence followed by its
-chunk's marker `[n]`, numbered in order of first use. Opening with the best sentence instead of
-keeping all in reading order: the first sentence holds the gold answer for 79.2% of the
-answerable questions of squad2-visible instead of 70.5% (citation accuracy 94.0% either way),
-and for 81% instead of 68% of demo/eval/followups.json. Everything is
-deterministic: ties break on chunk rank and position.
+The best sentence is always taken and comes first; up to two more join it when they score
+within `FOLLOWER_RELATIVE_SCORE` of it and do not repeat what is already said, in reading
+order after it. A further spreadsheet row joins the best one only when it also holds every
+question word the best row holds, and a quoted row's citation narrows from the chunk's range
+to the row(s) quoted (`cited_rows`: `A4:E6` → `A4:E4`). Deterministic: ties break on chunk
+rank and position. Every answer sentence is an exact substring of the chunk it cites
+(`Sentence.text == chunk.text[start:end]`).
 
-Every answer sentence is an exact substring of the chunk it cites (`Sentence.text ==
-chunk.text[start:end]`).
-
-What a sentence is, not only what it says (issue 13, item 6): on policy pages the sentence
-closest to the question is often one that cannot answer it — an FAQ's question line ("Q: How do
-I connect to the VPN?"), or the overview's sentence about the document itself ("It is written
-for the Customer Success and Finance teams, and for anyone who receives a refund request"),
-close to every question on the subject. So a sentence ending in "?" loses WEIGHT_QUESTION_FORM,
-a sentence about the document (`_SCOPE_SENTENCE`) loses WEIGHT_SCOPE unless the question asks
-whom or what the document covers, and a sentence holding what the question asks for
-(chat/answering/answer_types.py: a date for "when", a number for "how many", a duration — a
-number with a unit of time — for a named span such as "the refund window" or "the notice
-period", a frequency for "how often") gains WEIGHT_ANSWER_TYPE. Measured by replaying the
-selection on the qualifying chunks the pipeline kept for every answered question (a harness
-with retrieval — then by reciprocal rank fusion — and the evidence check cached;
-demo/eval/policies.json 127 questions, ../shared/eval/squad2-visible.json 386), before → after:
-
-                        citation   answer hit   first sentence holds it   sentences/answer
-  policies               97.6%       93.7%            80.3% → 84.3%          1.86 → 1.82
-                       → 98.4%     → 95.3%
-  squad2-visible         97.4%       93.0%            82.4% → 82.9%          2.15 → 2.17
-                       → 97.4%     → 93.3%
-
-No question of either set got worse on any of the three figures for any of the 72 weight
-combinations tried (type 0-0.1, question form 0-0.2, scope 0-0.1, a heading-form penalty that
-changed nothing and was dropped); chosen on half of each set's documents, the weights left the
-other half unchanged either way (the questions they fix are few: 7 of policies, 3 of SQuAD).
-Requiring followers to hold the asked-for type too (fewer, more precise sentences: 1.79 a
-policies answer) changed no figure but cut the second half of compound questions ("Where is the
-code printed, and how often must it change?"): not kept. The cost is about 0.5 ms a question
-(regular expressions over the ~26 candidates).
-
-Spreadsheet chunks (`chunk.sheet` set) are cut into their rows, one per line, instead of
-sentences: a row ("Stocks — Product code: QX-2207 · … · Safety stock: 200") is what an answer
-quotes, never half a row or two rows run together. Rows of one sheet read much alike, so a
-further row joins the best one only when it also holds every question word the best row
-holds (a question naming one product code gets that product's row, a question about a
-category the rows of that category). The citation of a quoted row narrows from the chunk's
-range to the row(s) quoted (`A4:E6` → `A4:E4`): a chunk's lines are its consecutive rows
-(knowledge/chunking.py).
-
-Measured on ../shared/eval/squad2-visible.json (the 400 answerable questions, top 5 chunks,
-the pipeline's evidence check; a harness scoring the selection on cached retrieval results,
-constants chosen on half of the articles and checked on the other half): the selection cites a
-chunk holding the gold answer for all but 5 of the answered questions whose qualifying chunks
-hold one (citation accuracy 94.0% against a ceiling of 95.25%). The misses need reading the
-sentence, not matching it: other signals tried (IDF over chunks, the previous sentence's words
-or vector, question bigrams, a lighter stemmer, length normalisation, expected-answer types for
-who/when/how many, a chunk-rank penalty or guarantee, the fused retrieval score as the prior,
-MMR or coverage-driven followers, a logistic model over all of them fitted on one half) moved
-citation accuracy on neither half. Followers within 70% of the best (75% before) hold the gold
-answer more often: answer hit rate 89.0% → 90.25% (halves 89.5 → 91.5 and 88.5 → 89.0), at
-2.15 sentences an answer instead of 1.96. Comparing only the 12 best candidates of 26 (median;
-up to 37) leaves every best sentence unchanged and both figures equal.
+Why these scores, weights and this order, with their measurements and what was tried instead:
+`docs/decisions/0022-extractive-sentence-selection.md`,
+`docs/decisions/0023-extractive-sentence-order.md`,
+`docs/decisions/0024-extractive-sentence-form-and-answer-type.md`.
 """
 
 from __future__ import annotations
@@ -91,11 +42,11 @@ import numpy as np
 
 from chat.answering.answer_types import answer_matches, expected_answer
 from chat.answering.citations import quoted_markers_neutralize
+from chat.answering.terms import terms
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
 from knowledge.selectors import sentence_vectors_stored
 from knowledge.sentences import (  # the splitting ingestion shares; re-exported here
-    WORD,
     answerable_sentences,
     is_answerable,
     row_spans,
@@ -136,22 +87,6 @@ FOLLOWER_RELATIVE_SCORE = 0.7
 # ...and it says something new: semantic similarity to every chosen sentence below this.
 REDUNDANT_SIMILARITY = 0.9
 PIECE_WORDS = 6
-
-STOP_WORDS = {
-    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
-    "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but",
-    "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for",
-    "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself",
-    "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself",
-    "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on",
-    "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same",
-    "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
-    "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too",
-    "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which",
-    "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
-    "yourself", "yourselves", "many", "much", "may", "might", "must", "shall", "also", "get",
-    "got", "one", "s", "t", "us", "tell", "please", "know", "want", "need",
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -243,29 +178,6 @@ def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
 
 
 # --- Evidence ------------------------------------------------------------------------------------
-def terms(text: str) -> list[str]:
-    """Content words, lower-cased and lightly stemmed (plurals, -ing, -ed)."""
-    found = []
-    for word in WORD.findall(text.lower()):
-        word = re.sub(r"['’]s$", "", word)
-        if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
-            continue
-        found.append(_stem(word))
-    return found
-
-
-def _stem(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 5 and word.endswith("ing"):
-        return word[:-3]
-    if len(word) > 4 and word.endswith("ed"):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
 def lexical_scores(question: str, sentences: Sequence[str]) -> list[float]:
     """Weighted share of the question's terms each sentence holds (0..1)."""
     question_terms = set(terms(question))

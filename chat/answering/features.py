@@ -1,5 +1,5 @@
-"""Signals of the evidence check beyond one cosine (issue 13): what the best-matching sentence
-says compared with what the question asks.
+"""Signals of the evidence check beyond one cosine: what the best-matching sentence says
+compared with what the question asks.
 
 - **answer type**: a "when" question needs a date, a time or a duration in the sentence, a "how
   many / how much / how long" question a number or an amount, a "who" question a name (a
@@ -11,7 +11,8 @@ says compared with what the question asks.
 
 The best sentence is the one of `passage_similarities`' compared sentences closest to the
 question (the chunk itself when no sentence was compared). How these combine is
-chat/answering/evidence_signals.py.
+chat/answering/evidence_signals.py; why these features:
+`docs/decisions/0021-evidence-fitted-veto.md`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from chat.answering.extractive import (
     candidate_sentences,
     lexical_scores,
     sentence_vectors,
-    terms,
 )
+from chat.answering.terms import terms
 from knowledge.retrieval import RetrievedChunk
 from knowledge.vocabulary import QuestionTerms
 

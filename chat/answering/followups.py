@@ -1,35 +1,35 @@
-"""Follow-up questions (SPEC §5): a question that leans on the conversation is searched with the
-context of the previous questions, without a language model.
+"""Follow-up questions (`docs/product.md §5`): a question that leans on the conversation is
+searched with the context of the previous questions, without a language model.
 
 "What is the nightly hotel cap in Lisbon?" → "And in London?" is searched as "nightly hotel cap
-London": the content words of the question that opened the topic (the latest one searched as
-written) and of the previous question are kept, less those the follow-up replaces (a name the
-follow-up brings replaces the previous names, a number the previous numbers, unless it refers
-back: "What did she do at Stanford?" keeps "Ride"), at most MAX_CARRIED_TERMS of them, the
-rarest in the knowledge base; then the follow-up's own words are added. Words that only ask for
-more ("anything else interesting about this article?") are left out.
+London" (`contextual_query`): the content words of the question that opened the topic (the
+latest one searched as written) and of the previous question are kept, less those the
+follow-up replaces (a name the follow-up brings replaces the previous names, a number the
+previous numbers, unless it refers back: "What did she do at Stanford?" keeps "Ride"), at most
+MAX_CARRIED_TERMS of them, the rarest in the knowledge base; then the follow-up's own words are
+added. Words that only ask for more ("anything else interesting about this article?") are left
+out.
 
-A question *leans on the conversation* when it starts like a continuation ("And …", "What
-about …", "How about …"), refers back ("it", "she", "this album", "those", "the same"), asks
-for more ("anything else?", "who else …", "… too?") or has no content word of its own. Such a
-question is searched in context right away; should that fail the evidence check, it is searched
-as written, but only within the documents the conversation is about (anywhere when the previous
-question found nothing). A question that picks up a word of the previous question or of its
-answer ("Were there any hit songs from the album?") is searched in context first too, then as
-written. Any other question is searched as written; only when that search fails the evidence
-check is it tried once more in context before refusing (`SearchPlan.fallback`), so a
-self-contained question after a follow-up ("What is the daily meal allowance abroad?") is never
-polluted by the previous topic.
+A question *leans on the conversation* (`leans_on_conversation`) when it starts like a
+continuation ("And …", "What about …", "How about …"), refers back ("it", "she", "this album",
+"those", "the same"), asks for more ("anything else?", "who else …", "… too?") or has no
+content word of its own. `search_plan` returns how to search for a question:
 
-Read in context, a follow-up borrows the previous question's words, and with them enough
-similarity to pass the evidence check on the previous topic: "Can I spend it on a gym
-membership?" after a question on the learning budget. So a question searched in context must
-also hold no word of its own that the knowledge base has never held (`unknown_own_terms`;
-typos of known words and numbers excused), else it is refused.
+- a question that leans on the conversation: in context, then (`SearchPlan.fallback`) as
+  written within the documents the conversation is about (anywhere when the previous question
+  found nothing);
+- a question that picks up a word of the previous question or of its answer ("Were there any
+  hit songs from the album?"): in context, then as written;
+- any other question: as written, then in context.
 
-The documents the previous answer cited are the conversation's subject: a search in context
-prefers their chunks (knowledge/retrieval.py `chunks_search(prefer_document_ids=...)`, a third
-ranking in the fusion).
+A question searched in context must also hold no word of its own that the knowledge base has
+never held (`unknown_own_terms`; typos of known words and numbers excused), else the search
+step refuses it. A search in context prefers the chunks of the documents the previous answer
+cited (`SearchPlan.prefer_documents`: knowledge/retrieval.py
+`chunks_search(prefer_document_ids=...)`, a third ranking in the fusion).
+
+Why this reading, the fallbacks and the unknown-word guard:
+`docs/decisions/0025-follow-up-search-planning.md`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from chat.answering.extractive import STOP_WORDS, terms
+from chat.answering.terms import STOP_WORDS, terms
 from knowledge.sentences import WORD
 from knowledge.vocabulary import question_terms, vocabulary_get
 

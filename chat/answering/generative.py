@@ -12,9 +12,12 @@ closes the upstream request.
 
 `answering_mode` decides, per question, whether the admin's generative mode can be honoured:
 without a configured backend, or while the circuit is open, the answer is extractive with a
-notice saying why. In the generative mode a follow-up that leans on the conversation is
-searched as the model rewrites it into a standalone query (`search_plan_generative`), the
-deterministic rewrite being the fallback.
+notice saying why (the circuit breaker:
+`docs/decisions/0026-llm-circuit-breaker-over-the-cache.md`).
+In the generative mode a follow-up that leans on the conversation is searched as the model
+rewrites it into a standalone query (`search_plan_generative`), the deterministic rewrite being
+the fallback (`docs/decisions/0025-follow-up-search-planning.md`). The prompt and the citation
+check: `docs/decisions/0028-generative-grounding-and-citation-check.md`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ The citations: `CitationRewriter` reads the reply as it streams and rewrites eve
 before it is shown: a marker naming a source that was provided becomes its citation number
 (numbered by first use, so the stored citations are exactly the cited chunks); one naming
 anything else is removed, with the space before it, and logged. What streamed is what is
-stored.
+stored. Why: `docs/decisions/0028-generative-grounding-and-citation-check.md`.
 """
 
 from __future__ import annotations

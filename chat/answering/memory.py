@@ -1,4 +1,5 @@
-"""What a generative answer remembers of its conversation (SPEC §5, seed 004).
+"""What a generative answer remembers of its conversation (`docs/product.md §5`;
+`docs/decisions/0029-generative-conversation-memory.md`).
 
 The last `max(ChatSettings.max_history_turns, 2)` turns go to the model as they were said (the
 question, then the answer without its citation markers, which named other sources); the
@@ -27,7 +28,8 @@ from chat.answering.llm import ChatMessage, LLMBackend, LLMError
 
 logger = logging.getLogger(__name__)
 
-# Never fewer turns than this in the window (seed 004: the last two user messages are kept).
+# Never fewer turns than this in the window: the last two user messages are always kept
+# (docs/decisions/0029-generative-conversation-memory.md).
 MIN_WINDOW = 2
 SUMMARY_MAX_TOKENS = 180
 NOT_ANSWERED = "(No answer: the documents did not cover this.)"

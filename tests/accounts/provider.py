@@ -19,7 +19,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.live_server import BASE_DIR, free_port, process_serving
+from tests.support.live_server import BASE_DIR, free_port, process_serving
 
 CLIENT_ID = "sourced-tests"
 

@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests.accounts.provider import Provider
-from tests.live_server import daphne_server, database_url_of
-from tests.ui.browser import ARTIFACTS
+from tests.support.browser import ARTIFACTS
+from tests.support.live_server import daphne_server, database_url_of
 from tests.ui.conftest import browser  # noqa: F401  (the module's Chromium)
 
 pytestmark = pytest.mark.browser

@@ -163,7 +163,7 @@ def test_a_replayed_state_is_refused(provider, caplog):
 
 
 def test_the_provider_down_says_so_and_the_password_form_still_works(settings, staff_user):
-    from tests.live_server import free_port
+    from tests.support.live_server import free_port
 
     settings.OIDC_ISSUER = f"http://127.0.0.1:{free_port()}/o"  # nothing listens there
     settings.OIDC_CLIENT_ID = "sourced"

@@ -19,9 +19,9 @@ from django.urls import reverse
 from chat.models import Conversation, Feedback, Message
 from chat.selectors import ConversationAccess, conversation_access
 from knowledge.models import Document
-from tests.live_server import database_url_of
-from tests.retrieval_helpers import document_with_chunks
-from tests.ui.conftest import exchange_create
+from tests.support.conversations import exchange_create
+from tests.support.knowledge_base import document_create
+from tests.support.live_server import database_url_of
 
 pytestmark = pytest.mark.django_db
 
@@ -109,7 +109,7 @@ def documents(tmp_path) -> dict[str, Document]:
     path = tmp_path / "secret-folder" / "handbook.md"
     path.parent.mkdir()
     path.write_text("# Handbook\n\nAnnual leave is 25 days.\n")
-    ready = document_with_chunks(title="Handbook", texts=["Annual leave is 25 days."])
+    ready = document_create(title="Handbook", texts=["Annual leave is 25 days."])
     Document.objects.filter(pk=ready.pk).update(source=str(path))
     failed = Document.objects.create(
         title="Broken",
@@ -117,7 +117,7 @@ def documents(tmp_path) -> dict[str, Document]:
         status=Document.Status.FAILED,
         error="Could not read the Word document (BadZipFile: File is not a zip file).",
     )
-    disabled = document_with_chunks(title="Old policy", texts=["Leave was 20 days."], enabled=False)
+    disabled = document_create(title="Old policy", texts=["Leave was 20 days."], enabled=False)
     return {"ready": ready, "failed": failed, "disabled": disabled}
 
 

@@ -15,7 +15,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from chat.models import Conversation, Feedback, Message
-from tests.chat.kb import document_create
+from tests.support.knowledge_base import document_create
 
 ENABLED_TEXT = "Lighthouse keepers wind the clockwork of the Fresnel lens every four hours."
 DISABLED_TEXT = "Lighthouse keepers earn the Quillfeather bonus after ten winters on the rock."

@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from chat.models import Conversation, Message
-from tests.chat.kb import LEAVE_TEXTS, document_create
+from tests.support.knowledge_base import LEAVE_TEXTS, document_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from chat.answering import breaker
 from chat.models import ChatSettings
-from tests.chat.openai_server import openai_server
+from tests.support.openai_server import openai_server
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from rest_framework.authtoken.models import Token
 import chat.ratelimit
 from chat.models import Conversation, Feedback, Message
 from chat.ratelimit import chat_rate_limited
-from tests.chat.conftest import collect
-from tests.chat.kb import assert_answer_is_grounded, chunks_replace
+from tests.support.answers import assert_answer_is_grounded, collect
+from tests.support.knowledge_base import chunks_replace
 
 LEAVE_QUESTION = "How many days of annual leave do full-time employees get?"
 

@@ -22,8 +22,8 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from chat.models import Conversation, Message
-from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, document_create
-from tests.live_server import daphne_server, database_url_of
+from tests.support.knowledge_base import EXPENSES_TEXTS, LEAVE_TEXTS, document_create
+from tests.support.live_server import daphne_server, database_url_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -12,14 +12,13 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.test import Client
 
 from chat.models import Conversation, Message
-from chat.routing import websocket_urlpatterns
-from tests.chat.kb import LEAVE_TEXTS, document_create
+from tests.support.clients import fragments_until_idle, send_payload, socket_for
+from tests.support.knowledge_base import LEAVE_TEXTS, document_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,31 +34,6 @@ def leave_kb(db):
         pages=[3, 4],
         sections=["Leave > Annual leave", "Leave > Carry-over"],
     )
-
-
-async def socket_for(user, conversation_id) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(
-        URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
-    )
-    communicator.scope["user"] = user
-    connected, _ = await communicator.connect()
-    assert connected
-    return communicator
-
-
-def send_payload(question: str, **extra) -> str:
-    payload = {"action": "send", "message": question, "message_id": str(uuid.uuid4())}
-    return json.dumps({**payload, **extra})
-
-
-async def fragments_until_idle(communicator, *, timeout: float = 30) -> list[str]:
-    """Every fragment up to the one that says the conversation is idle again."""
-    fragments = []
-    while True:
-        fragment = await communicator.receive_from(timeout=timeout)
-        fragments.append(fragment)
-        if 'id="chat-state"' in fragment and 'data-busy="false"' in fragment:
-            return fragments
 
 
 def index_of(fragments: list[str], needle: str) -> int:

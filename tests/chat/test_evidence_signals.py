@@ -18,7 +18,7 @@ from chat.answering.evidence_signals import (
 )
 from knowledge import embedding, vocabulary
 from knowledge.retrieval import chunks_search
-from tests.chat.kb import document_create
+from tests.support.knowledge_base import document_create
 
 T = 0.35
 
@@ -265,8 +265,9 @@ def test_unknown_names_refuse_where_the_similarity_alone_would_answer(knowledge_
 def test_a_chunk_below_the_threshold_is_decided_without_embedding_sentences(
     knowledge_base, monkeypatch
 ):
-    """Issue 13 changed this: a clear match is no longer settled by the chunk alone, since the
-    fitted check reads the best sentence; a chunk below the threshold still settles at once."""
+    """A clear match is not settled by the chunk alone, since the fitted veto reads the best
+    sentence (docs/decisions/0021-evidence-fitted-veto.md); a chunk below the threshold still
+    settles at once."""
     question = "What did Watt add to the Newcomen steam engine?"
     vector, _ = embedding.embed_query(question)
     chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks

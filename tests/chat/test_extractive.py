@@ -1,4 +1,5 @@
-"""Extractive answers (SPEC §5): at most three verbatim sentences, each with its marker."""
+"""Extractive answers (docs/product.md §5): at most three verbatim sentences, each with its
+marker."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from chat.answering import extractive
 from chat.answering.extractive import candidate_sentences, extractive_answer, sentence_spans
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
-from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS
+from tests.support.knowledge_base import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS
 
 
 def retrieved(texts: list[str], similarities: list[float] | None = None) -> list[RetrievedChunk]:

@@ -12,9 +12,9 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
 from chat.models import Message
-from tests.chat.conftest import collect
-from tests.chat.kb import EXPENSES_TEXTS, assert_answer_is_grounded, document_create
-from tests.chat.test_consumer import fragments_until_idle, send_payload, socket_for
+from tests.support.answers import assert_answer_is_grounded, collect
+from tests.support.clients import fragments_until_idle, send_payload, socket_for
+from tests.support.knowledge_base import EXPENSES_TEXTS, document_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

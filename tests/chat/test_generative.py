@@ -1,6 +1,6 @@
 """The generative mode against a real HTTP server on loopback speaking the OpenAI streaming
-protocol (tests/chat/openai_server.py): the `openai` client talks to it over real HTTP, and it
-records what it received. Real PostgreSQL, real embedding model, real pipeline."""
+protocol (tests/support/openai_server.py): the `openai` client talks to it over real HTTP, and
+it records what it received. Real PostgreSQL, real embedding model, real pipeline."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from chat.answering.grounding import SYSTEM_PROMPT
 from chat.answering.memory import SUMMARY_PROMPT
 from chat.answering.pipeline import answer_stream
 from chat.models import ChatSettings, Conversation, Message
-from tests.chat.conftest import collect
-from tests.chat.kb import document_create
-from tests.chat.openai_server import Scripted, openai_server
+from tests.support.answers import collect
+from tests.support.knowledge_base import document_create
+from tests.support.openai_server import Scripted, openai_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

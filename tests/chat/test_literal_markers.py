@@ -14,14 +14,14 @@ from chat.answering.citations import quoted_markers_neutralize
 from chat.answering.grounding import source_entry
 from chat.models import Message
 from chat.selectors import message_answer_with_citations
-from tests.chat.conftest import collect
-from tests.chat.kb import document_create
+from tests.support.answers import collect
+from tests.support.knowledge_base import document_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 QUESTION = "Where is the annex gateway code printed, and how often must the gateway code change?"
 FOOTNOTE = "The annex gateway code is printed in footnote [2] of the annex binder."
-API_MARKER = re.compile(r"\[(\d{1,3})\]")  # how a client reads markers (SPEC: "[n]")
+API_MARKER = re.compile(r"\[(\d{1,3})\]")  # how a client reads markers (docs/product.md §5: "[n]")
 
 
 async def test_a_bracketed_number_quoted_from_a_document_is_not_a_citation(staff_user):

@@ -22,10 +22,15 @@ import pytest
 from django.db import connection
 from websockets.asyncio.client import connect
 
-from chat.benchmark.clients import Client, clients_create
 from chat.models import Citation, Conversation, Message
-from tests.chat.kb import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS, document_create
-from tests.live_server import daphne_server, database_url_of
+from lab.benchmark.clients import Client, clients_create
+from tests.support.knowledge_base import (
+    EXPENSES_TEXTS,
+    LEAVE_TEXTS,
+    SECURITY_TEXTS,
+    document_create,
+)
+from tests.support.live_server import daphne_server, database_url_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -16,7 +16,7 @@ from chat.answering import breaker
 from chat.answering.llm import llm_backend
 from chat.answering.llm.local import LocalBackend, model_is_loaded
 from chat.models import ChatSettings, Message
-from tests.chat.conftest import collect
+from tests.support.answers import collect
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -21,14 +21,8 @@ from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.models import ChatSettings, Citation, Conversation, Message
 from knowledge import embedding
 from knowledge.models import Document
-from tests.chat.conftest import collect
-from tests.chat.kb import (
-    assert_answer_is_grounded,
-    chunks_replace,
-    document_create,
-    event_types,
-    vector_at_cosine,
-)
+from tests.support.answers import assert_answer_is_grounded, collect, event_types
+from tests.support.knowledge_base import chunks_replace, document_create, vector_at_cosine
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -198,8 +192,9 @@ async def test_threshold_comes_from_chat_settings_and_the_environment_overrides_
     vector_kb, staff_user, settings
 ):
     # Clear of the default threshold's margin (0.35 + 0.09), short of a 0.5 threshold's. A
-    # question with words of its own: with none ("When?") the fitted check (issue 13) has only
-    # the similarity to go on and refuses 0.1 above the threshold.
+    # question with words of its own: with none ("When?") the fitted veto
+    # (docs/decisions/0021-evidence-fitted-veto.md) has only the similarity to go on and
+    # refuses 0.1 above the threshold.
     question_vector = vector_at_cosine(vector_kb, 0.5, away_axis=7)
     await ChatSettings.objects.aupdate_or_create(pk=1, defaults={"evidence_threshold": 0.5})
     events = await collect(
@@ -216,7 +211,8 @@ async def test_threshold_comes_from_chat_settings_and_the_environment_overrides_
 async def test_the_automatic_threshold_is_used_when_the_admin_chooses_it(
     vector_kb, staff_user, settings
 ):
-    """Issue 13: the knowledge base's measured threshold replaces the admin's when ticked."""
+    """The knowledge base's measured threshold replaces the admin's when ticked
+    (docs/decisions/0027-evidence-calibration-per-knowledge-base.md)."""
     from chat.models import EvidenceCalibration
 
     question_vector = vector_at_cosine(vector_kb, 0.5, away_axis=7)

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
-from django.db import connection
 
 import chat.ratelimit
 from chat.models import RequestTimes
@@ -22,42 +18,7 @@ from chat.ratelimit import (
     rate_parse,
     search_rate_limited,
 )
-
-CONCURRENT = 50
-
-
-def hits_at_once(user, limiter, count: int) -> list[int | None]:
-    """`count` requests of `user` through `limiter`, each on its own thread and database
-    connection, released together."""
-    barrier = threading.Barrier(count)
-    results: list[int | None] = [None] * count
-    errors: list[BaseException] = []
-
-    def one(position: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[position] = limiter(user)
-        except BaseException as exc:  # reported by the test, not lost in a thread
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
-    return results
-
-
-@pytest.fixture
-def pinned_window(monkeypatch):
-    """The clock at the first second of a one-minute window, so that a burst on a loaded
-    machine is never split between two windows."""
-    pinned = (int(time.time()) // 60) * 60 + 1.0
-    monkeypatch.setattr(chat.ratelimit, "_now", lambda: pinned)
-    return pinned
+from tests.support.ratelimit import CONCURRENT, hits_at_once
 
 
 @pytest.mark.django_db(transaction=True)

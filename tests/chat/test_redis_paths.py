@@ -12,8 +12,8 @@ from channels_redis.core import RedisChannelLayer
 from django_redis import get_redis_connection
 
 from chat.ratelimit import chat_rate_limited, flood_hit, search_rate_limited
-from tests.chat.test_ratelimit import CONCURRENT, hits_at_once, pinned_window  # noqa: F401
-from tests.redis_server import redis_server
+from tests.support.ratelimit import CONCURRENT, hits_at_once
+from tests.support.redis_server import redis_server
 
 
 @pytest.fixture(scope="module")

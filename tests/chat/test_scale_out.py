@@ -22,11 +22,11 @@ import pytest
 from django.db import connection
 from websockets.sync.client import ClientConnection, connect
 
-from chat.benchmark.clients import Client, clients_create
 from chat.models import Conversation, Message
-from tests.chat.kb import LEAVE_TEXTS, document_create
-from tests.live_server import daphne_server, database_url_of
-from tests.redis_server import redis_server
+from lab.benchmark.clients import Client, clients_create
+from tests.support.knowledge_base import LEAVE_TEXTS, document_create
+from tests.support.live_server import daphne_server, database_url_of
+from tests.support.redis_server import redis_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

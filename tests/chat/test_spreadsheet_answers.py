@@ -20,10 +20,9 @@ from chat.rendering import quoted_rows_excerpt, sources_from_event
 from knowledge.models import Document
 from knowledge.retrieval import RetrievedChunk
 from knowledge.services import document_ingest
-from tests.chat.conftest import collect
-from tests.chat.kb import assert_answer_is_grounded
-from tests.chat.test_streaming import sse_events
-from tests.fixtures.spreadsheets import (
+from tests.support.answers import assert_answer_is_grounded, collect
+from tests.support.clients import sse_events
+from tests.support.spreadsheets import (
     PRICE_QUESTION,
     PX_11_ROW,
     QX_2207_ROW,

@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from chat.models import Conversation, Message
 from chat.services import STALE_STREAMING, exchange_regenerate
-from tests.live_server import database_url_of
-from tests.ui.conftest import exchange_create
+from tests.support.conversations import exchange_create
+from tests.support.live_server import database_url_of
 
 pytestmark = pytest.mark.django_db
 

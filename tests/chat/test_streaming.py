@@ -3,11 +3,9 @@ with httpx: what a client on the network sees."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -15,8 +13,9 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from chat.models import Conversation, Message
-from tests.chat.conftest import LIVE_SERVER_DELAY_MS
-from tests.chat.kb import assert_answer_is_grounded
+from tests.support.answers import assert_answer_is_grounded
+from tests.support.clients import sse_events
+from tests.support.live_server import LIVE_SERVER_DELAY_MS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,19 +37,6 @@ def chat_request(client: httpx.Client, url: str, token: str, **body):
         headers={"Authorization": f"Token {token}", "Accept": "text/event-stream"},
         timeout=60,
     )
-
-
-def sse_events(response: httpx.Response) -> Iterator[tuple[str, dict]]:
-    """(event type, data) for each SSE frame, as soon as its blank line arrives."""
-    event, data = None, []
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            event = line.removeprefix("event: ")
-        elif line.startswith("data: "):
-            data.append(line.removeprefix("data: "))
-        elif line == "" and event is not None:
-            yield event, json.loads("\n".join(data))
-            event, data = None, []
 
 
 def answer_status(reply_to: str) -> tuple[str, str]:

@@ -15,8 +15,8 @@ from chat.models import Conversation, Feedback, Message
 from chat.rendering import RenderCache
 from chat.selectors import conversation_messages, conversation_transcript, message_row
 from knowledge.models import Chunk, Document
-from tests.chat.kb import basis, document_create
-from tests.ui.conftest import exchange_create
+from tests.support.conversations import exchange_create
+from tests.support.knowledge_base import basis, document_create
 
 pytestmark = pytest.mark.django_db
 

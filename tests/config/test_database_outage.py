@@ -23,8 +23,8 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from tests.chat.test_streaming import sse_events
-from tests.live_server import daphne_server
+from tests.support.clients import sse_events
+from tests.support.live_server import daphne_server
 
 pytestmark = pytest.mark.slow
 

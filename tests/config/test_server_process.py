@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.live_server import database_url_of
+from tests.support.live_server import database_url_of
 
 pytestmark = pytest.mark.django_db
 

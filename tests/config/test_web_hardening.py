@@ -19,8 +19,8 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from chat.models import ChatSettings, Conversation, Feedback, Message
 from knowledge.models import Document
-from tests.chat.kb import LEAVE_TEXTS, document_create
-from tests.live_server import BASE_DIR, database_url_of
+from tests.support.knowledge_base import LEAVE_TEXTS, document_create
+from tests.support.live_server import BASE_DIR, database_url_of
 
 PRODUCTION_ENV = {
     "DJANGO_SECURE": "1",
@@ -156,7 +156,7 @@ def test_every_page_has_the_csp_header_and_no_inline_script(superuser_client, si
 @pytest.mark.django_db
 def test_an_original_pdf_may_be_framed_by_this_origin_only(superuser_client, tmp_path):
     from knowledge.services import document_ingest
-    from tests.fixtures import documents
+    from tests.support import documents
 
     path = tmp_path / "policy.pdf"
     path.write_bytes(documents.pdf_bytes())

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from knowledge import embedding
-from tests.fixtures import documents
+from tests.support import documents
 
 
 @pytest.fixture(scope="session")

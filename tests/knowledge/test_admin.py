@@ -17,7 +17,7 @@ from django_tasks_db.models import DBTaskResult
 from chat.models import EvidenceCalibration
 from knowledge.models import Chunk, Document
 from knowledge.retrieval import chunks_search
-from tests.retrieval_helpers import document_with_chunks
+from tests.support.knowledge_base import document_create
 
 pytestmark = pytest.mark.django_db
 
@@ -187,8 +187,8 @@ def test_failed_processing_shows_the_error_in_the_list_and_on_the_document(
 
 
 def test_enable_and_disable_actions_switch_whether_a_document_is_cited(admin_client):
-    handbook = document_with_chunks(title="Handbook", texts=["Annual leave is 25 days."])
-    other = document_with_chunks(title="Other", texts=["Hotels are booked centrally."])
+    handbook = document_create(title="Handbook", texts=["Annual leave is 25 days."])
+    other = document_create(title="Other", texts=["Hotels are booked centrally."])
 
     response = run_action(admin_client, "disable_documents", [handbook])
 
@@ -275,11 +275,11 @@ def test_document_list_counts_chunks_without_a_query_per_document(
     admin_client, django_assert_max_num_queries
 ):
     for number in range(2):
-        document_with_chunks(title=f"Doc {number}", texts=["one.", "two.", "three."])
+        document_create(title=f"Doc {number}", texts=["one.", "two.", "three."])
     with django_assert_max_num_queries(50) as few:
         admin_client.get(LIST_URL)
     for number in range(2, 8):
-        document_with_chunks(title=f"Doc {number}", texts=["one.", "two.", "three."])
+        document_create(title=f"Doc {number}", texts=["one.", "two.", "three."])
 
     with django_assert_max_num_queries(len(few.captured_queries)):
         response = admin_client.get(LIST_URL)
@@ -289,7 +289,7 @@ def test_document_list_counts_chunks_without_a_query_per_document(
 
 
 def test_document_list_escapes_document_text(admin_client):
-    document_with_chunks(
+    document_create(
         title="<script>alert(1)</script> policy",
         texts=["<img src=x onerror=alert(2)> is not markup here."],
         status=Document.Status.FAILED,
@@ -307,7 +307,7 @@ def test_document_list_escapes_document_text(admin_client):
 
 
 def test_chunks_are_readable_but_never_editable(admin_client):
-    document = document_with_chunks(
+    document = document_create(
         title="Handbook",
         texts=["Annual leave is 25 days.", "Carry over up to <5> days."],
         sections=["Handbook > Annual leave", "Handbook > Carry-over"],
@@ -335,7 +335,7 @@ def test_chunks_are_readable_but_never_editable(admin_client):
 
 
 def test_document_page_links_to_its_chunks(admin_client):
-    document = document_with_chunks(title="Handbook", texts=["One.", "Two.", "Three."])
+    document = document_create(title="Handbook", texts=["One.", "Two.", "Three."])
 
     page = admin_client.get(reverse("admin:knowledge_document_change", args=[document.pk]))
 
@@ -350,7 +350,7 @@ def test_deleting_a_document_removes_its_chunks_and_stored_file(
     with django_capture_on_commit_callbacks(execute=True):
         upload(admin_client, "bicycle-scheme.md", POLICY_MD)
     uploaded = Document.objects.get()
-    other = document_with_chunks(title="Other", texts=["Hotels are booked centrally."])
+    other = document_create(title="Other", texts=["Hotels are booked centrally."])
     assert len(stored_files(media_root)) == 1
 
     with django_capture_on_commit_callbacks(execute=True):

@@ -18,7 +18,7 @@ from knowledge.chunking import (
     sentence_spans,
 )
 from knowledge.parsing import ParsedDocument, document_parse
-from tests.fixtures import documents
+from tests.support import documents
 
 
 def parse_markdown(text: str) -> ParsedDocument:

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from knowledge.management.commands.demo_setup import DEMO_PASSWORD, DEMO_USERNAME
 from knowledge.models import Chunk, Document
-from tests.retrieval_helpers import document_with_chunks
+from tests.support.knowledge_base import document_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -118,7 +118,7 @@ def test_demo_setup_run_again_changes_nothing(demo_setup_output):
 def test_demo_setup_leaves_an_existing_user_and_knowledge_base_alone(django_user_model):
     start_from_an_empty_database()
     django_user_model.objects.create_user(username=DEMO_USERNAME, password="chosen-by-admin")
-    own = document_with_chunks(title="Our own handbook", texts=["Leave is 30 days a year."])
+    own = document_create(title="Our own handbook", texts=["Leave is 30 days a year."])
 
     output = run("demo_setup")
 

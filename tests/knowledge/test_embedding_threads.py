@@ -46,7 +46,7 @@ SCRIPT = textwrap.dedent(
 def test_a_question_during_the_model_warm_up_is_embedded(db):
     from django.db import connection
 
-    from tests.live_server import database_url_of
+    from tests.support.live_server import database_url_of
 
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT],

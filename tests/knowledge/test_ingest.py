@@ -23,7 +23,7 @@ from knowledge.services import (
     paths_expand,
     title_from_name,
 )
-from tests.fixtures import documents
+from tests.support import documents
 
 pytestmark = pytest.mark.django_db
 

@@ -20,8 +20,8 @@ from knowledge.retrieval import (
     recency_tie_break,
 )
 from knowledge.services import document_ingest
-from tests.fixtures.spreadsheets import inventory_xlsx
-from tests.retrieval_helpers import basis_vector, document_with_chunks, unit
+from tests.support.knowledge_base import basis, document_create, unit
+from tests.support.spreadsheets import inventory_xlsx
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ def make_expired(document: Document, *, ago: timedelta = timedelta(minutes=1)) -
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "lexical"])
 def test_expired_document_chunks_are_never_retrieved(tmp_path, mode):
     inventory = document_ingest(path=inventory_xlsx(tmp_path / "inventory.xlsx")).document
-    later = document_with_chunks(
+    later = document_create(
         title="Valve catalogue",
         texts=["The brass valve QX-2207 is a half-inch valve made of brass."],
     )
@@ -59,7 +59,7 @@ def test_expired_document_chunks_are_never_retrieved(tmp_path, mode):
 
 
 def test_a_knowledge_base_of_expired_documents_counts_as_empty():
-    document = document_with_chunks(title="Old memo", texts=["The canteen closes at two."])
+    document = document_create(title="Old memo", texts=["The canteen closes at two."])
     assert not knowledge_base_is_empty()
     make_expired(document)
     assert knowledge_base_is_empty()
@@ -96,9 +96,9 @@ def test_ingest_refuses_a_bad_expiry(tmp_path, days):
 
 
 def test_purge_expired_deletes_only_expired_documents_and_dry_run_deletes_nothing():
-    keep = document_with_chunks(title="Handbook", texts=["Leave is 25 days a year."])
-    later = document_with_chunks(title="Promotion", texts=["The spring offer ends in May."])
-    gone = document_with_chunks(title="Old price list", texts=["Valves cost 12 euros in 2024."])
+    keep = document_create(title="Handbook", texts=["Leave is 25 days a year."])
+    later = document_create(title="Promotion", texts=["The spring offer ends in May."])
+    gone = document_create(title="Old price list", texts=["Valves cost 12 euros in 2024."])
     Document.objects.filter(pk=later.pk).update(expires_at=timezone.now() + timedelta(days=1))
     make_expired(gone, ago=timedelta(days=2))
 
@@ -114,7 +114,7 @@ def test_purge_expired_deletes_only_expired_documents_and_dry_run_deletes_nothin
 
 
 def test_expired_documents_are_marked_in_the_admin_and_the_document_view(tmp_path, admin_client):
-    document = document_with_chunks(title="Old price list", texts=["Valves cost 12 euros."])
+    document = document_create(title="Old price list", texts=["Valves cost 12 euros."])
     make_expired(document, ago=timedelta(days=2))
 
     listing = admin_client.get("/admin/knowledge/document/").content.decode()
@@ -136,9 +136,9 @@ def twin_documents() -> tuple[Document, Document]:
     """Two documents holding the same text with the same vector: an exact tie on both sides
     of retrieval. The first created (lower ids) wins ties without the recency rule."""
     text = "Forklift batteries are charged overnight in bay four."
-    vector = unit(basis_vector(7) + 0.2 * basis_vector(8))
-    older = document_with_chunks(title="Older", texts=[text], vectors=[vector])
-    newer = document_with_chunks(title="Newer", texts=[text], vectors=[vector])
+    vector = unit(basis(7) + 0.2 * basis(8))
+    older = document_create(title="Older", texts=[text], vectors=[vector])
+    newer = document_create(title="Newer", texts=[text], vectors=[vector])
     return older, newer
 
 
@@ -152,7 +152,7 @@ def set_updated(document: Document, days_ago: float) -> None:
 def test_a_tie_goes_to_the_more_recently_updated_document(mode):
     older, newer = twin_documents()
     question = "When are forklift batteries charged?"
-    query_vector = unit(basis_vector(7) + 0.2 * basis_vector(8) + 0.1 * basis_vector(9))
+    query_vector = unit(basis(7) + 0.2 * basis(8) + 0.1 * basis(9))
 
     # Updated the same day: the order of the scores, ties by chunk id (the older first).
     result = chunks_search(query=question, mode=mode, top_k=2, query_vector=query_vector)
@@ -172,16 +172,16 @@ def test_a_tie_goes_to_the_more_recently_updated_document(mode):
 
 
 def test_a_clearly_better_chunk_of_an_older_document_keeps_its_place():
-    target = unit(basis_vector(3))
-    better = document_with_chunks(
+    target = unit(basis(3))
+    better = document_create(
         title="Better",
         texts=["Pallets are stacked at most three high."],
-        vectors=[unit(target + 0.30 * basis_vector(4))],
+        vectors=[unit(target + 0.30 * basis(4))],
     )
-    worse = document_with_chunks(
+    worse = document_create(
         title="Worse",
         texts=["Pallets are wrapped in film before shipping."],
-        vectors=[unit(target + 0.33 * basis_vector(5))],
+        vectors=[unit(target + 0.33 * basis(5))],
     )
     set_updated(better, days_ago=30)
     set_updated(worse, days_ago=0)
@@ -196,8 +196,8 @@ def test_a_clearly_better_chunk_of_an_older_document_keeps_its_place():
 
 
 def test_recency_tie_break_reorders_only_runs_within_the_margin():
-    old = document_with_chunks(title="Old", texts=["alpha", "beta"], vectors=np.eye(384)[:2])
-    new = document_with_chunks(title="New", texts=["gamma", "delta"], vectors=np.eye(384)[2:4])
+    old = document_create(title="Old", texts=["alpha", "beta"], vectors=np.eye(384)[:2])
+    new = document_create(title="New", texts=["gamma", "delta"], vectors=np.eye(384)[2:4])
     set_updated(old, days_ago=10)
     a, b = old.chunks.order_by("index").values_list("pk", flat=True)
     c, d = new.chunks.order_by("index").values_list("pk", flat=True)

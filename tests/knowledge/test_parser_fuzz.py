@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.parsing import DocumentParseError, document_parse
-from tests.fixtures import documents, spreadsheets
+from tests.support import documents, spreadsheets
 
 pytestmark = pytest.mark.slow
 

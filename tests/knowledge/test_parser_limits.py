@@ -16,7 +16,7 @@ from knowledge import parsing
 from knowledge.models import Document
 from knowledge.parsing import HTML_MAX_DEPTH, DocumentParseError, document_parse
 from knowledge.services import document_ingest
-from tests.fixtures import documents
+from tests.support import documents
 
 BLOCK = 16 * 2**20  # 16 MiB of zeros, deflated once and repeated
 

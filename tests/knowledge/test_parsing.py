@@ -10,7 +10,7 @@ from knowledge.parsing import (
     UnsupportedFileType,
     document_parse,
 )
-from tests.fixtures import documents
+from tests.support import documents
 
 
 def parse(path) -> ParsedDocument:

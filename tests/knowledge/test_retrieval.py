@@ -23,7 +23,7 @@ from knowledge.retrieval import (
     vector_search_queryset,
     vector_search_settings,
 )
-from tests.retrieval_helpers import basis_vector, document_with_chunks
+from tests.support.knowledge_base import basis, document_create
 
 pytestmark = pytest.mark.django_db
 
@@ -54,16 +54,14 @@ def retrieved_documents(result) -> set[int]:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_disabled_and_unready_document_chunks_are_never_retrieved(mode):
-    searchable = document_with_chunks(title="Handbook", texts=LEAVE_TEXTS)
+    searchable = document_create(title="Handbook", texts=LEAVE_TEXTS)
     hidden = [
-        document_with_chunks(title="Disabled copy", texts=LEAVE_TEXTS, enabled=False),
-        document_with_chunks(
-            title="Pending copy", texts=LEAVE_TEXTS, status=Document.Status.PENDING
-        ),
-        document_with_chunks(
+        document_create(title="Disabled copy", texts=LEAVE_TEXTS, enabled=False),
+        document_create(title="Pending copy", texts=LEAVE_TEXTS, status=Document.Status.PENDING),
+        document_create(
             title="Processing copy", texts=LEAVE_TEXTS, status=Document.Status.PROCESSING
         ),
-        document_with_chunks(title="Failed copy", texts=LEAVE_TEXTS, status=Document.Status.FAILED),
+        document_create(title="Failed copy", texts=LEAVE_TEXTS, status=Document.Status.FAILED),
     ]
 
     result = chunks_search(query="how many days of annual leave", top_k=20, mode=mode)
@@ -74,11 +72,11 @@ def test_disabled_and_unready_document_chunks_are_never_retrieved(mode):
 
 
 def test_knowledge_base_with_only_disabled_documents_counts_as_empty():
-    document_with_chunks(title="Disabled", texts=LEAVE_TEXTS, enabled=False)
+    document_create(title="Disabled", texts=LEAVE_TEXTS, enabled=False)
     assert knowledge_base_is_empty()
     assert chunks_search(query="annual leave", top_k=5).chunks == []
 
-    document_with_chunks(title="Enabled", texts=OTHER_TEXTS)
+    document_create(title="Enabled", texts=OTHER_TEXTS)
     assert not knowledge_base_is_empty()
 
 
@@ -116,15 +114,15 @@ def test_filtered_vector_query_still_returns_top_k_when_most_chunks_are_disabled
     scan has to keep scanning until top_k rows pass the filter.
     """
     rng = np.random.default_rng(7)
-    query = basis_vector(0)
+    query = basis(0)
     for batch in range(9):
-        document_with_chunks(
+        document_create(
             title=f"Archived {batch}",
             texts=[f"archived memo {batch}-{i}" for i in range(30)],
             vectors=near(rng, query, 30, 0.2),
             enabled=False,
         )
-    live = document_with_chunks(
+    live = document_create(
         title="Live",
         texts=[f"current memo {i}" for i in range(30)],
         vectors=near(rng, query, 30, 1.0),
@@ -161,10 +159,10 @@ def test_filtered_vector_query_still_returns_top_k_when_most_chunks_are_disabled
 def test_vector_query_uses_the_hnsw_index():
     rng = np.random.default_rng(11)
     for batch in range(3):
-        document_with_chunks(
+        document_create(
             title=f"Policies {batch}",
             texts=[f"policy paragraph {batch}-{i}" for i in range(100)],
-            vectors=near(rng, basis_vector(batch), 100, 2.0),
+            vectors=near(rng, basis(batch), 100, 2.0),
         )
     analyze_tables()
     query_vector, _ = embedding.embed_query("annual leave")
@@ -184,7 +182,7 @@ def test_vector_query_uses_the_hnsw_index():
 
 @pytest.mark.django_db(transaction=True)
 def test_vector_search_settings_do_not_leak_out_of_the_query_transaction():
-    document_with_chunks(title="Handbook", texts=LEAVE_TEXTS)
+    document_create(title="Handbook", texts=LEAVE_TEXTS)
 
     assert chunks_search(query="annual leave", top_k=20, mode="vector").chunks
 
@@ -198,7 +196,7 @@ def test_vector_search_settings_do_not_leak_out_of_the_query_transaction():
 
 def test_lexical_results_stand_alone_when_the_vector_side_finds_nothing():
     # Embeddings from another model are stale: the vector side has nothing it may compare.
-    document = document_with_chunks(
+    document = document_create(
         title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS, model="old-model@1"
     )
     query_vector, _ = embedding.embed_query("annual leave")
@@ -213,7 +211,7 @@ def test_lexical_results_stand_alone_when_the_vector_side_finds_nothing():
 
 
 def test_vector_results_stand_alone_when_no_word_of_the_question_is_in_the_documents():
-    document_with_chunks(title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS)
+    document_create(title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS)
     question = "vacation entitlement allowance"
     assert chunks_search_lexical(question=question, limit=40) == []
 
@@ -226,14 +224,14 @@ def test_vector_results_stand_alone_when_no_word_of_the_question_is_in_the_docum
 
 
 def test_hybrid_result_carries_similarity_score_and_location():
-    document = document_with_chunks(
+    document = document_create(
         title="Handbook",
         texts=LEAVE_TEXTS,
         sections=["Handbook > Annual leave", "Handbook > Annual leave > Carry-over"],
         pages=[3, 4],
         metadata={"url": "https://intranet.example/handbook"},
     )
-    document_with_chunks(title="Other", texts=OTHER_TEXTS)
+    document_create(title="Other", texts=OTHER_TEXTS)
 
     result = chunks_search(query="how many days of annual leave does an employee receive", top_k=5)
 
@@ -250,8 +248,8 @@ def test_hybrid_result_carries_similarity_score_and_location():
 
 
 def test_document_filter_restricts_results_to_the_chosen_documents():
-    handbook = document_with_chunks(title="Handbook", texts=LEAVE_TEXTS)
-    policies = document_with_chunks(title="Policies", texts=OTHER_TEXTS)
+    handbook = document_create(title="Handbook", texts=LEAVE_TEXTS)
+    policies = document_create(title="Policies", texts=OTHER_TEXTS)
 
     for mode in MODES:
         result = chunks_search(
@@ -301,7 +299,7 @@ PARENTAL_TEXTS = [
 def test_rare_question_terms_outweigh_common_ones_in_the_lexical_ranking():
     """'leave' is in every chunk, 'paternity' in one: the chunk about paternity leave ranks
     first although the annual-leave chunk repeats 'leave' many times."""
-    document = document_with_chunks(title="Leave policy", texts=PARENTAL_TEXTS)
+    document = document_create(title="Leave policy", texts=PARENTAL_TEXTS)
     paternity = document.chunks.get(index=2).pk
 
     lexical = chunks_search_lexical(question="how long is paternity leave", limit=10)
@@ -314,7 +312,7 @@ def test_rare_question_terms_outweigh_common_ones_in_the_lexical_ranking():
 
 
 def test_term_weights_are_inverse_document_frequencies():
-    document_with_chunks(title="Leave policy", texts=PARENTAL_TEXTS)
+    document_create(title="Leave policy", texts=PARENTAL_TEXTS)
 
     query = lexical_query('how long is "paternity leave" -sick')
 
@@ -345,7 +343,7 @@ def test_lexical_candidates_come_from_the_rarest_terms_within_the_budget():
 
 
 def test_chunks_holding_only_common_terms_are_left_out_of_the_lexical_candidates(monkeypatch):
-    document = document_with_chunks(title="Leave policy", texts=PARENTAL_TEXTS)
+    document = document_create(title="Leave policy", texts=PARENTAL_TEXTS)
     monkeypatch.setattr(retrieval, "LEXICAL_CANDIDATE_BUDGET", 1)
 
     hits = chunks_search_lexical(question="paternity leave", limit=10)
@@ -359,7 +357,7 @@ def test_chunks_holding_only_common_terms_are_left_out_of_the_lexical_candidates
 
 
 def test_excluded_words_and_quoted_phrases_shape_the_lexical_matches():
-    document = document_with_chunks(title="Handbook", texts=LEAVE_TEXTS + PARENTAL_TEXTS)
+    document = document_create(title="Handbook", texts=LEAVE_TEXTS + PARENTAL_TEXTS)
     by_index = {chunk.index: chunk.pk for chunk in document.chunks.all()}
 
     excluded = chunks_search_lexical(question="annual leave -unused", limit=10)
@@ -371,8 +369,8 @@ def test_excluded_words_and_quoted_phrases_shape_the_lexical_matches():
 
 
 def test_hybrid_ranking_is_deterministic():
-    document_with_chunks(title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS)
-    document_with_chunks(title="Copy", texts=LEAVE_TEXTS)
+    document_create(title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS)
+    document_create(title="Copy", texts=LEAVE_TEXTS)
 
     runs = [
         [(c.chunk_id, c.score) for c in chunks_search(query="annual leave days", top_k=7).chunks]
@@ -395,7 +393,7 @@ def test_unknown_mode_is_refused():
 
 
 def test_top_k_limits_the_number_of_results():
-    document_with_chunks(title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS)
+    document_create(title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS)
     assert len(chunks_search(query="leave", top_k=1).chunks) == 1
     assert len(chunks_search(query="leave", top_k=20).chunks) == 5
 
@@ -410,7 +408,7 @@ def test_chunks_replaced_by_a_concurrent_reingest_never_fail_a_search(tmp_path, 
     path = tmp_path / "parking.md"
     path.write_text("# Parking\n\nStaff parking permits cost 40 pounds a month.\n")
     parking = document_ingest(path=path).document
-    other = document_with_chunks(title="Bikes", texts=["Bicycle parking is free for staff."])
+    other = document_create(title="Bikes", texts=["Bicycle parking is free for staff."])
     old_ids = set(parking.chunks.values_list("pk", flat=True))
     real = retrieval.similarities_for
 

@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.retrieval_helpers import document_with_chunks
+from tests.support.knowledge_base import document_create
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +26,7 @@ def search(*args: str) -> tuple[str, str]:
 
 @pytest.fixture
 def handbook():
-    return document_with_chunks(
+    return document_create(
         title="Staff Handbook",
         texts=[
             "Core hours are 10:00 to 15:00.",
@@ -38,7 +38,7 @@ def handbook():
 
 @pytest.fixture
 def expenses():
-    return document_with_chunks(
+    return document_create(
         title="Expenses Policy",
         texts=["The hotel limit is 150 pounds per night in London.", "Mileage is 45p a mile."],
         pages=[2, 3],

@@ -15,7 +15,7 @@ from knowledge.parsing import DocumentParseError, document_parse
 from knowledge.retrieval import chunks_search
 from knowledge.services import document_ingest, documents_ingest
 from knowledge.spreadsheets import number_text, range_union, value_text
-from tests.fixtures.spreadsheets import (
+from tests.support.spreadsheets import (
     PX_11_ROW,
     QX_2207_ROW,
     deck_pptx,

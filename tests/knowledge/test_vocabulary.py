@@ -3,16 +3,15 @@ terms of a question measured against it."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
-import uuid
 
 import pytest
 
 from knowledge import vocabulary
 from knowledge.models import Chunk, Document
 from knowledge.vocabulary import edits1, fold, question_terms, vocabulary_get
+from tests.support.knowledge_base import document_create
 
 pytestmark = pytest.mark.django_db
 
@@ -28,32 +27,6 @@ STEAM = [
 POLITICS = ["Thomas de Maizière served as Federal Minister of the Interior."]
 
 
-def document_with_chunks(
-    title: str,
-    texts: list[str],
-    *,
-    enabled: bool = True,
-    status: str = Document.Status.READY,
-) -> Document:
-    document = Document.objects.create(
-        title=title,
-        source=f"test:{uuid.uuid4().hex}",
-        media_type="text/plain",
-        status=status,
-        enabled=enabled,
-    )
-    Chunk.objects.bulk_create(
-        Chunk(
-            document=document,
-            index=i,
-            text=text,
-            text_hash=hashlib.sha256(text.encode()).hexdigest(),
-        )
-        for i, text in enumerate(texts)
-    )
-    return document
-
-
 @pytest.fixture(autouse=True)
 def fresh_cache():
     vocabulary.vocabulary_forget()
@@ -66,8 +39,8 @@ def terms_by_token(question: str) -> dict[str, vocabulary.QuestionTerm]:
 
 
 def test_vocabulary_holds_the_stemmed_lexemes_of_searchable_chunks_with_their_frequency():
-    document_with_chunks("Broadcast", BROADCAST)
-    document_with_chunks("Steam", STEAM)
+    document_create(title="Broadcast", texts=BROADCAST)
+    document_create(title="Steam", texts=STEAM)
 
     vocab = vocabulary_get()
 
@@ -81,9 +54,9 @@ def test_vocabulary_holds_the_stemmed_lexemes_of_searchable_chunks_with_their_fr
 
 
 def test_disabled_and_unready_documents_are_not_part_of_the_vocabulary():
-    document_with_chunks("Steam", STEAM)
-    document_with_chunks("Broadcast", BROADCAST, enabled=False)
-    document_with_chunks("Politics", POLITICS, status=Document.Status.PROCESSING)
+    document_create(title="Steam", texts=STEAM)
+    document_create(title="Broadcast", texts=BROADCAST, enabled=False)
+    document_create(title="Politics", texts=POLITICS, status=Document.Status.PROCESSING)
 
     vocab = vocabulary_get()
 
@@ -95,7 +68,7 @@ def test_disabled_and_unready_documents_are_not_part_of_the_vocabulary():
 def test_the_cached_vocabulary_is_reused_until_the_knowledge_base_changes(
     django_assert_num_queries,
 ):
-    steam = document_with_chunks("Steam", STEAM)
+    steam = document_create(title="Steam", texts=STEAM)
     first = vocabulary_get()
     with django_assert_num_queries(0):  # trusted for RECHECK_SECONDS
         assert vocabulary_get() is first
@@ -105,7 +78,7 @@ def test_the_cached_vocabulary_is_reused_until_the_knowledge_base_changes(
     with django_assert_num_queries(1):
         assert vocabulary_get() is first
 
-    broadcast = document_with_chunks("Broadcast", BROADCAST)
+    broadcast = document_create(title="Broadcast", texts=BROADCAST)
     added = vocabulary_get(wait=True)
     assert added is not first and added.knows("bskyb") and added.chunk_count == 5
 
@@ -130,9 +103,9 @@ def test_a_changed_knowledge_base_is_rebuilt_in_the_background_while_the_old_one
     monkeypatch,
 ):
     monkeypatch.setattr(vocabulary, "RECHECK_SECONDS", 0.0)
-    document_with_chunks("Steam", STEAM)
+    document_create(title="Steam", texts=STEAM)
     old = vocabulary_get()
-    document_with_chunks("Broadcast", BROADCAST)
+    document_create(title="Broadcast", texts=BROADCAST)
 
     served = vocabulary_get()  # the fingerprint changed: the old vocabulary answers at once
 
@@ -145,7 +118,7 @@ def test_a_changed_knowledge_base_is_rebuilt_in_the_background_while_the_old_one
 
 
 def test_question_terms_are_parsed_and_stemmed_like_the_full_text_search():
-    document_with_chunks("Broadcast", BROADCAST)
+    document_create(title="Broadcast", texts=BROADCAST)
 
     terms = question_terms("Which services did BSkyB charge subscriptions for?")
 
@@ -155,7 +128,7 @@ def test_question_terms_are_parsed_and_stemmed_like_the_full_text_search():
 
 
 def test_a_misspelt_known_word_is_excused_as_a_typo_of_it():
-    document_with_chunks("Broadcast", BROADCAST)
+    document_create(title="Broadcast", texts=BROADCAST)
 
     terms = question_terms("What additional srevice did the UK parliment hear about?")
     by_token = {term.token: term for term in terms.terms}
@@ -167,8 +140,8 @@ def test_a_misspelt_known_word_is_excused_as_a_typo_of_it():
 
 
 def test_an_english_word_the_knowledge_base_lacks_is_unknown_even_one_letter_from_a_known_one():
-    document_with_chunks("Broadcast", BROADCAST)  # holds "heard" → "heard", not "hear"
-    document_with_chunks("Steam", ["The new engine brought higher pressure."])
+    document_create(title="Broadcast", texts=BROADCAST)  # holds "heard" → "heard", not "hear"
+    document_create(title="Steam", texts=["The new engine brought higher pressure."])
 
     by_token = terms_by_token("How long did the drought last?")
 
@@ -179,7 +152,7 @@ def test_an_english_word_the_knowledge_base_lacks_is_unknown_even_one_letter_fro
 
 
 def test_names_and_jargon_the_knowledge_base_lacks_are_unknown_and_specific():
-    document_with_chunks("Broadcast", BROADCAST)
+    document_create(title="Broadcast", texts=BROADCAST)
 
     terms = question_terms("Which company provides train service in Fresno to ctenophora?")
 
@@ -191,7 +164,7 @@ def test_names_and_jargon_the_knowledge_base_lacks_are_unknown_and_specific():
 
 
 def test_capitals_count_only_in_ordinary_sentence_case():
-    document_with_chunks("Broadcast", BROADCAST)
+    document_create(title="Broadcast", texts=BROADCAST)
 
     shouted = question_terms("WHICH COMPANY PROVIDES TRAIN SERVICE IN FRESNO")
     titled = question_terms("Which Company Provides Train Service In Fresno")
@@ -203,13 +176,13 @@ def test_capitals_count_only_in_ordinary_sentence_case():
 
 
 def test_the_first_word_is_not_taken_for_a_name():
-    document_with_chunks("Broadcast", BROADCAST)
+    document_create(title="Broadcast", texts=BROADCAST)
 
     assert not terms_by_token("Company rules about trains?")["Company"].capitalized
 
 
 def test_the_first_word_of_every_sentence_is_not_taken_for_a_name():
-    document_with_chunks("Broadcast", BROADCAST)
+    document_create(title="Broadcast", texts=BROADCAST)
 
     terms = terms_by_token("What are the rules about trains? Please explain them for Fresno.")
     assert not terms["Please"].capitalized
@@ -217,7 +190,7 @@ def test_the_first_word_of_every_sentence_is_not_taken_for_a_name():
 
 
 def test_numbers_and_hyphenated_compounds_are_not_counted_as_unknown():
-    document_with_chunks("Steam", STEAM)
+    document_create(title="Steam", texts=STEAM)
 
     terms = question_terms("Was the steam-powered engine improved in 1851-1860 or 10000 times?")
 
@@ -228,7 +201,7 @@ def test_numbers_and_hyphenated_compounds_are_not_counted_as_unknown():
 
 
 def test_accents_are_folded_on_both_sides():
-    document_with_chunks("Politics", POLITICS)
+    document_create(title="Politics", texts=POLITICS)
 
     maiziere = terms_by_token("What did Thomas de Maiziere serve as?")["Maiziere"]
 
@@ -237,7 +210,7 @@ def test_accents_are_folded_on_both_sides():
 
 
 def test_short_unknown_words_are_never_excused_as_typos():
-    document_with_chunks("Steam", STEAM)
+    document_create(title="Steam", texts=STEAM)
 
     assert vocabulary_get().nearest("wat") is None  # "watt" is one edit away, but too short
     assert vocabulary_get().nearest("pistn") == "piston"

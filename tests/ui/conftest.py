@@ -1,56 +1,15 @@
-"""Fixtures of the browser UI tests: staff logins and stored exchanges with citations."""
+"""Fixtures of the browser UI tests: staff logins and Chromium."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.test import Client
 
-from chat.models import Citation, Conversation, Message
-from knowledge.models import Chunk
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS
-
-
-def exchange_create(
-    conversation: Conversation,
-    *,
-    question: str,
-    answer: str,
-    cited: Sequence[Chunk] = (),
-    status: str = Message.Status.COMPLETE,
-    suggestions: Sequence[str] = (),
-) -> tuple[Message, Message]:
-    """A stored question and its answer citing `cited` as [1], [2], … in order."""
-    asked = Message.objects.create(conversation=conversation, role="user", content=question)
-    answered = Message.objects.create(
-        conversation=conversation,
-        role="assistant",
-        content=answer,
-        status=status,
-        reply_to=asked,
-        suggestions=list(suggestions),
-    )
-    for n, chunk in enumerate(cited, start=1):
-        Citation.objects.create(
-            message=answered,
-            chunk=chunk,
-            chunk_id_snapshot=chunk.pk,
-            n=n,
-            similarity=0.8,
-            document_id_snapshot=chunk.document_id,
-            document_title=chunk.document.title,
-            page=chunk.page,
-            section=chunk.section,
-            url="",
-            chunk_index=chunk.index,
-            text=chunk.text,
-            text_hash=hashlib.sha256(chunk.text.encode()).hexdigest(),
-        )
-    return asked, answered
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, Pages
 
 
 @pytest.fixture
@@ -88,3 +47,20 @@ def browser():
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def pages(browser, live) -> Iterator[Pages]:
+    opened = Pages(browser=browser, live=live)
+    yield opened
+    opened.close()
+    assert not opened.dialogs, f"a dialog opened: {opened.dialogs}"
+    assert not opened.errors, f"script errors: {opened.errors}"
+
+
+@pytest.fixture
+def db_reads(django_db_blocker):
+    """Database reads from a browser test's own thread (Playwright's sync API runs an event
+    loop in it); the browser modules use it for every test."""
+    with django_db_blocker.unblock():
+        yield

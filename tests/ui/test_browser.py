@@ -11,20 +11,27 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
-from tests.live_server import daphne_server, database_url_of
-from tests.ui.browser import ARTIFACTS
+from tests.support.browser import (
+    ARTIFACTS,
+    DEMO,
+    IDLE,
+    PASSWORD,
+    Live,
+    ask,
+    last_answer,
+    login,
+    screenshot,
+    wait_in_view,
+    warm_up,
+)
+from tests.support.live_server import daphne_server, database_url_of
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("db_reads")]
 
-PASSWORD = "browser-pass-2026"
 USERS = ("anna", "ben")
-DEMO = Path(settings.BASE_DIR) / "demo"
 LEAVE_QUESTION = "How many days of annual leave do I get?"
 EXPENSES_QUESTION = "How do I claim travel expenses for a hotel and meals?"
 UNRELATED_QUESTION = "What is the airspeed velocity of an unladen swallow?"
@@ -38,19 +45,6 @@ BADGES_TEXT = (
 MARKUP_QUESTION = (
     "Where are visitor badges printed? <img src=x onerror=alert(1)> <script>alert(2)</script>"
 )
-IDLE = """() => {
-  const state = document.getElementById('chat-state');
-  return state && state.dataset.busy === 'false'
-    && !document.querySelector('#messages [data-status="streaming"]');
-}"""
-
-
-@dataclass
-class Live:
-    url: str
-    sources: list[str]
-    show_more_conversation: str
-    sessions: dict[str, dict] = field(default_factory=dict)
 
 
 def _cleanup(sources: list[str]) -> None:
@@ -70,7 +64,7 @@ def _five_sources_conversation(owner) -> str:
     """A stored answer citing five passages (an extractive answer cites at most three)."""
     from chat.models import Conversation
     from knowledge.models import Chunk
-    from tests.ui.conftest import exchange_create
+    from tests.support.conversations import exchange_create
 
     chunks = list(
         Chunk.objects.filter(document__source=str((DEMO / "staff-handbook.md").resolve()))
@@ -131,107 +125,6 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Live]
             _cleanup(sources)
 
 
-def warm_up(url: str, user) -> None:
-    """Ask one question over the WebSocket so the server loads the embedding model before
-    the first test measures anything."""
-    import json
-
-    from django.test import Client
-    from websockets.sync.client import connect
-
-    client = Client()
-    client.force_login(user)
-    cookie = f"sessionid={client.cookies['sessionid'].value}"
-    socket_url = url.replace("http://", "ws://") + f"/ws/chat/{uuid.uuid4()}/"
-    with connect(socket_url, additional_headers={"Cookie": cookie, "Origin": url}) as socket:
-        question = "Warm-up: what is a leave year?"
-        payload = {"action": "send", "message": question, "message_id": str(uuid.uuid4())}
-        socket.send(json.dumps(payload))
-        while True:
-            fragment = socket.recv(timeout=180)
-            if 'id="chat-state"' in fragment and 'data-busy="false"' in fragment:
-                return
-
-
-@dataclass
-class Pages:
-    """Opens logged-in pages; records dialogs, script errors and Content-Security-Policy
-    violations, which must never happen."""
-
-    browser: object
-    live: Live
-    contexts: list = field(default_factory=list)
-    dialogs: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def open(self, username: str = "anna", path: str = "/", **context_options):
-        options = {"viewport": {"width": 1280, "height": 860}, **context_options}
-        if username:
-            options["storage_state"] = self.session_of(username)
-        context = self.browser.new_context(base_url=self.live.url, **options)
-        self.contexts.append(context)
-        page = context.new_page()
-        page.on("dialog", self._dialog)
-        page.on("pageerror", lambda error: self.errors.append(str(error)))
-        page.on("console", self._console)
-        page.goto(path)
-        return page
-
-    def _console(self, message) -> None:
-        # The Content-Security-Policy header: anything it blocks is a script error too.
-        if "Content Security Policy" in message.text:
-            self.errors.append(message.text)
-
-    def _dialog(self, dialog) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-    def session_of(self, username: str) -> dict:
-        if username not in self.live.sessions:
-            context = self.browser.new_context(base_url=self.live.url)
-            page = context.new_page()
-            login(page, username)
-            self.live.sessions[username] = context.storage_state()
-            context.close()
-        return self.live.sessions[username]
-
-    def close(self) -> None:
-        for context in self.contexts:
-            context.close()
-
-
-@pytest.fixture
-def pages(browser, live) -> Iterator[Pages]:
-    opened = Pages(browser=browser, live=live)
-    yield opened
-    opened.close()
-    assert not opened.dialogs, f"a dialog opened: {opened.dialogs}"
-    assert not opened.errors, f"script errors: {opened.errors}"
-
-
-def login(page, username: str) -> None:
-    page.goto("/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/")
-
-
-def ask(page, question: str) -> None:
-    """Type a question, press Enter, wait until its answer is complete."""
-    asked = page.locator('#messages [data-role="user"]').count()
-    page.locator("#composer-input").fill(question)
-    page.locator("#composer-input").press("Enter")
-    page.wait_for_function(
-        f"() => document.querySelectorAll('#messages [data-role=\"user\"]').length > {asked}"
-    )
-    page.wait_for_function(IDLE, timeout=30_000)
-
-
-def last_answer(page):
-    return page.locator('#messages [data-role="assistant"]').last
-
-
 def db(function, *args):
     """Run a database read from a test (the blocker is lifted for the browser tests)."""
     from django.db import connection
@@ -246,30 +139,6 @@ def answer_content(message_id: str) -> str:
     from chat.models import Message
 
     return Message.objects.get(pk=message_id).content
-
-
-def wait_in_view(page, element_id: str, scroller_id: str) -> None:
-    """Until the element's top is inside the visible part of its scrolling container."""
-    page.wait_for_function(
-        """([id, scroller]) => {
-          const box = document.getElementById(id).getBoundingClientRect();
-          const view = document.getElementById(scroller).getBoundingClientRect();
-          return box.top >= view.top && box.top < view.bottom;
-        }""",
-        arg=[element_id, scroller_id],
-        timeout=5_000,
-    )
-
-
-def screenshot(page, name: str, **options) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / name), **options)
-
-
-@pytest.fixture(autouse=True)
-def _db_reads(django_db_blocker):
-    with django_db_blocker.unblock():
-        yield
 
 
 # --- Tests ------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from django.urls import reverse
 from chat.models import ChatSettings, Conversation, Feedback, Message
 from chat.unanswered import unanswered_groups
 from knowledge.models import Document
-from tests.chat.kb import basis, document_create
-from tests.ui.conftest import exchange_create
+from tests.support.conversations import exchange_create
+from tests.support.knowledge_base import basis, document_create
 
 pytestmark = pytest.mark.django_db
 

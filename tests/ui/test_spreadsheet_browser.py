@@ -3,8 +3,8 @@ live daphne server whose knowledge base holds a real workbook (and the staff han
 answer quotes the row, the source and its hover card read "inventory.xlsx — Stocks!A4:E4",
 and the document view shows the sheet as a table with the cited row highlighted and in view.
 
-The browser is tests/ui/conftest.py's, the page and login helpers those of
-tests/ui/test_browser.py; this module brings its own live server and knowledge base."""
+The browser and the logged-in pages are tests/ui/conftest.py's, the page helpers
+tests/support/browser.py's; this module brings its own live server and knowledge base."""
 
 from __future__ import annotations
 
@@ -12,22 +12,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fixtures.spreadsheets import SAFETY_QUESTION, inventory_xlsx
-from tests.live_server import daphne_server, database_url_of
-from tests.ui.test_browser import (  # noqa: F401 (fixtures used by name)
+from tests.support.browser import (
     DEMO,
     PASSWORD,
     Live,
-    _db_reads,
     ask,
     last_answer,
-    pages,
     screenshot,
     wait_in_view,
     warm_up,
 )
+from tests.support.live_server import daphne_server, database_url_of
+from tests.support.spreadsheets import SAFETY_QUESTION, inventory_xlsx
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("db_reads")]
 
 USERS = ("anna", "ben")
 HEADING = "inventory.xlsx — Stocks!A4:E4"

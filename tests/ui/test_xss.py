@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live_server import daphne_server, database_url_of
+from tests.support.live_server import daphne_server, database_url_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -180,7 +180,7 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Live]
     from django.db import connection
 
     from knowledge.services import document_ingest
-    from tests.chat.openai_server import openai_server
+    from tests.support.openai_server import openai_server
 
     folder = tmp_path_factory.mktemp("xss")
     with django_db_blocker.unblock():
@@ -466,7 +466,7 @@ def test_a_hostile_title_and_feedback_comment_in_the_chat_and_the_admin(browser,
 
 def test_a_language_models_hostile_markdown_is_rendered_safe(browser, live):
     from chat.models import ChatSettings, Message
-    from tests.chat.openai_server import Scripted
+    from tests.support.openai_server import Scripted
 
     hostile = [
         "The Zephyr gateway rule applies [1]. ",

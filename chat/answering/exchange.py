@@ -1,0 +1,141 @@
+"""Storing the exchange (steps 2 and 7 of chat/answering/pipeline.py): the question and its
+answer claimed in one database round trip, and an unfinished answer stored as it stands.
+
+`exchange_store` is synchronous (a few queries; every write a `chat.services` function, one
+transaction each): async callers use `exchange_store_or_release`. `partial_store` runs
+`services.answer_finish` through `database_sync_to_async`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+
+from chat import selectors, services
+from chat.answering.errors import AnswerError
+from chat.answering.evidence import chat_settings_get, evidence_threshold
+from chat.answering.followups import Turn
+from chat.answering.generative import answering_mode
+from chat.answering.request import ValidatedRequest
+from chat.answering.trace import ExchangeTrace
+from chat.models import Message
+
+# Previous turns read for a follow-up question (enough to find where its topic began).
+FOLLOWUP_TURNS = 10
+
+
+@dataclass(frozen=True)
+class StoredExchange:
+    """The exchange as stored (step 2): the settings it runs with, the claim on its answer (or
+    the earlier exchange of the same message id) and the conversation's previous turns."""
+
+    top_k: int
+    threshold: float
+    mode: str
+    begun: services.ExchangeClaim | services.ExchangeExisting
+    history: list[Turn]
+    notice: str = ""  # why the answer is not in the admin's mode (chat/answering/generative.py)
+    max_history_turns: int = 6
+
+
+def exchange_store(request: ValidatedRequest) -> StoredExchange:
+    """Check the document filter, read the settings, store (or find) the exchange and read the
+    conversation's previous turns (the larger of FOLLOWUP_TURNS and the admin's history turns).
+
+    Raises `AnswerError`: validation-failed for unknown document ids, and what
+    `services.exchange_begin` / `services.exchange_regenerate` raise (someone else's
+    conversation, an unknown question to regenerate, a message_id used for something else).
+    """
+    if request.document_ids:
+        unknown = selectors.unknown_document_ids(request.document_ids)
+        if unknown:
+            raise AnswerError.validation(
+                "document_ids", f"Unknown document ids: {', '.join(map(str, unknown))}."
+            )
+    chat_settings = chat_settings_get()
+    top_k = request.top_k or chat_settings.default_top_k
+    choice = answering_mode(chat_settings.generation_mode)
+    mode = choice.mode
+    if request.regenerate:
+        begun = services.exchange_regenerate(
+            user=request.user, message_id=request.message_id, mode=mode, top_k=top_k
+        )
+    else:
+        begun = services.exchange_begin(
+            user=request.user,
+            message_id=request.message_id,
+            question=request.question,
+            conversation_id=request.conversation_id,
+            is_private=request.is_private,
+            mode=mode,
+            top_k=top_k,
+        )
+    history = []
+    if isinstance(begun, services.ExchangeClaim) and not begun.new:
+        history = selectors.conversation_turns_before(
+            begun.question, limit=max(chat_settings.max_history_turns, FOLLOWUP_TURNS)
+        )
+    return StoredExchange(
+        top_k=top_k,
+        threshold=evidence_threshold(chat_settings),
+        mode=mode,
+        begun=begun,
+        history=history,
+        notice=choice.notice,
+        max_history_turns=chat_settings.max_history_turns,
+    )
+
+
+async def exchange_store_or_release(
+    request: ValidatedRequest, embedded: asyncio.Future | None
+) -> StoredExchange:
+    """Step 2, shielded: cancelled meanwhile, the store still completes and an answer it
+    claimed is released (`_release_unstarted`)."""
+    prepare = asyncio.ensure_future(database_sync_to_async(exchange_store)(request))
+    try:
+        return await asyncio.shield(prepare)
+    except BaseException as exc:
+        if embedded is not None:
+            embedded.cancel()
+        if isinstance(exc, asyncio.CancelledError):
+            await _release_unstarted(prepare)
+        raise
+
+
+async def _release_unstarted(prepare: asyncio.Future) -> None:
+    """Cancelled while the exchange was being stored: once the store is done, an answer it
+    claimed is marked interrupted (empty) instead of being left `streaming`."""
+    try:
+        begun = (await prepare).begun
+    except BaseException:
+        return
+    if isinstance(begun, services.ExchangeClaim):
+        await database_sync_to_async(services.answer_finish)(
+            answer_id=begun.answer.pk, status=Message.Status.INTERRUPTED, content=""
+        )
+
+
+async def partial_store(
+    exchange: ExchangeTrace,
+    answer_id: uuid.UUID,
+    status: str,
+    top_k: int,
+    *,
+    error_code: str = "",
+) -> None:
+    """Store what was streamed so far (an interrupted or failed answer), its citations limited
+    to the markers already sent."""
+    partial = exchange.written(complete=False)
+    await database_sync_to_async(services.answer_finish)(
+        answer_id=answer_id,
+        status=status,
+        content=partial.content,
+        cited=partial.cited,
+        warning=exchange.warning,
+        search_query=exchange.search_query,
+        error_code=error_code,
+        figures=exchange.figures(top_k),
+    )

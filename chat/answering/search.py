@@ -1,0 +1,183 @@
+"""The search for a question (steps 3-5 of chat/answering/pipeline.py): the query planned
+from the conversation (chat/answering/followups.py), retrieval, the evidence check, and once
+more with the plan's fallback before refusing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+
+from chat.answering.evidence import EMPTY_KB_REFUSAL, NO_EVIDENCE_REFUSAL, Refusal
+from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess_async, evidence_outcome
+from chat.answering.exchange import StoredExchange
+from chat.answering.extractive import sentence_vectors_preload
+from chat.answering.followups import SearchPlan, search_plan_in_context, unknown_own_terms
+from chat.answering.generative import search_plan_generative
+from chat.answering.request import ValidatedRequest
+from chat.answering.trace import ExchangeTrace
+from chat.models import Message
+from knowledge import embedding
+from knowledge.retrieval import RetrievedChunk, SearchResult, chunks_search, knowledge_base_is_empty
+
+TRUNCATION_WARNING = (
+    "Your question is longer than the search model can read ({limit} word pieces): only its "
+    "beginning was used to find sources."
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the search found (steps 3-5): the query used, the qualifying chunks, or why not."""
+
+    query: str
+    contextual: bool
+    query_vector: np.ndarray | None
+    qualifying: list[RetrievedChunk]
+    refusal: Refusal | None
+
+
+def _retrieve(
+    *,
+    query: str,
+    top_k: int,
+    document_ids: list[int] | None,
+    query_vector: np.ndarray,
+    prefer_document_ids: Sequence[int] = (),
+) -> SearchResult | None:
+    """The ranked chunks for the query; None when the knowledge base is empty. The stored
+    vectors of their sentences are read too (into the sentence vector cache), so that the
+    evidence check and the answer that follow embed nothing but the question. Whether the
+    knowledge base is empty is asked only when the search found nothing (a query fewer for
+    every other question)."""
+    result = chunks_search(
+        query=query,
+        top_k=top_k,
+        document_ids=document_ids,
+        query_vector=query_vector,
+        prefer_document_ids=prefer_document_ids,
+    )
+    if not result.chunks:
+        return None if knowledge_base_is_empty() else result
+    sentence_vectors_preload(result.chunks)
+    return result
+
+
+async def query_embed(query: str) -> tuple[np.ndarray, bool]:
+    """(the query's unit vector, whether the query was truncated to the model's limit); the
+    embedding model runs in a worker thread, never on the event loop."""
+    return await sync_to_async(embedding.embed_query, thread_sensitive=False)(query)
+
+
+async def _search_once(
+    exchange: ExchangeTrace,
+    *,
+    question: str,
+    query: str,
+    query_vector: np.ndarray,
+    contextual: bool,
+    plan: SearchPlan,
+    document_ids: list[int] | None,
+    stored: StoredExchange,
+) -> Found:
+    """Retrieve for `query` (`question`, or the question read in context) and check the
+    evidence."""
+    threshold = stored.threshold
+    result = await database_sync_to_async(_retrieve)(
+        query=query,
+        top_k=stored.top_k,
+        document_ids=document_ids,
+        query_vector=query_vector,
+        prefer_document_ids=plan.prefer_documents if contextual else (),
+    )
+    if result is None:
+        return Found(query, contextual, query_vector, [], EMPTY_KB_REFUSAL)
+    exchange.best_similarity = result.best_similarity
+    decision = await evidence_assess_async(
+        question=query,
+        question_vector=result.query_vector,
+        chunks=result.chunks,
+        threshold=threshold,
+        threshold_on=THRESHOLD_ON,
+    )
+    exchange.evidence = decision.reason
+    qualifying, refusal = evidence_outcome(result.chunks, decision, threshold)
+    if contextual and refusal is None and await database_sync_to_async(unknown_own_terms)(question):
+        exchange.evidence = "unknown-terms"  # the follow-up's own words: see followups.py
+        qualifying, refusal = [], NO_EVIDENCE_REFUSAL
+    return Found(query, contextual, result.query_vector, qualifying, refusal)
+
+
+def _narrowed(document_ids: list[int] | None, within: Sequence[int]) -> list[int] | None:
+    """The request's document filter narrowed to `within` (when given)."""
+    if not within:
+        return document_ids
+    return sorted(set(within) & set(document_ids) if document_ids is not None else set(within))
+
+
+async def question_search(
+    exchange: ExchangeTrace,
+    *,
+    request: ValidatedRequest,
+    stored: StoredExchange,
+    question: str,
+    embedded: asyncio.Future | None,
+) -> Found:
+    """Search for the question read with its conversation (chat/answering/followups.py): the
+    planned query first and, when the evidence check refuses it, the plan's fallback once
+    more before refusing."""
+    started = time.perf_counter()
+    plan = SearchPlan(query=question)
+    if stored.history:
+        plan = await database_sync_to_async(search_plan_in_context)(question, stored.history)
+    if stored.mode == Message.Mode.GENERATIVE:
+        plan = await search_plan_generative(plan, question=question, history=stored.history)
+    if plan.contextual:
+        if embedded is not None and plan.fallback != question:
+            embedded.cancel()
+            embedded = None
+        vector, truncated = await query_embed(plan.query)
+    elif request.supplied_vector is not None:
+        vector, truncated = request.supplied_vector, False
+    elif embedded is not None:
+        vector, truncated = await embedded
+    else:
+        vector, truncated = await query_embed(question)
+    if truncated:
+        exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)
+    found = await _search_once(
+        exchange,
+        question=question,
+        query=plan.query,
+        query_vector=vector,
+        contextual=plan.contextual,
+        plan=plan,
+        document_ids=request.document_ids,
+        stored=stored,
+    )
+    if found.refusal is not None and found.refusal is not EMPTY_KB_REFUSAL and plan.fallback:
+        if plan.contextual and embedded is not None:  # the question as written: embedded early
+            fallback_vector, _ = await embedded
+        else:
+            fallback_vector, _ = await query_embed(plan.fallback)
+        retried = await _search_once(
+            exchange,
+            question=question,
+            query=plan.fallback,
+            query_vector=fallback_vector,
+            contextual=plan.fallback != question,
+            plan=plan,
+            document_ids=_narrowed(request.document_ids, plan.fallback_within),
+            stored=stored,
+        )
+        if retried.refusal is None:
+            found = retried
+    exchange.retrieval_ms = round((time.perf_counter() - started) * 1000, 1)
+    exchange.search_query, exchange.contextual = found.query, found.contextual
+    return found

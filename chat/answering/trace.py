@@ -1,0 +1,78 @@
+"""What one exchange has done so far, for the stored figures, the interruption record and the
+one JSON log line per exchange (`exchange_log`, on the `sourced.exchange` logger)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from chat import services
+from chat.answering.answerers import Answerer, WrittenAnswer
+from chat.answering.events import Event
+from chat.models import Message
+
+logger = logging.getLogger("sourced.exchange")
+
+
+@dataclass
+class ExchangeTrace:
+    """What one exchange has done so far: for the interruption record and the log line."""
+
+    started: float = field(default_factory=time.perf_counter)
+    first_event_ms: float | None = None
+    retrieval_ms: float | None = None
+    best_similarity: float | None = None
+    evidence: str | None = None  # the evidence decision's reason (evidence_signals.Reason)
+    search_query: str = ""
+    contextual: bool = False
+    warning: str = ""
+    answerer: Answerer | None = None
+
+    def warn(self, text: str) -> None:
+        self.warning = f"{self.warning} {text}" if self.warning else text
+
+    def elapsed_ms(self) -> float:
+        return round((time.perf_counter() - self.started) * 1000, 1)
+
+    def event(self, type_: str, data: dict[str, Any]) -> Event:
+        if self.first_event_ms is None:
+            self.first_event_ms = self.elapsed_ms()
+        return Event(type_, data)  # type: ignore[arg-type]
+
+    def figures(self, top_k: int) -> services.AnswerFigures:
+        return services.AnswerFigures(
+            top_k=top_k,
+            best_similarity=self.best_similarity,
+            retrieval_ms=self.retrieval_ms,
+            first_event_ms=self.first_event_ms,
+            total_ms=self.elapsed_ms(),
+        )
+
+    def written(self, *, complete: bool) -> WrittenAnswer:
+        if self.answerer is None:
+            return WrittenAnswer(content="", cited=[])
+        return self.answerer.written(complete=complete)
+
+
+def exchange_log(exchange: ExchangeTrace, **fields: Any) -> None:
+    """One structured line per exchange on the `sourced.exchange` logger."""
+    record = {
+        "event": "chat.exchange",
+        "retrieval_ms": exchange.retrieval_ms,
+        "best_similarity": (
+            None if exchange.best_similarity is None else round(exchange.best_similarity, 4)
+        ),
+        "evidence": exchange.evidence,
+        "search_query": exchange.search_query,
+        "contextual": exchange.contextual,
+        "first_event_ms": exchange.first_event_ms,
+        "total_ms": exchange.elapsed_ms(),
+        **fields,
+    }
+    record["refused"] = record.get("status") == Message.Status.REFUSED
+    if isinstance(record.get("best_similarity"), float):
+        record["best_similarity"] = round(record["best_similarity"], 4)
+    logger.info(json.dumps(record, default=str, sort_keys=True))

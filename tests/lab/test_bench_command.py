@@ -1,0 +1,153 @@
+"""`manage.py bench` on a tiny dataset: every figure is reported (timings are printed, never
+asserted), the answers over the real server succeed, and nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from io import StringIO
+from urllib.parse import urlsplit
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.support.datasets import QUESTIONS, databases
+
+
+def _accepts_connections(address: str) -> bool:
+    parts = urlsplit(address)
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((parts.hostname, parts.port)) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
+    tiny_dataset, tmp_path
+):
+    out, err = StringIO(), StringIO()
+    json_path = tmp_path / "bench.json"
+
+    call_command(
+        "bench",
+        "--dataset",
+        str(tiny_dataset),
+        "--chunks",
+        "200",
+        "--concurrency",
+        "1,2",
+        "--questions",
+        "3",
+        "--web-processes",
+        "2",
+        "--compare-processes",
+        "1,2",
+        "--compare-rounds",
+        "1",
+        "--json",
+        str(json_path),
+        stdout=out,
+        stderr=err,
+    )
+
+    figures = json.loads(json_path.read_text())
+    print(out.getvalue())  # the timings, for whoever runs the test (never asserted)
+
+    ingest = figures["ingest"]
+    assert ingest["documents"] == 2
+    assert ingest["chunks"] >= 2
+    assert {"chunks_per_s", "raw_embed_chunks_per_s", "ratio"} <= set(ingest)
+
+    # The corpus was grown to the requested size with synthetic chunks, and searched.
+    size = figures["corpus"]["sizes"]["200"]
+    assert size["chunks"] == 200
+    assert size["synthetic_chunks"] == 200 - ingest["chunks"]
+    retrieval = figures["retrieval_ms"]["200"]
+    assert set(retrieval) >= {"p50", "p95", "p50_with_embedding", "p95_with_embedding"}
+    assert retrieval["questions"] == 3
+
+    # Every question over both transports got an answer or a refusal from the real server:
+    # one client asks all 3 questions; two clients ask 2 each.
+    for transport in ("ws", "sse"):
+        for concurrency, asked in (("1", 3), ("2", 4)):
+            counts = figures["exchanges"][transport][concurrency]
+            assert counts["questions"] == asked, (transport, concurrency, counts)
+            assert counts["errors"] == 0, (transport, concurrency, counts)
+            assert counts["answers"] + counts["refusals"] == asked
+            # Answering costs CPU in the server and in the (local, embedded) PostgreSQL.
+            cpu = counts["cpu_ms_per_question"]
+            assert cpu["server"] > 0 and cpu["database"] > 0, (transport, concurrency, cpu)
+            assert set(figures["first_event_ms"][transport][concurrency]) == {"p50", "p95"}
+            assert set(figures["total_ms"][transport][concurrency]) == {"p50", "p95"}
+    assert figures["errors"] == 0
+
+    load = figures["conversation_load_ms"]
+    assert load["messages"] == 200
+    assert load["citations"] >= 100  # every answer cites at least one source
+    assert {"p50", "p95"} <= set(load["api"]) and {"p50", "p95"} <= set(load["page"])
+    assert figures["conversation_api_load_ms"] == {k: load["api"][k] for k in ("p50", "p95")}
+    assert figures["conversation_page_load_ms"] == {k: load["page"][k] for k in ("p50", "p95")}
+    assert figures["server_peak_rss_mb"] > 0
+    assert figures["server"]["processes"] == 2
+    assert len(figures["server_peak_rss_mb_each"]) == 2  # the two daphne processes
+
+    # The answers were measured again against a 1-process and a 2-process server.
+    comparison = figures["process_comparison"]
+    assert set(comparison) == {"1", "2"}
+    for processes, rounds in comparison.items():
+        assert len(rounds) == 1
+        entry = rounds[0]
+        assert entry["errors"] == 0, processes
+        assert set(entry["first_event_ms"]) == {"ws", "sse"}
+        assert set(entry["first_event_ms"]["ws"]) == {"1", "2"}
+        assert entry["peak_rss_mb"] > 0
+    assert "Web processes compared" in out.getvalue()
+
+    report = out.getvalue()
+    assert "SYNTHETIC" in report
+    assert "GET /api/conversations/<id>/messages" in report
+    assert "conversation page" in report
+
+    # The server is stopped and the throwaway database dropped.
+    assert not _accepts_connections(figures["server"]["address"])
+    assert f"sourced_bench_{os.getpid()}" not in databases()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--chunks", "0"], "--chunks: 0 is out of range"),
+        (["--chunks", "10000,abc"], "'abc' is not a positive whole number"),
+        (["--chunks", "-5"], "is not a positive whole number"),
+        (["--concurrency", "0"], "--concurrency: 0 is out of range (1..100)"),
+        (["--concurrency", "1,101"], "--concurrency: 101 is out of range (1..100)"),
+        (["--questions", "0"], "--questions must be between 1"),
+        (["--web-processes", "0"], "--web-processes must be between 1"),
+        (["--compare-processes", "1,0"], "--compare-processes: 0 is out of range"),
+        (["--compare-rounds", "0"], "--compare-rounds must be between 1"),
+        (["--dataset", "/nonexistent/eval.json"], "Cannot read /nonexistent/eval.json"),
+        (["--json", "/nonexistent/folder/out.json"], "no such folder"),
+    ],
+)
+def test_bench_refuses_bad_options_with_a_clear_error(arguments, message):
+    with pytest.raises(CommandError) as error:
+        call_command("bench", *arguments)
+    assert message in str(error.value)
+
+
+def test_questions_are_spread_over_the_dataset_and_shared_by_the_clients(tiny_dataset):
+    from lab.benchmark.run import questions_per_client, questions_sample
+    from lab.evaluation.dataset import dataset_load
+
+    dataset = dataset_load(tiny_dataset)
+    assert questions_sample(dataset, 2) == [QUESTIONS[0]["question"], QUESTIONS[1]["question"]]
+    # More than the file holds: the file is repeated.
+    assert questions_sample(dataset, 4)[3] == QUESTIONS[0]["question"]
+
+    sample = ["a", "b", "c", "d", "e"]
+    assert questions_per_client(sample, 1) == [sample]
+    assert questions_per_client(sample, 2) == [["a", "b", "c"], ["d", "e", "a"]]
+    # More clients than questions: each still asks one.
+    assert questions_per_client(["a", "b"], 3) == [["a"], ["b"], ["a"]]

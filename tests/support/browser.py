@@ -1,0 +1,150 @@
+"""Debian's Chromium, as the browser tests launch it through Playwright, where they put their
+screenshots, and what they do in a page: log in, ask, wait for the answer. The live server they
+drive is tests.support.live_server.daphne_server."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
+# The browser tests' staff users sign in with this password.
+PASSWORD = "browser-pass-2026"
+DEMO = Path(settings.BASE_DIR) / "demo"
+IDLE = """() => {
+  const state = document.getElementById('chat-state');
+  return state && state.dataset.busy === 'false'
+    && !document.querySelector('#messages [data-status="streaming"]');
+}"""
+
+
+@dataclass
+class Live:
+    url: str
+    sources: list[str]
+    show_more_conversation: str
+    sessions: dict[str, dict] = field(default_factory=dict)
+
+
+def warm_up(url: str, user) -> None:
+    """Ask one question over the WebSocket so the server loads the embedding model before
+    the first test measures anything."""
+    import json
+
+    from django.test import Client
+    from websockets.sync.client import connect
+
+    client = Client()
+    client.force_login(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    socket_url = url.replace("http://", "ws://") + f"/ws/chat/{uuid.uuid4()}/"
+    with connect(socket_url, additional_headers={"Cookie": cookie, "Origin": url}) as socket:
+        question = "Warm-up: what is a leave year?"
+        payload = {"action": "send", "message": question, "message_id": str(uuid.uuid4())}
+        socket.send(json.dumps(payload))
+        while True:
+            fragment = socket.recv(timeout=180)
+            if 'id="chat-state"' in fragment and 'data-busy="false"' in fragment:
+                return
+
+
+@dataclass
+class Pages:
+    """Opens logged-in pages; records dialogs, script errors and Content-Security-Policy
+    violations, which must never happen."""
+
+    browser: object
+    live: Live
+    contexts: list = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def open(self, username: str = "anna", path: str = "/", **context_options):
+        options = {"viewport": {"width": 1280, "height": 860}, **context_options}
+        if username:
+            options["storage_state"] = self.session_of(username)
+        context = self.browser.new_context(base_url=self.live.url, **options)
+        self.contexts.append(context)
+        page = context.new_page()
+        page.on("dialog", self._dialog)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("console", self._console)
+        page.goto(path)
+        return page
+
+    def _console(self, message) -> None:
+        # The Content-Security-Policy header: anything it blocks is a script error too.
+        if "Content Security Policy" in message.text:
+            self.errors.append(message.text)
+
+    def _dialog(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def session_of(self, username: str) -> dict:
+        if username not in self.live.sessions:
+            context = self.browser.new_context(base_url=self.live.url)
+            page = context.new_page()
+            login(page, username)
+            self.live.sessions[username] = context.storage_state()
+            context.close()
+        return self.live.sessions[username]
+
+    def close(self) -> None:
+        for context in self.contexts:
+            context.close()
+
+
+def login(page, username: str) -> None:
+    page.goto("/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/")
+
+
+def ask(page, question: str) -> None:
+    """Type a question, press Enter, wait until its answer is complete."""
+    asked = page.locator('#messages [data-role="user"]').count()
+    page.locator("#composer-input").fill(question)
+    page.locator("#composer-input").press("Enter")
+    page.wait_for_function(
+        f"() => document.querySelectorAll('#messages [data-role=\"user\"]').length > {asked}"
+    )
+    page.wait_for_function(IDLE, timeout=30_000)
+
+
+def last_answer(page):
+    return page.locator('#messages [data-role="assistant"]').last
+
+
+def wait_in_view(page, element_id: str, scroller_id: str) -> None:
+    """Until the element's top is inside the visible part of its scrolling container."""
+    page.wait_for_function(
+        """([id, scroller]) => {
+          const box = document.getElementById(id).getBoundingClientRect();
+          const view = document.getElementById(scroller).getBoundingClientRect();
+          return box.top >= view.top && box.top < view.bottom;
+        }""",
+        arg=[element_id, scroller_id],
+        timeout=5_000,
+    )
+
+
+def screenshot(page, name: str, **options) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), **options)

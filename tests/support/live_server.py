@@ -1,0 +1,97 @@
+"""A real ASGI server for tests: daphne in a subprocess, serving config.asgi against the test
+database, on a free port of 127.0.0.1. Rows a test commits (transactional tests) are what it
+sees; its own writes are visible to the test."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+LOG_DIR = BASE_DIR / "test-artifacts"
+# Streamed pieces are paced on the chat tests' server (`CHAT_STREAM_DELAY_MS`), so a test can
+# observe a stream in progress.
+LIVE_SERVER_DELAY_MS = 120
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def process_serving(
+    command: list[str], *, port: int, env: dict[str, str], name: str, timeout: float = 120.0
+) -> Iterator[subprocess.Popen]:
+    """Run `command` (a server that listens on `port` of 127.0.0.1) until the block ends,
+    once it accepts connections. Its output goes to test-artifacts/`name`-`port`.log (kept,
+    to read after a failing test), printed if it fails to start."""
+    LOG_DIR.mkdir(exist_ok=True)
+    with (LOG_DIR / f"{name}-{port}.log").open("w+") as log:
+        process = subprocess.Popen(
+            command, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"{name} exited at start:\n{log.read()}")
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{name} did not start in time") from None
+                    time.sleep(0.2)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextmanager
+def daphne_server(
+    database_url: str, *, env: dict[str, str] | None = None, timeout: float = 120.0
+) -> Iterator[str]:
+    """Run daphne until the block ends; yields its base URL. Its output goes to a log file in
+    test-artifacts/ (kept, to read after a failing test), printed if it fails to start."""
+    port = free_port()
+    environment = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+    command.append("config.asgi:application")
+    with process_serving(command, port=port, env=environment, name="daphne", timeout=timeout):
+        yield f"http://127.0.0.1:{port}"
+
+
+def database_url_of(settings_dict: dict) -> str:
+    """A postgresql:// URL for a Django DATABASES entry (socket directories included)."""
+    from urllib.parse import quote
+
+    auth = quote(settings_dict.get("USER") or "")
+    if settings_dict.get("PASSWORD"):
+        auth += ":" + quote(settings_dict["PASSWORD"])
+    host = settings_dict.get("HOST") or ""
+    name = quote(settings_dict["NAME"])
+    if host.startswith("/"):
+        port = f"&port={settings_dict['PORT']}" if settings_dict.get("PORT") else ""
+        return f"postgresql://{auth}@/{name}?host={quote(host)}{port}"
+    port = f":{settings_dict['PORT']}" if settings_dict.get("PORT") else ""
+    return f"postgresql://{auth}@{host}{port}/{name}"
