@@ -519,9 +519,9 @@ class CollectionAdmin(admin.ModelAdmin):
     def readers(self, obj: Collection) -> str:
         if obj.all_staff:
             return "All staff"
-        names = [f"group {group.name}" for group in obj.reader_groups.all()] + [
+        names = sorted(f"group {group.name}" for group in obj.reader_groups.all()) + sorted(
             f"user {user.get_username()}" for user in obj.reader_users.all()
-        ]
+        )
         return ", ".join(names) or "Nobody but superusers"
 
     @admin.display(description="Documents", ordering="document_total")

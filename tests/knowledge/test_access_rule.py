@@ -162,7 +162,7 @@ def test_staff_read_the_available_documents_retrieval_searches(readers, document
 def test_a_reader_is_computed_once_and_then_needs_no_query(
     readers, documents, django_assert_num_queries
 ):
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(1):
         reader = reader_for(readers["reader by group"])
     with django_assert_num_queries(0):
         assert document_readable(user=reader, document=documents["hr available"])

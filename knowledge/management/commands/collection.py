@@ -128,6 +128,6 @@ def _user(username: str):
 def _readers(collection: Collection) -> str:
     if collection.all_staff:
         return "all staff"
-    groups = [f"group {group.name}" for group in collection.reader_groups.all()]
-    users = [f"user {user.get_username()}" for user in collection.reader_users.all()]
+    groups = sorted(f"group {group.name}" for group in collection.reader_groups.all())
+    users = sorted(f"user {user.get_username()}" for user in collection.reader_users.all())
     return ", ".join(groups + users) or "nobody but superusers"
