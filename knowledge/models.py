@@ -65,7 +65,7 @@ def collection_default_id() -> int:
     """The primary key of the default collection ("General", readable by all staff), created
     when missing (a database emptied by a test's flush): `Document.collection`'s default, so
     that a document created without naming a collection lands there. One query; nothing is
-    kept between calls."""
+    kept between calls (docs/decisions/0071-general-the-default-collection.md)."""
     collection = Collection.objects.filter(is_default=True).only("pk").first()
     if collection is None:
         collection, _ = Collection.objects.get_or_create(

@@ -1,4 +1,5 @@
-"""Collections: who may read which document (docs/decisions/0070-the-one-read-rule.md).
+"""Collections: who may read which document (docs/decisions/0070-the-one-read-rule.md,
+docs/decisions/0071-general-the-default-collection.md).
 
 Creates the collection table and "General" (readable by all staff, the default), then gives
 every document a collection: added nullable, every existing document moved to General, then
