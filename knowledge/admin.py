@@ -232,7 +232,8 @@ class DocumentAdmin(admin.ModelAdmin):
         return reverse("knowledge:document", args=[obj.pk])
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
-        active = documents_in_progress(Document.objects.all()).count()
+        readable = Document.objects.filter(documents_readable_filter(user=request.user))
+        active = documents_in_progress(readable).count()
         context = {
             "documents_in_progress": active,
             "refresh_seconds": REFRESH_SECONDS if active else None,

@@ -23,6 +23,7 @@ from knowledge.access import (
     documents_readable_filter,
     readable_documents_sql,
     reader_for,
+    user_manages_documents,
 )
 from knowledge.collections import (
     collection_create,
@@ -175,6 +176,16 @@ def test_an_anonymous_visitor_costs_no_query(django_assert_num_queries):
     with django_assert_num_queries(0):
         assert reader_for(AnonymousUser()) == NOBODY
         assert reader_for(None) == NOBODY
+
+
+@pytest.mark.parametrize("who", sorted(EXPECTED))
+def test_who_manages_and_who_reads_nothing(readers, documents, who):
+    reader = reader_for(readers[who])
+
+    assert user_manages_documents(reader) == (
+        who in {"document manager", "document manager in the group", "superuser"}
+    )
+    assert reader.reads_nothing == (not EXPECTED[who])
 
 
 def test_the_sql_condition_is_true_or_false_when_the_reader_reads_all_or_nothing(readers):
