@@ -263,3 +263,27 @@ def test_a_manager_cannot_act_on_a_document_they_may_not_read(manager, pay_bands
 
     pay_bands.refresh_from_db()
     assert pay_bands.enabled
+
+
+def test_a_manager_cannot_move_a_document_into_a_restricted_collection_on_its_page(
+    manager, handbook, hr
+):
+    client = logged_in(manager)
+    change = reverse("admin:knowledge_document_change", args=[handbook.pk])
+
+    form = client.get(change).content.decode()
+    response = client.post(change, {"title": "Handbook", "collection": hr.pk, "enabled": "on"})
+
+    assert "HR only" not in form
+    assert response.status_code == 200  # the form again, with the error
+    handbook.refresh_from_db()
+    assert handbook.collection == collection_default()
+
+
+def test_the_in_progress_note_counts_only_documents_the_user_may_read(manager, hr, admin_client):
+    pending = Document.objects.create(title="Queued pay review", source="pay.md")
+    pending.collection = hr
+    pending.save()
+
+    assert "1 document waiting" in admin_client.get(DOCUMENTS_URL).content.decode()
+    assert "waiting for or in" not in logged_in(manager).get(DOCUMENTS_URL).content.decode()
