@@ -47,7 +47,8 @@ MANAGE_PERMISSIONS = ("view_document", "change_document")
 
 @dataclass(frozen=True)
 class Reader:
-    """What one request may read, computed by `reader_for` at the start of the request.
+    """What one request may read, computed by `reader_for` at the start of the request and
+    passed down; a WebSocket computes one per message it handles, never once per connection.
 
     `collection_ids` are the collections the reader may read (empty for a superuser, who reads
     every collection, and for anyone who reads nothing). `can_manage`: also reads the withdrawn
@@ -72,9 +73,8 @@ UserLike = AbstractBaseUser | AnonymousUser | Reader | None
 def _reader_sql() -> str:
     """One statement for a user's flags, whether they hold a document permission (directly or
     through a group), and the collections they may read (all-staff ones, through a group, by
-    name), for the user id `%s`. Written by hand: the ORM's version of the same query (EXISTS
-    per collection) cost four times as much to plan and to compile
-    (docs/decisions/0070-the-one-read-rule.md)."""
+    name), for the permission codenames `%s` and the user id `%s`. Written by hand, not with
+    the ORM (docs/decisions/0070-the-one-read-rule.md has the figures)."""
     user_model = get_user_model()
     tables = {
         "user": user_model._meta.db_table,
