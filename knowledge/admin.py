@@ -1,5 +1,9 @@
-"""The knowledge side of the admin (SPEC §9): upload documents (processed in the background),
-enable/disable them, follow their status, re-process them, and read their chunks.
+"""The knowledge side of the admin (docs/product.md §9): upload documents (processed in the
+background) into a collection, enable/disable them, move them between collections, follow their
+status, re-process them, and read their chunks; create and edit collections and their readers.
+
+Outside superusers, the document and chunk pages show only the documents of the collections
+the user may read (knowledge/access.py), so the admin is no way around a collection's readers.
 
 Document text only ever reaches the page through Django's autoescaping (plain strings,
 `format_html`); nothing from a document is marked safe.
@@ -18,12 +22,15 @@ from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from knowledge.models import Chunk, Document
+from knowledge.access import collections_readable, documents_readable_filter
+from knowledge.collections import collection_default, documents_move
+from knowledge.models import Chunk, Collection, Document
 from knowledge.parsing import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
 from knowledge.selectors import document_is_stalled, documents_in_progress
 from knowledge.services import (
@@ -42,8 +49,8 @@ REFRESH_SECONDS = 5
 
 
 class DocumentUploadForm(forms.ModelForm):
-    """The add page: a file, an optional title (else the document's own title) and whether
-    it may be cited."""
+    """The add page: a file, an optional title (else the document's own title), its collection
+    (the default one when none is chosen) and whether it may be cited."""
 
     file = forms.FileField(
         label="File",
@@ -57,7 +64,19 @@ class DocumentUploadForm(forms.ModelForm):
 
     class Meta:
         model = Document
-        fields = ("file", "title", "enabled", "expires_at")
+        fields = ("file", "title", "collection", "enabled", "expires_at")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["collection"].required = False
+        self.fields[
+            "collection"
+        ].help_text = (
+            "Who may read the document. Empty: the default collection (readable by all staff)."
+        )
+
+    def clean_collection(self) -> Collection:
+        return self.cleaned_data.get("collection") or collection_default()
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
@@ -84,7 +103,18 @@ class DocumentUploadForm(forms.ModelForm):
 class DocumentChangeForm(forms.ModelForm):
     class Meta:
         model = Document
-        fields = ("title", "enabled", "expires_at")
+        fields = ("title", "collection", "enabled", "expires_at")
+
+
+class MoveToCollectionForm(forms.Form):
+    """The intermediate page of the "move to collection" action: the collection to move to,
+    among those the user may read."""
+
+    collection = forms.ModelChoiceField(queryset=Collection.objects.none(), empty_label=None)
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["collection"].queryset = collections_readable(user=user).order_by("name")
 
 
 class ExpiryFilter(admin.SimpleListFilter):
@@ -113,6 +143,7 @@ class DocumentAdmin(admin.ModelAdmin):
     list_display = (
         "display_title",
         "status_badge",
+        "collection",
         "enabled",
         "expiry",
         "chunk_count",
@@ -121,11 +152,16 @@ class DocumentAdmin(admin.ModelAdmin):
         "error_summary",
     )
     list_display_links = ("display_title",)
-    list_filter = ("status", "enabled", ExpiryFilter, "media_type")
+    list_filter = ("collection", "status", "enabled", ExpiryFilter, "media_type")
     search_fields = ("title", "source")
     ordering = ("-updated_at", "-id")
     list_per_page = 50
-    actions = ("enable_documents", "disable_documents", "reprocess_documents")
+    actions = (
+        "enable_documents",
+        "disable_documents",
+        "reprocess_documents",
+        "move_to_collection",
+    )
     readonly_fields = (
         "status_badge",
         "error",
@@ -139,9 +175,9 @@ class DocumentAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
-    add_fieldsets = ((None, {"fields": ("file", "title", "enabled", "expires_at")}),)
+    add_fieldsets = ((None, {"fields": ("file", "title", "collection", "enabled", "expires_at")}),)
     fieldsets = (
-        (None, {"fields": ("title", "enabled", "expires_at")}),
+        (None, {"fields": ("title", "collection", "enabled", "expires_at")}),
         ("Processing", {"fields": ("status_badge", "error", "chunks_link")}),
         (
             "Origin",
@@ -165,9 +201,21 @@ class DocumentAdmin(admin.ModelAdmin):
         return (
             super()
             .get_queryset(request)
-            .select_related("uploaded_by")
+            .filter(documents_readable_filter(user=request.user))
+            .select_related("uploaded_by", "collection")
             .annotate(chunk_total=Count("chunks"))
         )
+
+    def formfield_for_foreignkey(self, db_field, request: HttpRequest, **kwargs):
+        if db_field.name == "collection":
+            kwargs["queryset"] = collections_readable(user=request.user).order_by("name")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict:
+        return {
+            "collection": collection_default().pk,
+            **super().get_changeform_initial_data(request),
+        }
 
     def get_form(self, request: HttpRequest, obj: Document | None = None, **kwargs):
         if obj is None:
@@ -184,7 +232,8 @@ class DocumentAdmin(admin.ModelAdmin):
         return reverse("knowledge:document", args=[obj.pk])
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
-        active = documents_in_progress(Document.objects.all()).count()
+        readable = Document.objects.filter(documents_readable_filter(user=request.user))
+        active = documents_in_progress(readable).count()
         context = {
             "documents_in_progress": active,
             "refresh_seconds": REFRESH_SECONDS if active else None,
@@ -341,6 +390,34 @@ class DocumentAdmin(admin.ModelAdmin):
                 messages.WARNING,
             )
 
+    @admin.action(description="Move selected documents to a collection", permissions=["change"])
+    def move_to_collection(self, request: HttpRequest, queryset: QuerySet[Document]):
+        """An intermediate page to choose the collection; its form posts back here with
+        `apply`, and the documents move."""
+        form = MoveToCollectionForm(
+            request.POST if "apply" in request.POST else None, user=request.user
+        )
+        if form.is_valid():
+            collection = form.cleaned_data["collection"]
+            moved = documents_move(ids=_ids(queryset), collection=collection)
+            self.message_user(
+                request,
+                format_html("{} document(s) moved to “{}”.", moved, collection.name),
+                messages.SUCCESS,
+            )
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Move documents to a collection",
+            "opts": self.model._meta,
+            "form": form,
+            "documents": queryset.order_by("title", "id"),
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(
+            request, "admin/knowledge/document/move_to_collection.html", context
+        )
+
 
 def _ids(queryset: QuerySet[Document]) -> list[int]:
     # The admin's queryset is annotated (GROUP BY): act on plain rows by primary key.
@@ -373,6 +450,13 @@ class ChunkAdmin(admin.ModelAdmin):
     )
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Chunk]:
+        return (
+            super()
+            .get_queryset(request)
+            .filter(documents_readable_filter(user=request.user, prefix="document__"))
+        )
+
     @admin.display(description="Text")
     def excerpt(self, obj: Chunk) -> str:
         return Truncator(" ".join(obj.text.split())).chars(120)
@@ -404,3 +488,56 @@ class ChunkAdmin(admin.ModelAdmin):
         return super().has_view_permission(request, obj) or any(
             request.user.has_perm(f"knowledge.{action}_document") for action in ("view", "change")
         )
+
+
+@admin.register(Collection)
+class CollectionAdmin(admin.ModelAdmin):
+    """Collections and their readers; each collection's page lists its readers and links to
+    its documents. The default collection ("General") cannot be deleted, nor can a collection
+    that still holds documents (the admin shows which)."""
+
+    list_display = ("name", "readers", "document_count", "is_default", "updated_at")
+    list_filter = ("all_staff",)
+    search_fields = ("name", "description")
+    filter_horizontal = ("reader_groups", "reader_users")
+    fields = ("name", "description", "all_staff", "reader_groups", "reader_users", "documents")
+    readonly_fields = ("documents",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(document_total=Count("documents", distinct=True))
+            .prefetch_related("reader_groups", "reader_users")
+        )
+
+    def has_delete_permission(self, request: HttpRequest, obj: Collection | None = None) -> bool:
+        if obj is not None and obj.is_default:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    @admin.display(description="Readers")
+    def readers(self, obj: Collection) -> str:
+        if obj.all_staff:
+            return "All staff"
+        names = sorted(f"group {group.name}" for group in obj.reader_groups.all()) + sorted(
+            f"user {user.get_username()}" for user in obj.reader_users.all()
+        )
+        return ", ".join(names) or "Nobody but superusers"
+
+    @admin.display(description="Documents", ordering="document_total")
+    def document_count(self, obj: Collection) -> str:
+        total = getattr(obj, "document_total", None)
+        total = obj.documents.count() if total is None else total
+        url = reverse("admin:knowledge_document_changelist") + f"?collection__id__exact={obj.pk}"
+        return format_html('<a href="{}">{}</a>', url, total)
+
+    @admin.display(description="Documents")
+    def documents(self, obj: Collection) -> str:
+        """A link to the document list filtered to the collection (which shows each user only
+        the documents they may read)."""
+        if obj.pk is None:
+            return "None yet."
+        total = obj.documents.count()
+        url = reverse("admin:knowledge_document_changelist") + f"?collection__id__exact={obj.pk}"
+        return format_html('<a href="{}">{} document(s): open the list</a>', url, total)

@@ -1,4 +1,4 @@
-"""Documents, their chunks and the chunks' embeddings."""
+"""Collections of documents, documents, their chunks and the chunks' embeddings."""
 
 from __future__ import annotations
 
@@ -10,6 +10,68 @@ from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 EMBEDDING_DIMENSIONS = 384
+
+
+class Collection(models.Model):
+    """A set of documents and who may read them: all staff (`all_staff`), or only the
+    `reader_groups` and `reader_users`. Every document belongs to exactly one collection;
+    knowledge/access.py decides from it who reads the document."""
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    all_staff = models.BooleanField(
+        "readable by all staff",
+        default=False,
+        help_text="Every staff member may read its documents. Untick it to restrict them to "
+        "the reader groups and users below (kept, but without effect, while it is ticked).",
+    )
+    reader_groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="readable_collections",
+        help_text="Members of these groups may read the collection's documents.",
+    )
+    reader_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="readable_collections",
+        help_text="These users may read the collection's documents.",
+    )
+    is_default = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text='The collection new documents go to when none is named ("General").',
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    DEFAULT_NAME = "General"
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"],
+                condition=models.Q(is_default=True),
+                name="collection_one_default",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def collection_default_id() -> int:
+    """The primary key of the default collection ("General", readable by all staff), created
+    when missing (a database emptied by a test's flush): `Document.collection`'s default, so
+    that a document created without naming a collection lands there. One query; nothing is
+    kept between calls (docs/decisions/0071-general-the-default-collection.md)."""
+    collection = Collection.objects.filter(is_default=True).only("pk").first()
+    if collection is None:
+        collection, _ = Collection.objects.get_or_create(
+            is_default=True, defaults={"name": Collection.DEFAULT_NAME, "all_staff": True}
+        )
+    return collection.pk
 
 
 class Document(models.Model):
@@ -45,6 +107,13 @@ class Document(models.Model):
         "none is under way). Its last good version stays searchable meanwhile.",
     )
     enabled = models.BooleanField(default=True, help_text="Disabled documents are never cited.")
+    collection = models.ForeignKey(
+        Collection,
+        on_delete=models.PROTECT,
+        default=collection_default_id,
+        related_name="documents",
+        help_text="Who may read the document is decided by its collection's readers.",
+    )
     metadata = models.JSONField(default=dict, blank=True)
     file = models.FileField(upload_to="documents/%Y/%m/", blank=True)
     uploaded_by = models.ForeignKey(

@@ -1,0 +1,215 @@
+"""Who may read which document: the one rule every surface asks
+(docs/decisions/0070-the-one-read-rule.md).
+
+- An active superuser reads every document.
+- Active staff read the documents of the collections they may read: a collection readable by
+  all staff, one of whose reader groups they belong to, or one that names them as a reader
+  user. Of those, staff who manage documents (`knowledge.view_document` or
+  `knowledge.change_document`) read every document, withdrawn ones included (disabled,
+  expired, not processed); everyone else only the available ones: enabled, ready and not
+  expired (the documents retrieval searches).
+- Anyone else (anonymous, inactive, not staff) reads nothing.
+
+The rule comes in four forms, all computed from the same `Reader`:
+
+- `reader_for(user)`: a request's `Reader`, computed once (one query) and passed down. Every
+  function below takes either a user or a `Reader` as `user`.
+- `documents_readable_filter(user=..., prefix=...)`: a `Q` for a queryset of documents or of
+  rows reaching a document (`prefix="document__"` for chunks, `"chunk__document__"` for
+  embeddings); `documents_readable(user=...)` is that queryset of documents.
+- `readable_documents_sql(user=..., document_id=...)`: the same filter as an SQL condition
+  with its parameters, for raw SQL (the condition Django's compiler makes of the `Q`).
+- `document_readable(user=..., document=...)`: the predicate for one document in hand.
+
+Nothing is kept between calls: a `Reader` lives as long as the request that computed it, so
+removing a user from a group, changing a collection's readers or moving a document is seen by
+their next request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, Group, Permission
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from knowledge.models import Collection, Document
+
+# Either permission lets a member of staff see documents in the admin, withdrawn ones included.
+MANAGE_PERMISSIONS = ("view_document", "change_document")
+
+
+@dataclass(frozen=True)
+class Reader:
+    """What one request may read, computed by `reader_for` at the start of the request and
+    passed down; a WebSocket computes one per message it handles, never once per connection.
+
+    `collection_ids` are the collections the reader may read (empty for a superuser, who reads
+    every collection, and for anyone who reads nothing). `can_manage`: also reads the withdrawn
+    documents of those collections.
+    """
+
+    user_id: int | None
+    is_superuser: bool = False
+    can_manage: bool = False
+    collection_ids: frozenset[int] = frozenset()
+
+    @property
+    def reads_nothing(self) -> bool:
+        return not self.is_superuser and not self.collection_ids
+
+
+NOBODY = Reader(user_id=None)
+
+UserLike = AbstractBaseUser | AnonymousUser | Reader | None
+
+
+def _reader_sql() -> str:
+    """One statement for a user's flags, whether they hold a document permission (directly or
+    through a group), and the collections they may read (all-staff ones, through a group, by
+    name), for the permission codenames `%s` and the user id `%s`. Written by hand, not with
+    the ORM (docs/decisions/0070-the-one-read-rule.md has the figures)."""
+    user_model = get_user_model()
+    tables = {
+        "user": user_model._meta.db_table,
+        "user_groups": user_model.groups.through._meta.db_table,
+        "user_permissions": user_model.user_permissions.through._meta.db_table,
+        "group_permissions": Group.permissions.through._meta.db_table,
+        "permission": Permission._meta.db_table,
+        "content_type": ContentType._meta.db_table,
+        "collection": Collection._meta.db_table,
+        "collection_groups": Collection.reader_groups.through._meta.db_table,
+        "collection_users": Collection.reader_users.through._meta.db_table,
+    }
+    quoted = {key: connection.ops.quote_name(name) for key, name in tables.items()}
+    return """
+        SELECT u.is_active, u.is_staff, u.is_superuser,
+          EXISTS (
+            SELECT 1 FROM {permission} p JOIN {content_type} ct ON ct.id = p.content_type_id
+            WHERE ct.app_label = 'knowledge' AND p.codename = ANY(%s)
+              AND (p.id IN (SELECT permission_id FROM {user_permissions} WHERE user_id = u.id)
+                OR p.id IN (SELECT gp.permission_id FROM {group_permissions} gp
+                            JOIN {user_groups} ug ON ug.group_id = gp.group_id
+                            WHERE ug.user_id = u.id))
+          ),
+          ARRAY(
+            SELECT id FROM {collection} WHERE all_staff
+            UNION SELECT cg.collection_id FROM {collection_groups} cg
+              JOIN {user_groups} ug ON ug.group_id = cg.group_id WHERE ug.user_id = u.id
+            UNION SELECT collection_id FROM {collection_users} WHERE user_id = u.id
+          )
+        FROM {user} u WHERE u.id = %s
+    """.format(**quoted)
+
+
+def reader_for(user: UserLike) -> Reader:
+    """The `Reader` of `user` (returned as is when it already is one).
+
+    The user's flags (active, staff, superuser), document permissions and readable collections
+    are read from the database in one query, not from the object: a WebSocket's user object
+    lives as long as its connection. No query for anonymous visitors.
+    """
+    if isinstance(user, Reader):
+        return user
+    if user is None or not user.is_authenticated or user.pk is None:
+        return NOBODY
+    with connection.cursor() as cursor:
+        cursor.execute(_reader_sql(), [list(MANAGE_PERMISSIONS), user.pk])
+        row = cursor.fetchone()
+    if row is None:
+        return NOBODY
+    is_active, is_staff, is_superuser, can_manage, collection_ids = row
+    if not is_active:
+        return NOBODY
+    if is_superuser:
+        return Reader(user_id=user.pk, is_superuser=True, can_manage=True)
+    if not is_staff:
+        return NOBODY
+    return Reader(user_id=user.pk, can_manage=can_manage, collection_ids=frozenset(collection_ids))
+
+
+def user_manages_documents(user: UserLike) -> bool:
+    """Whether `user` reads withdrawn documents too (of the collections they may read): an
+    active superuser, or active staff with `knowledge.view_document` or
+    `knowledge.change_document`."""
+    return reader_for(user).can_manage
+
+
+def documents_available_filter(prefix: str = "") -> Q:
+    """Documents (through `prefix`) that are not withdrawn: enabled, ready and not expired at
+    this moment; the documents retrieval searches."""
+    return Q(**{f"{prefix}enabled": True, f"{prefix}status": Document.Status.READY}) & (
+        Q(**{f"{prefix}expires_at__isnull": True})
+        | Q(**{f"{prefix}expires_at__gt": timezone.now()})
+    )
+
+
+def document_is_available(document: Document) -> bool:
+    """`documents_available_filter` for one document."""
+    return document.enabled and document.status == Document.Status.READY and not document.is_expired
+
+
+def documents_readable_filter(*, user: UserLike, prefix: str = "") -> Q:
+    """The documents `user` may read, as a filter on the model reached through `prefix`
+    ("" for documents, "document__" for chunks, "chunk__document__" for embeddings).
+
+    Everything for a superuser (an empty `Q`); for anyone who reads nothing, a filter that
+    matches nothing (Django skips the query, or raises EmptyResultSet when compiling it).
+    """
+    reader = reader_for(user)
+    if reader.is_superuser:
+        return Q()
+    readable = Q(**{f"{prefix}collection_id__in": sorted(reader.collection_ids)})
+    if reader.can_manage:
+        return readable
+    return readable & documents_available_filter(prefix)
+
+
+def documents_readable(*, user: UserLike) -> QuerySet[Document]:
+    """The documents `user` may read (unordered beyond the model's title order)."""
+    return Document.objects.filter(documents_readable_filter(user=user))
+
+
+def readable_documents_sql(*, user: UserLike, document_id: str = "document_id") -> tuple[str, list]:
+    """`documents_readable_filter` as an SQL condition on the column `document_id` (a
+    document's id, qualified as the caller's query needs, e.g. `"knowledge_chunk"."document_id"`)
+    and its parameters, for raw SQL to put in its WHERE before it ranks.
+
+    `"TRUE"` for a superuser, `"FALSE"` for anyone who reads nothing, else `<document_id> IN
+    (SELECT id FROM knowledge_document WHERE …)`, the subquery compiled by Django from the
+    same filter as the queryset (the parameters are its `%s` placeholders, in order).
+    """
+    reader = reader_for(user)
+    if reader.is_superuser:
+        return "TRUE", []
+    queryset = Document.objects.filter(documents_readable_filter(user=reader)).order_by()
+    try:
+        sql, params = queryset.values("id").query.sql_with_params()
+    except EmptyResultSet:
+        return "FALSE", []
+    return f"{document_id} IN ({sql})", list(params)
+
+
+def document_readable(*, user: UserLike, document: Document) -> bool:
+    """Whether `user` may read `document` (as loaded: the caller loads it in the same
+    request)."""
+    reader = reader_for(user)
+    if reader.is_superuser:
+        return True
+    if document.collection_id not in reader.collection_ids:
+        return False
+    return reader.can_manage or document_is_available(document)
+
+
+def collections_readable(*, user: UserLike) -> QuerySet[Collection]:
+    """The collections `user` may read, by name: every one for a superuser."""
+    reader = reader_for(user)
+    if reader.is_superuser:
+        return Collection.objects.all()
+    return Collection.objects.filter(pk__in=sorted(reader.collection_ids))

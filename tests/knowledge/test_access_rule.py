@@ -1,0 +1,285 @@
+"""The one rule of who may read which document (knowledge/access.py), in each of its forms:
+every kind of reader × documents in an all-staff and in a restricted collection, available,
+disabled, expired and not processed; the queryset, the predicate, the SQL condition and the
+chunk/embedding filters agree; revocation is seen by the next call."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.contrib.auth.models import AnonymousUser, Group, Permission
+from django.db import connection
+from django.utils import timezone
+from pgvector.django import CosineDistance
+
+from knowledge.access import (
+    NOBODY,
+    Reader,
+    collections_readable,
+    document_readable,
+    documents_readable,
+    documents_readable_filter,
+    readable_documents_sql,
+    reader_for,
+    user_manages_documents,
+)
+from knowledge.collections import (
+    collection_create,
+    collection_default,
+    collection_readers_revoke,
+    documents_move,
+)
+from knowledge.models import Chunk, Collection, Document, Embedding
+from knowledge.retrieval import searchable_documents
+from tests.retrieval_helpers import basis_vector, document_with_chunks
+
+pytestmark = pytest.mark.django_db
+
+# Which documents each reader reads. The documents: "<collection> <state>", the collection
+# readable by all staff ("general") or by the HR group and one named user ("hr").
+STATES = ("available", "disabled", "expired", "failed")
+DOCUMENTS = [f"{collection} {state}" for collection in ("general", "hr") for state in STATES]
+EXPECTED = {
+    "anonymous": set(),
+    "non-staff": set(),
+    "inactive staff": set(),
+    "staff": {"general available"},
+    "reader by group": {"general available", "hr available"},
+    "reader by user": {"general available", "hr available"},
+    "document manager": {f"general {state}" for state in STATES},
+    "document manager in the group": set(DOCUMENTS),
+    "superuser": set(DOCUMENTS),
+}
+
+
+@pytest.fixture
+def hr_group():
+    return Group.objects.create(name="HR")
+
+
+@pytest.fixture
+def readers(django_user_model, hr_group):
+    def staff(username: str, **fields):
+        return django_user_model.objects.create_user(username=username, is_staff=True, **fields)
+
+    view_document = Permission.objects.get(codename="view_document")
+    change_document = Permission.objects.get(codename="change_document")
+    by_group = staff("in-hr")
+    by_group.groups.add(hr_group)
+    manager = staff("manager")
+    manager.user_permissions.add(change_document)
+    managers = Group.objects.create(name="Document managers")
+    managers.permissions.add(view_document)
+    manager_in_hr = staff("manager-in-hr")
+    manager_in_hr.groups.add(hr_group, managers)
+    inactive = staff("gone", is_active=False)
+    inactive.groups.add(hr_group)
+    return {
+        "anonymous": AnonymousUser(),
+        "non-staff": django_user_model.objects.create_user(username="visitor"),
+        "inactive staff": inactive,
+        "staff": staff("staff"),
+        "reader by group": by_group,
+        "reader by user": staff("named"),
+        "document manager": manager,
+        "document manager in the group": manager_in_hr,
+        "superuser": django_user_model.objects.create_superuser(
+            username="root", email="", password=None
+        ),
+    }
+
+
+@pytest.fixture
+def hr(readers, hr_group):
+    return collection_create(name="HR only", groups=[hr_group], users=[readers["reader by user"]])
+
+
+@pytest.fixture
+def documents(hr) -> dict[str, Document]:
+    general = collection_default()
+    made = {}
+    for axis, title in enumerate(DOCUMENTS):
+        name, state = title.split(" ")
+        document = document_with_chunks(
+            title=title,
+            texts=[f"Passage of {title}."],
+            vectors=[basis_vector(axis)],
+            enabled=state != "disabled",
+            status=Document.Status.FAILED if state == "failed" else Document.Status.READY,
+        )
+        if state == "expired":
+            document.expires_at = timezone.now() - timedelta(minutes=1)
+        document.collection = hr if name == "hr" else general
+        document.save()
+        made[title] = document
+    return made
+
+
+def titles(queryset) -> set[str]:
+    return set(queryset.values_list("title", flat=True))
+
+
+def titles_by_sql(user) -> set[str]:
+    condition, params = readable_documents_sql(user=user, document_id='"knowledge_document"."id"')
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT title FROM knowledge_document WHERE {condition}", params)
+        return {title for (title,) in cursor.fetchall()}
+
+
+@pytest.mark.parametrize("who", sorted(EXPECTED))
+def test_each_reader_reads_exactly_the_documents_the_rule_gives(readers, documents, who):
+    user = readers[who]
+
+    assert titles(documents_readable(user=user)) == EXPECTED[who]
+    assert {t for t, d in documents.items() if document_readable(user=user, document=d)} == (
+        EXPECTED[who]
+    )
+    assert titles_by_sql(user) == EXPECTED[who]
+
+
+@pytest.mark.parametrize("who", sorted(EXPECTED))
+def test_the_filter_reaches_chunks_and_embeddings_through_their_document(readers, documents, who):
+    reader = reader_for(readers[who])
+
+    chunks = Chunk.objects.filter(documents_readable_filter(user=reader, prefix="document__"))
+    embeddings = Embedding.objects.filter(
+        documents_readable_filter(user=reader, prefix="chunk__document__")
+    )
+
+    assert set(chunks.values_list("document__title", flat=True)) == EXPECTED[who]
+    assert set(embeddings.values_list("chunk__document__title", flat=True)) == EXPECTED[who]
+
+
+def test_staff_read_the_available_documents_retrieval_searches(readers, documents):
+    """The rule's idea of a withdrawn document is retrieval's: for staff who read every
+    collection, the readable documents are exactly the searchable ones."""
+    reader = readers["reader by group"]
+
+    assert titles(documents_readable(user=reader)) == titles(searchable_documents())
+
+
+def test_a_reader_is_computed_once_and_then_needs_no_query(
+    readers, documents, django_assert_num_queries
+):
+    with django_assert_num_queries(1):
+        reader = reader_for(readers["reader by group"])
+    with django_assert_num_queries(0):
+        assert document_readable(user=reader, document=documents["hr available"])
+        readable_documents_sql(user=reader)
+        documents_readable_filter(user=reader, prefix="document__")
+    assert reader_for(reader) is reader
+
+
+def test_an_anonymous_visitor_costs_no_query(django_assert_num_queries):
+    with django_assert_num_queries(0):
+        assert reader_for(AnonymousUser()) == NOBODY
+        assert reader_for(None) == NOBODY
+
+
+@pytest.mark.parametrize("who", sorted(EXPECTED))
+def test_who_manages_and_who_reads_nothing(readers, documents, who):
+    reader = reader_for(readers[who])
+
+    assert user_manages_documents(reader) == (
+        who in {"document manager", "document manager in the group", "superuser"}
+    )
+    assert reader.reads_nothing == (not EXPECTED[who])
+
+
+def test_the_sql_condition_is_true_or_false_when_the_reader_reads_all_or_nothing(readers):
+    assert readable_documents_sql(user=readers["superuser"]) == ("TRUE", [])
+    assert readable_documents_sql(user=readers["anonymous"]) == ("FALSE", [])
+    assert readable_documents_sql(user=Reader(user_id=1)) == ("FALSE", [])
+
+
+def test_removing_a_reader_from_the_group_denies_the_next_call(readers, documents, hr_group):
+    reader = readers["reader by group"]
+    document = documents["hr available"]
+    assert document_readable(user=reader, document=document)
+
+    reader.groups.remove(hr_group)
+
+    assert not document_readable(user=reader, document=document)
+    assert "hr available" not in titles(documents_readable(user=reader))
+    assert "hr available" not in titles_by_sql(reader)
+
+
+def test_revoking_a_named_reader_denies_the_next_call(readers, documents, hr):
+    reader = readers["reader by user"]
+    assert "hr available" in titles(documents_readable(user=reader))
+
+    collection_readers_revoke(collection=hr, users=[reader])
+
+    assert "hr available" not in titles(documents_readable(user=reader))
+
+
+def test_moving_a_document_changes_who_reads_it_on_the_next_call(readers, documents, hr):
+    staff = readers["staff"]
+    general = documents["general available"]
+
+    documents_move(ids=[general.pk], collection=hr)
+
+    assert "general available" not in titles(documents_readable(user=staff))
+    assert "general available" in titles(documents_readable(user=readers["reader by group"]))
+
+
+def test_flags_and_permissions_are_read_from_the_database_not_the_user_object(
+    readers, documents, django_user_model
+):
+    """A WebSocket keeps its user object for the whole connection: a member of staff whose
+    staff flag or document permission is taken away reads accordingly on the next call."""
+    manager = readers["document manager"]
+    assert "general disabled" in titles(documents_readable(user=manager))
+
+    manager.user_permissions.clear()  # the object's permission cache is not consulted
+    assert "general disabled" not in titles(documents_readable(user=manager))
+
+    django_user_model.objects.filter(pk=manager.pk).update(is_staff=False)
+    assert reader_for(manager) == NOBODY
+
+
+def test_a_collection_made_readable_by_all_staff_is_read_by_them_next_call(readers, documents, hr):
+    staff = readers["staff"]
+    assert "hr available" not in titles(documents_readable(user=staff))
+
+    Collection.objects.filter(pk=hr.pk).update(all_staff=True)
+
+    assert "hr available" in titles(documents_readable(user=staff))
+
+
+def test_collections_readable_lists_what_each_reader_reads(readers, hr):
+    general = collection_default()
+    assert set(collections_readable(user=readers["staff"])) == {general}
+    assert hr in collections_readable(user=readers["reader by user"])
+    assert hr in collections_readable(user=readers["superuser"])
+    assert not collections_readable(user=readers["non-staff"]).exists()
+
+
+def test_the_nearest_passages_the_reader_may_not_read_take_no_top_k_place(readers, hr):
+    """Filtered inside the query that ranks: with many restricted passages nearest the
+    question, a member of staff still gets the k best of what they may read."""
+    near, far = basis_vector(0), basis_vector(1)
+    restricted = document_with_chunks(
+        title="Pay bands",
+        texts=[f"Grade {n} salary band." for n in range(50)],
+        vectors=[near] * 50,
+    )
+    documents_move(ids=[restricted.pk], collection=hr)
+    document_with_chunks(
+        title="Handbook",
+        texts=[f"Handbook passage {n}." for n in range(5)],
+        vectors=[(0.2 * near + far) / np.linalg.norm(0.2 * near + far)] * 5,
+    )
+
+    for who, expected in (("staff", {"Handbook"}), ("reader by group", {"Pay bands"})):
+        rows = (
+            Embedding.objects.filter(
+                documents_readable_filter(user=readers[who], prefix="chunk__document__")
+            )
+            .annotate(distance=CosineDistance("vector", near.tolist()))
+            .order_by("distance")
+            .values_list("chunk__document__title", flat=True)[:5]
+        )
+        assert len(rows) == 5 and set(rows) == expected
