@@ -33,7 +33,7 @@ from knowledge.collections import (
 )
 from knowledge.models import Chunk, Collection, Document, Embedding
 from knowledge.retrieval import searchable_documents
-from tests.retrieval_helpers import basis_vector, document_with_chunks
+from tests.support.knowledge_base import basis, document_create
 
 pytestmark = pytest.mark.django_db
 
@@ -102,10 +102,10 @@ def documents(hr) -> dict[str, Document]:
     made = {}
     for axis, title in enumerate(DOCUMENTS):
         name, state = title.split(" ")
-        document = document_with_chunks(
+        document = document_create(
             title=title,
             texts=[f"Passage of {title}."],
-            vectors=[basis_vector(axis)],
+            vectors=[basis(axis)],
             enabled=state != "disabled",
             status=Document.Status.FAILED if state == "failed" else Document.Status.READY,
         )
@@ -260,14 +260,14 @@ def test_collections_readable_lists_what_each_reader_reads(readers, hr):
 def test_the_nearest_passages_the_reader_may_not_read_take_no_top_k_place(readers, hr):
     """Filtered inside the query that ranks: with many restricted passages nearest the
     question, a member of staff still gets the k best of what they may read."""
-    near, far = basis_vector(0), basis_vector(1)
-    restricted = document_with_chunks(
+    near, far = basis(0), basis(1)
+    restricted = document_create(
         title="Pay bands",
         texts=[f"Grade {n} salary band." for n in range(50)],
         vectors=[near] * 50,
     )
     documents_move(ids=[restricted.pk], collection=hr)
-    document_with_chunks(
+    document_create(
         title="Handbook",
         texts=[f"Handbook passage {n}." for n in range(5)],
         vectors=[(0.2 * near + far) / np.linalg.norm(0.2 * near + far)] * 5,

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from knowledge.collections import collection_create, collection_default
 from knowledge.models import Collection, Document
-from tests.retrieval_helpers import basis_vector, document_with_chunks
+from tests.support.knowledge_base import basis, document_create
 
 pytestmark = pytest.mark.django_db
 
@@ -41,14 +41,12 @@ def hr(hr_group):
 
 @pytest.fixture
 def handbook():
-    return document_with_chunks(
-        title="Handbook", texts=["Annual leave is 25 days."], vectors=[basis_vector(0)]
-    )
+    return document_create(title="Handbook", texts=["Annual leave is 25 days."], vectors=[basis(0)])
 
 
 @pytest.fixture
 def pay_bands(hr):
-    document = document_with_chunks(title="Pay bands", texts=[PAY_BANDS], vectors=[basis_vector(1)])
+    document = document_create(title="Pay bands", texts=[PAY_BANDS], vectors=[basis(1)])
     document.collection = hr
     document.save()
     return document

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from knowledge import embedding
-from knowledge.models import Chunk, Document, Embedding
+from knowledge.models import Chunk, Collection, Document, Embedding
 
 LEAVE_TEXTS = [
     "Full-time employees receive 25 days of paid annual leave per calendar year. "
@@ -77,11 +77,13 @@ def document_create(
     metadata: dict | None = None,
     model: str | None = None,
     media_type: str = "text/markdown",
+    collection: Collection | None = None,
 ) -> Document:
     """A searchable document whose chunks are `texts` (embedded by the model, or `vectors`).
 
     `url` is stored as the document's link (`metadata["url"]`); `model` overrides the
-    embedding model name (e.g. to make the embeddings stale). Raises ValueError when
+    embedding model name (e.g. to make the embeddings stale); `collection` defaults to General.
+    Raises ValueError when
     `vectors` is given with a different length than `texts`.
     """
     document = Document.objects.create(
@@ -92,6 +94,7 @@ def document_create(
         status=status,
         enabled=enabled,
         metadata={**(metadata or {}), **({"url": url} if url else {})},
+        **({"collection": collection} if collection is not None else {}),
     )
     chunks_replace(
         document, texts=texts, pages=pages, sections=sections, vectors=vectors, model=model
