@@ -39,7 +39,7 @@ from chat.api.errors import (
 )
 from chat.api.transcript import message_list_json, renders_compact_json
 from chat.models import Feedback
-from chat.ratelimit import Throttled, chat_throttled, search_rate_limited
+from chat.ratelimit import Throttled, chat_throttled, search_rate_limited, throttled_message
 from knowledge.retrieval import chunks_search
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -157,12 +157,7 @@ async def chat_api(request: HttpRequest) -> HttpResponse:
     except AnswerError as error:
         return answer_error_response(error)
     if throttled is not None:
-        wait = throttled.retry_after
-        if throttled.flood:
-            message = f"Questions are coming very fast: please wait {wait} seconds."
-        else:
-            message = f"Too many questions: try again in {wait} seconds."
-        return rate_limited_response(wait, message)
+        return rate_limited_response(throttled.retry_after, throttled_message(throttled))
     try:
         payload = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):

@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 
 import chat.ratelimit
 from chat.models import Conversation, Feedback, Message
-from chat.ratelimit import chat_rate_limited
+from chat.ratelimit import Throttled, chat_rate_limited, throttled_message
 from tests.chat.conftest import collect
 from tests.chat.kb import assert_answer_is_grounded, chunks_replace
 
@@ -419,6 +419,10 @@ async def test_21st_chat_request_in_a_minute_is_rate_limited_with_retry_after(
     error = assert_envelope(response, 429, "rate-limited")
     assert 1 <= int(response["Retry-After"]) <= 60
     assert error["details"]["retry_after"] == int(response["Retry-After"])
+    # Worded as the WebSocket words it.
+    assert error["message"] == throttled_message(
+        Throttled(retry_after=int(response["Retry-After"]))
+    )
     # Per user: someone else is not affected, and the WebSocket consumer shares the counter.
     assert await sync_to_async(chat_rate_limited)(other_staff_user) is None
     assert await sync_to_async(chat_rate_limited)(staff_user) >= 1
@@ -436,7 +440,7 @@ async def test_five_questions_in_a_few_seconds_get_a_friendly_429(chat_client, m
     response = await post_chat(chat_client, chat_body())
 
     error = assert_envelope(response, 429, "rate-limited")
-    assert "very fast" in error["message"]
+    assert error["message"] == throttled_message(Throttled(retry_after=7, flood=True))
     # Admitted again once the last five would be 2 s apart on average: at 1000.5 + 8 s.
     assert int(response["Retry-After"]) == 7 == error["details"]["retry_after"]
 
