@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from chat.answering.errors import AnswerError
 from chat.api.errors import CODE_OF_STATUS, MALFORMED_UUID
+from chat.ids import uuid_parse
 from chat.selectors import ConversationAccess, conversation_access
 from chat.services import TITLE_MAX_CHARS
 from knowledge.retrieval import MODES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
@@ -19,8 +19,8 @@ class ClientUUIDField(serializers.UUIDField):
 
     def to_internal_value(self, data):
         try:
-            return uuid.UUID(str(data)) if not isinstance(data, uuid.UUID) else data
-        except (TypeError, ValueError, AttributeError):
+            return uuid_parse(data, self.field_name)
+        except AnswerError:
             raise serializers.ValidationError(
                 "Must be a valid UUID.", code=MALFORMED_UUID
             ) from None
