@@ -2,9 +2,9 @@
 /api/ URL — DRF exceptions and the chat core's AnswerError here; unknown URLs (404) and crashes
 (500) through the site's error handlers (`config/errors.py`), which use `error_response`.
 
-Codes and statuses (SPEC §6): bad-request 400, unauthorized 401, forbidden 403, not-found 404,
-conflict 409, validation-failed 422 (details: messages per field), rate-limited 429 (with
-Retry-After), internal 500, upstream-unavailable 503; and, for HTTP's own cases,
+Codes and statuses (docs/product.md §6): bad-request 400, unauthorized 401, forbidden 403,
+not-found 404, conflict 409, validation-failed 422 (details: messages per field), rate-limited
+429 (with Retry-After), internal 500, upstream-unavailable 503; and, for HTTP's own cases,
 method-not-allowed 405, not-acceptable 406, unsupported-media-type 415.
 """
 
