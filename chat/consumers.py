@@ -39,7 +39,6 @@ from django.urls import reverse
 from chat import fragments
 from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
-from chat.answering.questions import question_normalize
 from chat.ids import uuid_parse
 from chat.models import Message
 from chat.presenters import MessageView, message_views, sources_from_event
@@ -182,9 +181,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 raise AnswerError.validation(
                     "document_ids", "The document filter is malformed."
                 ) from None
-        question = None
-        if action != "regenerate":
-            question = question_normalize(payload.get("message"))
+        # The question is cleaned and checked by the answering core (`question_normalize`),
+        # as for the API: what is shown in its bubble until then is what was typed.
+        question = None if action == "regenerate" else payload.get("message")
         return {
             "action": action,
             "question": question,
@@ -237,7 +236,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self,
         *,
         action: str,
-        question: str | None,
+        question: object,
         message_id: str,
         options: AnswerOptions,
         is_private: bool,
@@ -259,14 +258,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             options = AnswerOptions(
                 top_k=options.top_k, document_ids=options.document_ids, regenerate=True
             )
+        typed = question if isinstance(question, str) else ""  # checked by the core
         self.exchange = _Exchange(
             question_id=message_id,
-            question=stored_question.content if stored_question else question or "",
+            question=stored_question.content if stored_question else typed,
             replace_target=f"#msg-{previous.pk}" if previous is not None else "",
         )
         opening = await self._state_html(busy=True)
-        if stored_question is None and question is not None:
-            bubble = MessageView(id=message_id, role=Message.Role.USER, content=question)
+        if stored_question is None and typed:
+            bubble = MessageView(id=message_id, role=Message.Role.USER, content=typed)
             opening = fragments.append_to_messages(fragments.message_html(bubble)) + opening
         await self.send(opening)
 

@@ -88,11 +88,9 @@ def page_with_parts(
     """The page, with each of `parts` (safe HTML, UTF-8) where the template shows the
     variable of that name.
 
-    Long parts (a 200-message conversation, a list of thousands of documents: megabytes) are
-    spliced into the encoded page instead of going through the template: Django joins the
-    output of every template level into a new string and the response encodes it again,
-    which costs more than rendering the rest of the page. The template sees a marker
-    comment in their place; no escaped text can contain one (its "<" would be "&lt;")."""
+    The parts are spliced into the encoded page, not passed through the template
+    (docs/decisions/0046-render-cache.md): the template sees a marker comment in their place,
+    which no escaped text can contain (its "<" would be "&lt;")."""
     markers = {name: f"<!--sourced-part:{name}-->" for name in parts}
     text = render_to_string(
         template_name,

@@ -88,8 +88,11 @@ class TitleField(StrictCharField):
 
 
 class ChatRequestSerializer(serializers.Serializer):
+    # The transport checks the shape (a non-empty string without NUL); the answering core
+    # (`question_normalize`) cleans the text and checks it is not empty and within the bound.
     message = QuestionField(
         trim_whitespace=False,
+        max_length=None,
         help_text=f"The question (control characters are removed; at most "
         f"{settings.CHAT_MAX_MESSAGE_CHARS} characters).",
     )
