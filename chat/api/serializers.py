@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -87,6 +88,17 @@ class TitleField(StrictCharField):
     or too long), documented as such."""
 
 
+class OptionIntegerField(serializers.IntegerField):
+    """An integer option whose range is documented in the schema but checked by the answering
+    core (`answer_stream` validates every option), once for both transports: this field
+    checks only that it is an integer."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        bounds = (MinValueValidator, MaxValueValidator)
+        self.validators = [v for v in self.validators if not isinstance(v, bounds)]
+
+
 class ChatRequestSerializer(serializers.Serializer):
     # The transport checks the shape (a non-empty string without NUL); the answering core
     # (`question_normalize`) cleans the text and checks it is not empty and within the bound.
@@ -109,7 +121,7 @@ class ChatRequestSerializer(serializers.Serializer):
     is_private = serializers.BooleanField(
         default=False, help_text="Only when the conversation is created: visible to you only."
     )
-    top_k = serializers.IntegerField(
+    top_k = OptionIntegerField(
         required=False,
         allow_null=True,
         min_value=TOP_K_MIN,
@@ -117,7 +129,7 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="How many chunks to retrieve (default: the admin setting, 5).",
     )
     document_ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1),
+        child=OptionIntegerField(min_value=1),
         required=False,
         allow_null=True,
         max_length=200,

@@ -359,6 +359,24 @@ async def test_chat_rejects_bad_input_before_answering(chat_client, body, status
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_question_and_its_options_are_checked_by_the_core_in_the_socket_s_words(
+    chat_client,
+):
+    """The API checks the shape of its input; the answering core checks the question and the
+    options, with the messages the WebSocket shows too (tests/chat/test_consumer.py)."""
+    response = await post_chat(chat_client, chat_body(top_k=21))
+    error = assert_envelope(response, 422, "validation-failed")
+    assert error["details"] == {"top_k": ["top_k must be a whole number from 1 to 20."]}
+    response = await post_chat(chat_client, chat_body(message=" \t "))
+    error = assert_envelope(response, 422, "validation-failed")
+    assert error["details"] == {"message": ["The message is empty."]}
+    response = await post_chat(chat_client, chat_body(message="x" * 5000))
+    error = assert_envelope(response, 422, "validation-failed")
+    assert error["message"].startswith("The message is too long: 5000 characters")
+    assert await Message.objects.acount() == 0
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_chat_refusal_is_plain_json_with_the_exact_text(chat_client, policies_kb):
     response = await post_chat(chat_client, chat_body(message="Who won the 1966 world cup?"))
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
