@@ -165,6 +165,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.task = asyncio.create_task(self._answer(request))
 
     def _request_from(self, payload: dict[str, Any], action: str) -> dict[str, Any]:
+        """The composer's JSON as `_answer_locked`'s arguments: the message id parsed, the
+        options read from the form's strings; the question and the options' ranges are left to
+        the answering core (docs/decisions/0050-questions-and-options-checked-once-by-the-core.md).
+
+        Raises AnswerError: a malformed message id (400) or document filter (422)."""
         message_id = str(uuid_parse(payload.get("message_id"), "message_id"))
         top_k = payload.get("top_k")
         if top_k in ("", None):
