@@ -1,5 +1,5 @@
-"""The chat side of the admin (SPEC §9): answering settings, conversations and messages (read
-only), feedback review and the unanswered questions report.
+"""The chat side of the admin (docs/product.md §9): answering settings, conversations and
+messages (read only), feedback review and the unanswered questions report.
 
 Privacy policy: the content of a private conversation (its messages, the feedback on them,
 its refused questions) is shown in the admin to superusers only; other staff with admin

@@ -12,16 +12,14 @@ Generation runs in its own task, so Stop and a disconnect can cancel it; the pip
 stores the part already streamed as `interrupted`. An answer runs in the process that holds
 the socket it was asked on, so a Stop on that socket always reaches it. A Stop on another
 socket of the conversation's owner (a second tab, possibly served by another process) is
-routed to it: the conversation's in-flight lock (chat.ratelimit: Redis, or a PostgreSQL row
-taken in the rate limit's statement) names the channel of the socket running the answer, and
-the channel layer (Redis when `REDIS_URL` is set, so across processes) delivers `chat.stop`
-there. Nobody else can stop an answer: a reader's Stop only resets their
-own page.
+routed to it: the conversation's in-flight lock names the channel of the socket running the
+answer, and the channel layer delivers `chat.stop` there
+(docs/decisions/0042-the-in-flight-lock-table.md). Nobody else can stop an answer: a reader's
+Stop only resets their own page.
 
-Each socket does its database work on a thread of its own (as Django gives each HTTP request
-one). Channels would otherwise send the database calls of every socket of the process, its own
-included, to one shared thread, where concurrent users queue behind each other (measured at 20
-clients: 0.9 s p50 only waiting for the rate-limit check, 7 s p50 to the first answer text).
+Each socket does its database work on a thread of its own, as Django gives each HTTP request
+one (docs/decisions/0045-a-thread-per-socket.md). Why HTML fragments rather than events:
+docs/decisions/0044-html-fragments-over-the-socket.md.
 """
 
 from __future__ import annotations
@@ -29,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,25 +36,35 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.urls import reverse
 
-from chat import rendering
+from chat import fragments
 from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
-from chat.answering.questions import question_normalize
-from chat.models import Conversation, Message
+from chat.ids import uuid_parse
+from chat.models import Message
+from chat.presenters import MessageView, message_views, sources_from_event
 from chat.ratelimit import (
     InFlightLock,
     Throttled,
     chat_admit,
     in_flight_holder,
     in_flight_release,
+    throttled_message,
 )
-from chat.selectors import ConversationAccess, conversation_access
+from chat.selectors import (
+    ConversationAccess,
+    answer_id_of,
+    conversation_access_by_id,
+    conversation_get,
+    exchange_stored,
+    message_answer_with_citations,
+)
 
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
-# One question in flight per conversation, across tabs and processes (shared cache).
+# One question in flight per conversation, across tabs and processes: the lock lapses after
+# this long when its holder died (docs/decisions/0042-the-in-flight-lock-table.md).
 IN_FLIGHT_SECONDS = 300
 
 
@@ -109,14 +116,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def _access(self) -> str | None:
         """owner: may post; reader: someone else's shared conversation; new: not created yet
         (the first question creates it for this user); None: someone else's private one."""
-        conversation = (
-            Conversation.objects.filter(pk=self.conversation_id)
-            .only("owner_id", "is_private")
-            .first()
-        )
-        if conversation is None:
+        access = conversation_access_by_id(self.user, self.conversation_id)
+        if access is None:
             return "new"
-        access = conversation_access(self.user, conversation)
         if access == ConversationAccess.OWNER:
             return "owner"
         return "reader" if access == ConversationAccess.READ else None
@@ -133,18 +135,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ValueError:
             payload = None
         if not isinstance(payload, dict):
-            await self.send(rendering.notice_html("That request could not be read."))
+            await self.send(fragments.notice_html("That request could not be read."))
             return
         action = payload.get("action", "send")
         if action == "stop":
             await self._stop()
             return
         if action not in {"send", "regenerate", "retry"}:
-            await self.send(rendering.notice_html(f"Unknown action: {str(action)[:40]}."))
+            await self.send(fragments.notice_html(f"Unknown action: {str(action)[:40]}."))
             return
         if self.task is not None and not self.task.done():
             await self.send(
-                rendering.notice_html(
+                fragments.notice_html(
                     "Please wait for the current answer to finish (or stop it) first.",
                     level="info",
                 )
@@ -163,10 +165,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.task = asyncio.create_task(self._answer(request))
 
     def _request_from(self, payload: dict[str, Any], action: str) -> dict[str, Any]:
-        try:
-            message_id = str(uuid.UUID(str(payload.get("message_id"))))
-        except ValueError:
-            raise AnswerError.bad_request("The message id is missing or malformed.") from None
+        """The composer's JSON as `_answer_locked`'s arguments: the message id parsed, the
+        options read from the form's strings; the question and the options' ranges are left to
+        the answering core (docs/decisions/0050-questions-and-options-checked-once-by-the-core.md).
+
+        Raises AnswerError: a malformed message id (400) or document filter (422)."""
+        message_id = str(uuid_parse(payload.get("message_id"), "message_id"))
         top_k = payload.get("top_k")
         if top_k in ("", None):
             top_k = None
@@ -182,9 +186,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 raise AnswerError.validation(
                     "document_ids", "The document filter is malformed."
                 ) from None
-        question = None
-        if action != "regenerate":
-            question = question_normalize(payload.get("message"))
+        # The question is cleaned and checked by the answering core (`question_normalize`),
+        # as for the API: what is shown in its bubble until then is what was typed.
+        question = None if action == "regenerate" else payload.get("message")
         return {
             "action": action,
             "question": question,
@@ -194,24 +198,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
         }
 
     async def _refuse(self, text: str) -> None:
-        await self.send(rendering.notice_html(text) + await self._state_html(busy=False))
+        await self.send(fragments.notice_html(text) + await self._state_html(busy=False))
 
     # --- One answer -----------------------------------------------------------------------
     async def _answer(self, request: dict[str, Any] | AnswerError) -> None:
         """Admit the request (rate limit, then the conversation's in-flight lock, then what is
-        stored under its message id: one database round trip), then answer it."""
+        stored under its message id, on one thread hop), then answer it. See
+        docs/decisions/0041-one-statement-admission.md."""
         message_id = None if isinstance(request, AnswerError) else request["message_id"]
         admission = await database_sync_to_async(self._admit)(message_id)
         if admission.throttled is not None:
-            wait = admission.throttled.retry_after
-            reason = (
-                "Questions are coming very fast"
-                if admission.throttled.flood
-                else "You are asking questions faster than the limit allows"
-            )
             await self._refuse(
-                f"{reason}. Please wait {wait} second{'s' if wait != 1 else ''}, then try "
-                "again (↑ in the empty composer brings your question back)."
+                f"{throttled_message(admission.throttled)} "
+                "(↑ in the empty composer brings your question back.)"
             )
             return
         if isinstance(request, AnswerError):
@@ -235,13 +234,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         admitted = chat_admit(self.user, lock=None if message_id is None else self._lock)
         if admitted.throttled is not None or not admitted.locked:
             return _Admission(throttled=admitted.throttled)
-        return _Admission(locked=True, stored=self._stored_exchange(message_id))
+        stored = exchange_stored(conversation_id=self.conversation_id, question_id=message_id)
+        return _Admission(locked=True, stored=stored)
 
     async def _answer_locked(
         self,
         *,
         action: str,
-        question: str | None,
+        question: object,
         message_id: str,
         options: AnswerOptions,
         is_private: bool,
@@ -263,15 +263,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             options = AnswerOptions(
                 top_k=options.top_k, document_ids=options.document_ids, regenerate=True
             )
+        typed = question if isinstance(question, str) else ""  # checked by the core
         self.exchange = _Exchange(
             question_id=message_id,
-            question=stored_question.content if stored_question else question or "",
+            question=stored_question.content if stored_question else typed,
             replace_target=f"#msg-{previous.pk}" if previous is not None else "",
         )
         opening = await self._state_html(busy=True)
-        if stored_question is None and question is not None:
-            bubble = rendering.MessageView(id=message_id, role=Message.Role.USER, content=question)
-            opening = rendering.append_to_messages(rendering.message_html(bubble)) + opening
+        if stored_question is None and typed:
+            bubble = MessageView(id=message_id, role=Message.Role.USER, content=typed)
+            opening = fragments.append_to_messages(fragments.message_html(bubble)) + opening
         await self.send(opening)
 
         try:
@@ -285,7 +286,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             ):
                 await self._render_event(event.type, event.data)
         except AnswerError as error:
-            html = rendering.notice_html(error.message)
+            html = fragments.notice_html(error.message)
             if stored_question is None and not self.exchange.answer_id:
                 html = f'<div id="msg-{message_id}" hx-swap-oob="delete"></div>' + html
             await self.send(html + await self._state_html(busy=False))
@@ -296,7 +297,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except Exception:
             logger.exception("Answering over the WebSocket failed")
             await self.send(
-                rendering.notice_html(
+                fragments.notice_html(
                     "Something went wrong while answering. Please try again.",
                     level="error",
                     retry=True,
@@ -307,25 +308,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         await self._send_final()
 
-    def _stored_exchange(self, message_id: str) -> tuple[Message | None, Message | None]:
-        """The stored question with this id (when it was sent before) and its answer."""
-        question = Message.objects.filter(
-            pk=message_id, role=Message.Role.USER, conversation_id=self.conversation_id
-        ).first()
-        if question is None:
-            return None, None
-        answer = Message.objects.filter(reply_to=question, role=Message.Role.ASSISTANT).first()
-        return question, answer
-
     async def _render_event(self, kind: str, data: dict[str, Any]) -> None:
         exchange = self.exchange
         if kind == "warning":
             exchange.warning = str(data.get("message", ""))
             if exchange.answer_id:
-                await self.send(rendering.warning_html(exchange.answer_id, exchange.warning))
+                await self.send(fragments.warning_html(exchange.answer_id, exchange.warning))
         elif kind == "answer_start":
             exchange.answer_id = exchange.final_id = str(data["message_id"])
-            html = rendering.answer_start_html(
+            html = fragments.answer_start_html(
                 data,
                 question=exchange.question,
                 question_id=exchange.question_id,
@@ -335,7 +326,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(html)
             await self._send_listing()
         elif kind == "answer_delta" and exchange.answer_id:
-            await self.send(rendering.delta_html(exchange.answer_id, str(data.get("text", ""))))
+            await self.send(fragments.delta_html(exchange.answer_id, str(data.get("text", ""))))
         elif kind == "sources" and exchange.answer_id:
             html = await database_sync_to_async(self._sources_html)(data.get("citations") or [])
             await self.send(html)
@@ -345,12 +336,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # answer_end, refusal and error end the stream: the final render follows.
 
     def _sources_html(self, citations: list[dict[str, Any]]) -> str:
-        view = rendering.MessageView(
+        view = MessageView(
             id=self.exchange.answer_id,
             role=Message.Role.ASSISTANT,
-            sources=rendering.sources_from_event(citations),
+            sources=sources_from_event(citations),
         )
-        return rendering.sources_html(view)
+        return fragments.sources_html(view)
 
     async def _send_listing(self) -> None:
         html = await self._listing_html()
@@ -374,13 +365,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def _conversation_fragments(self) -> str:
         header = ""
         if self.access == "new":  # the question created it (if it exists: not refused)
-            conversation = (
-                Conversation.objects.select_related("owner").filter(pk=self.conversation_id).first()
-            )
+            conversation = conversation_get(self.conversation_id)
             if conversation is None:
                 return ""
-            header = rendering.conversation_header_html(conversation, user=self.user)
-        return header + rendering.conversation_list_html(self.user, active_id=self.conversation_id)
+            header = fragments.conversation_header_html(conversation, user=self.user)
+        return header + fragments.conversation_list_html(self.user, active_id=self.conversation_id)
 
     async def _send_final(self) -> None:
         """The answer rendered whole from the database, in place of what streamed."""
@@ -393,29 +382,23 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(html + await self._state_html(busy=False))
 
     def _final_html(self, exchange: _Exchange) -> str:
-        from chat.selectors import message_answer_with_citations
-
-        answer_id = exchange.final_id or (
-            Message.objects.filter(reply_to_id=exchange.question_id, role=Message.Role.ASSISTANT)
-            .values_list("pk", flat=True)
-            .first()
-        )
+        answer_id = exchange.final_id or answer_id_of(exchange.question_id)
         answer = message_answer_with_citations(answer_id) if answer_id else None
         if answer is None:
             return ""
         known = {answer.reply_to_id: exchange.question} if exchange.question else None
-        view = rendering.message_views([answer], user=self.user, can_post=True, questions=known)[0]
+        view = message_views([answer], user=self.user, can_post=True, questions=known)[0]
         if exchange.answer_id == str(answer.pk):
-            return rendering.message_html(view, oob="true")
+            return fragments.message_html(view, oob="true")
         if exchange.replace_target:
-            return rendering.message_html(view, oob=f"outerHTML:{exchange.replace_target}")
-        return rendering.append_to_messages(rendering.message_html(view))
+            return fragments.message_html(view, oob=f"outerHTML:{exchange.replace_target}")
+        return fragments.append_to_messages(fragments.message_html(view))
 
     async def _state_html(self, *, busy: bool) -> str:
         url = ""
         if self.access in {"owner", "reader"}:
             url = reverse("chat:conversation", kwargs={"conversation_id": self.conversation_id})
-        return rendering.state_html(
+        return fragments.state_html(
             busy=busy, conversation_id=self.conversation_id, conversation_url=url
         )
 

@@ -4,7 +4,7 @@ ones by their owner only — in lists, pages, the API, the WebSocket and search 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
@@ -26,16 +26,22 @@ from django.db.models.functions import RowNumber
 from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
 from chat.answering.followups import Turn
-from chat.models import Citation, Conversation, Message
+from chat.models import Citation, Conversation, Feedback, Message
 from knowledge.models import Document
 from knowledge.retrieval import not_expired
-from knowledge.selectors import document_error_for, document_source_label, documents_visible_to
+from knowledge.selectors import (
+    document_error_for,
+    document_original_path,
+    document_source_label,
+    documents_visible_to,
+)
 
 CITATION_FIELDS = tuple(field.name for field in Citation._meta.concrete_fields)
 
 
 class ConversationAccess(StrEnum):
-    """What a user may do with a conversation: the one privacy rule of the chat (SPEC §7)."""
+    """What a user may do with a conversation: the one privacy rule of the chat
+    (docs/product.md §7)."""
 
     NONE = "none"  # someone else's private conversation: not even its existence
     READ = "read"  # someone else's shared conversation
@@ -81,8 +87,8 @@ def conversation_groups_for(
     user: AbstractBaseUser, *, search: str = "", limit: int | None = None
 ) -> tuple[list[Conversation], list[Conversation]]:
     """(shared, private) conversations for the sidebar/history, each newest first; `search`
-    narrows to titles containing it; `limit`: at most that many of each, read in one query
-    (each group's newest, numbered by a window function)."""
+    narrows to titles containing it; `limit`: at most that many of each. One query either way
+    (docs/decisions/0047-the-sidebar-in-one-query.md)."""
     visible = conversations_visible_to(user)
     if search:
         visible = visible.filter(title__icontains=search)
@@ -98,6 +104,23 @@ def conversation_groups_for(
         rows = list(visible.filter(mine_or_shared).annotate(rank=newest).filter(rank__lte=limit))
         rows.sort(key=lambda c: (c.updated_at, c.created_at), reverse=True)
     return [c for c in rows if not c.is_private], [c for c in rows if c.is_private]
+
+
+def conversation_access_by_id(
+    user: AbstractBaseUser, conversation_id: uuid.UUID | str
+) -> ConversationAccess | None:
+    """`conversation_access` of the conversation `conversation_id`, None when it does not
+    exist (yet: a first question creates it). One query of two columns."""
+    conversation = (
+        Conversation.objects.filter(pk=conversation_id).only("owner_id", "is_private").first()
+    )
+    return None if conversation is None else conversation_access(user, conversation)
+
+
+def conversation_get(conversation_id: uuid.UUID | str) -> Conversation | None:
+    """The conversation with its owner, None when it does not exist. The caller has checked
+    the reader's access."""
+    return Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
 
 
 def conversation_get_for(user: AbstractBaseUser, conversation_id: uuid.UUID) -> Conversation:
@@ -272,7 +295,43 @@ def message_get_for(user: AbstractBaseUser, message_id: uuid.UUID) -> Message:
     return message
 
 
+def exchange_stored(
+    *, conversation_id: uuid.UUID | str, question_id: uuid.UUID | str
+) -> tuple[Message | None, Message | None]:
+    """The question `question_id` stored in the conversation (None: never sent there) and its
+    answer (None: not stored yet). One query when the question is not stored, else two."""
+    question = Message.objects.filter(
+        pk=question_id, role=Message.Role.USER, conversation_id=conversation_id
+    ).first()
+    if question is None:
+        return None, None
+    answer = Message.objects.filter(reply_to=question, role=Message.Role.ASSISTANT).first()
+    return question, answer
+
+
+def answer_id_of(question_id: uuid.UUID | str) -> uuid.UUID | None:
+    """The id of the question's stored answer, None when there is none."""
+    return (
+        Message.objects.filter(reply_to_id=question_id, role=Message.Role.ASSISTANT)
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
+def question_last_asked_by(user: AbstractBaseUser) -> str:
+    """The text of the last question `user` asked, in any conversation ("" when none)."""
+    return (
+        Message.objects.filter(conversation__owner=user, role=Message.Role.USER)
+        .order_by("-created_at")
+        .values_list("content", flat=True)
+        .first()
+        or ""
+    )
+
+
 def message_answer_with_citations(answer_id: uuid.UUID) -> Message | None:
+    """The answer with its conversation and its citations (what tells stale ones
+    prefetched), None when it does not exist."""
     return (
         Message.objects.select_related("conversation")
         .prefetch_related(Prefetch("citations", queryset=citations_with_source_state()))
@@ -415,3 +474,34 @@ def documents_list(user: AbstractBaseUser) -> list[dict]:
 def unknown_document_ids(document_ids: list[int]) -> list[int]:
     known = set(Document.objects.filter(pk__in=document_ids).values_list("pk", flat=True))
     return sorted(set(document_ids) - known)
+
+
+def documents_file_state(document_ids: Iterable[int | None]) -> dict[int, bool]:
+    """{document id: its original file can be opened} for the documents of `document_ids`
+    that still exist (one query; none when there are no ids)."""
+    ids = {pk for pk in document_ids if pk}
+    if not ids:
+        return {}
+    documents = Document.objects.filter(pk__in=ids).only("pk", "file", "source")
+    return {document.pk: document_original_path(document) is not None for document in documents}
+
+
+def messages_text(message_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """{message id: its text} for the messages of `message_ids` (one query)."""
+    return dict(Message.objects.filter(pk__in=set(message_ids)).values_list("pk", "content"))
+
+
+def ratings_given(
+    user: AbstractBaseUser,
+    *,
+    conversation_id: uuid.UUID | None = None,
+    message_ids: Sequence[uuid.UUID] = (),
+) -> dict[uuid.UUID, int]:
+    """{message id: the rating `user` gave it}, for the messages of the conversation
+    `conversation_id` when given, else for `message_ids` (one query)."""
+    given = Feedback.objects.filter(user=user)
+    if conversation_id is not None:
+        given = given.filter(message__conversation_id=conversation_id)
+    else:
+        given = given.filter(message__in=list(message_ids))
+    return dict(given.values_list("message_id", "rating"))

@@ -146,10 +146,9 @@ def _exchange_insert(
     """`exchange_begin`'s writes in one SQL statement (atomic as any statement: a message id
     stored meanwhile fails it whole with IntegrityError, the conversation included): the
     conversation created, or only its `updated_at` moved if it exists and is the user's; the
-    question and its answer (status streaming) when it is. One round trip instead of six to
-    nine (BEGIN, a read of the conversation, a savepoint around creating it, two INSERTs, the
-    conversation's UPDATE, COMMIT). Raises AnswerError (forbidden) for another user's
-    conversation."""
+    question and its answer (status streaming) when it is
+    (docs/decisions/0048-an-exchange-stored-and-finished-in-one-statement.md). Raises
+    AnswerError (forbidden) for another user's conversation."""
     conversation = Conversation(
         id=conversation_id or uuid.uuid4(),
         owner=user,
@@ -392,9 +391,9 @@ def answer_finish(
 def _answer_finish_statement(
     answer_id: uuid.UUID, fields: dict[str, Any], citations: list[Citation]
 ) -> tuple[bool, set[int]]:
-    """`answer_finish`'s writes in one SQL statement (atomic as any statement; one round trip
-    instead of six: BEGIN, the UPDATE, a read of the cited chunks, the INSERT, the
-    conversation's UPDATE, COMMIT): the conditional UPDATE of the answer (it waits for a
+    """`answer_finish`'s writes in one SQL statement, atomic as any statement
+    (docs/decisions/0048-an-exchange-stored-and-finished-in-one-statement.md): the
+    conditional UPDATE of the answer (it waits for a
     concurrent finisher's commit, then finds the answer no longer streaming), then, only if it
     matched, the citations (a chunk deleted meanwhile cited as NULL, keeping its snapshot)
     and the conversation's `updated_at`. Returns whether the answer was finished and the

@@ -19,23 +19,19 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.answering.errors import AnswerError
+from chat.answering.evidence import chat_settings_get
+from chat.fragments import conversation_renamed_html, conversation_title_html, sidebar_item_html
 from chat.history import conversations_search, history_items, query_clean
-from chat.models import ChatSettings, Conversation, Feedback, Message
-from chat.rendering import (
-    conversation_renamed_html,
-    conversation_title_html,
-    document_options_html,
-    message_views,
-    page_with_parts,
-    sidebar_item_html,
-    transcript_html,
-)
+from chat.models import Conversation, Feedback, Message
+from chat.page_parts import document_options_html, page_with_parts, transcript_html
+from chat.presenters import message_views
 from chat.selectors import (
     ConversationAccess,
     conversation_access,
     conversation_get_for,
     conversation_transcript,
     message_get_for,
+    question_last_asked_by,
 )
 from chat.services import (
     TITLE_MAX_CHARS,
@@ -87,14 +83,9 @@ def greeting_for(now=None) -> str:
     return "Good evening"
 
 
-def default_top_k() -> int:
-    chat_settings = ChatSettings.objects.filter(pk=1).first()
-    return chat_settings.default_top_k if chat_settings else 5
-
-
 def composer_context(user, *, is_new: bool, last_question: str) -> dict:
     return {
-        "top_k": default_top_k(),
+        "top_k": chat_settings_get().default_top_k,
         # The settings dialog loads its list of documents when it is first opened
         # (`document_options`): with thousands of documents it is megabytes, on every page.
         "documents": searchable_documents().exists(),
@@ -117,13 +108,7 @@ def home(request: HttpRequest) -> HttpResponse:
     """A new chat: greeting, suggestion cards, the composer. The conversation is created by the
     first question, under the id chosen here."""
     conversation_id = str(uuid.uuid4())
-    last_question = (
-        Message.objects.filter(conversation__owner=request.user, role=Message.Role.USER)
-        .order_by("-created_at")
-        .values_list("content", flat=True)
-        .first()
-        or ""
-    )
+    last_question = question_last_asked_by(request.user)
     context = {
         "conversation": None,
         "conversation_id": conversation_id,

@@ -7,13 +7,11 @@ config/settings.py):
 - DB_POOL=1: database connections come from a pool;
 - EMBEDDING_BATCH_WINDOW_MS=2: questions asked at the same moment are embedded together
   (knowledge.embedding.QueryBatcher), by one thread;
-- EMBEDDING_THREADS=1: the model embeds on one thread per call. A question embeds a handful of
-  short texts, and with concurrent questions on a small machine, threads per request fight each
-  other and the database (measured before the pool: first event 2.5x slower under load with
-  two; with the pool, two threads gave one client 10-25% lower p50s but 20 clients up to 20%
-  higher p95s, within the noise of a loaded 2-core machine);
+- EMBEDDING_THREADS=1: the model embeds on one thread per call;
 - EMBEDDING_WARM_UP=1: the embedding model is loaded in the background at startup, not by the
-  first question (about 14 s on a busy 2-core machine).
+  first question.
+
+Why each, with its figures: docs/decisions/0049-server-process-defaults.md.
 
 At startup it also releases answers left `streaming` by a server that died (older than
 chat.services.STALE_STREAMING), so their pages stop showing them as being typed.

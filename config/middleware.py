@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.utils.deprecation import MiddlewareMixin
 
-from chat.api.errors import API_PREFIX, error_response
+from chat.api.errors import error_response, is_api_request
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def is_database_unavailable(exc: BaseException) -> bool:
 
 def unavailable_response(request: HttpRequest) -> HttpResponse:
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
-    if request.path.startswith(API_PREFIX):
+    if is_api_request(request):
         return error_response(
             "upstream-unavailable", UNAVAILABLE_MESSAGE, status=503, headers=headers
         )
@@ -51,7 +51,7 @@ def _drop_broken_pooled_connections() -> None:
 
 class DatabaseUnavailableMiddleware(MiddlewareMixin):
     """Turns a database connection error raised by a view into a 503 (sync and async views;
-    errors raised outside a view reach `chat.api.errors.handler500`, which does the same)."""
+    errors raised outside a view reach `config.errors.handler500`, which does the same)."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_database_unavailable(exception):

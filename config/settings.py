@@ -125,19 +125,16 @@ if not DATABASE_URL:
     DATABASE_URL = embedded_database_url()
 
 DATABASES = {"default": database_from_url(DATABASE_URL)}
-# Connection pool (psycopg_pool), which config/asgi.py turns on in server processes. There each
-# request and each answer does its database work on a thread of its own, so a persistent
-# connection per thread would never be used twice, and opening one costs a new PostgreSQL
-# backend (measured: 5x the cost of the query itself on a busy machine). The pool lends each
-# call an open connection and takes it back when Django closes it. Management commands, tests
-# and the ingestion worker connect directly.
+# Connection pool (psycopg_pool), which config/asgi.py turns on in server processes: it lends
+# each call an open connection and takes it back when Django closes it. Management commands,
+# tests and the ingestion worker connect directly.
+# Why: docs/decisions/0049-server-process-defaults.md.
 DB_POOL = env_bool("DB_POOL")
 DB_POOL_MIN_SIZE = int(os.environ.get("DB_POOL_MIN_SIZE", "2"))
 DB_POOL_MAX_SIZE = int(os.environ.get("DB_POOL_MAX_SIZE", "10"))
 # A database that cannot be reached fails a request within seconds (config/middleware.py: a
 # 503), never hangs it: connecting gives up after DB_CONNECT_TIMEOUT, waiting for a pooled
-# connection after DB_POOL_TIMEOUT (psycopg_pool's default is 30 s; much less than 10 s and a
-# busy 2-core machine, where opening a connection can take seconds, fails healthy requests).
+# connection after DB_POOL_TIMEOUT (docs/decisions/0049-server-process-defaults.md).
 DATABASES["default"]["OPTIONS"].setdefault(
     "connect_timeout", int(os.environ.get("DB_CONNECT_TIMEOUT", "5"))
 )

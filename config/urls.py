@@ -14,10 +14,10 @@ urlpatterns = [
 ]
 
 # Under /api/ errors are the JSON error envelope; elsewhere Django's pages.
-handler400 = "chat.api.errors.handler400"
-handler403 = "chat.api.errors.handler403"
-handler404 = "chat.api.errors.handler404"
-handler500 = "chat.api.errors.handler500"
+handler400 = "config.errors.handler400"
+handler403 = "config.errors.handler403"
+handler404 = "config.errors.handler404"
+handler500 = "config.errors.handler500"
 
 if settings.DEBUG:
     from django.contrib.staticfiles.urls import staticfiles_urlpatterns

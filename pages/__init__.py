@@ -1,12 +1,14 @@
 """What every browser page of the site shares, whichever app renders it: staff-only access
 with a clear "no access" page, the sidebar of conversations, and the check that a link is a
-safe external one. It belongs to neither app, so that the chat and the document pages can
-both use it without importing each other."""
+safe external one. It imports neither app, so that the chat and the document pages can both
+use it without depending on each other: the sidebar's conversations come from the reader the
+chat registers when it starts (`sidebar_reader_register`, called by `chat.apps.ChatConfig`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -15,6 +17,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 SIDEBAR_LIMIT = 30
+
+# (user, limit) → (shared, private) conversations, each newest first, at most `limit` of each.
+SidebarReader = Callable[[AbstractBaseUser, int], tuple[Sequence[Any], Sequence[Any]]]
+_sidebar_reader: SidebarReader | None = None
+
+
+def sidebar_reader_register(reader: SidebarReader) -> None:
+    """Name the function that reads the sidebar's conversations (the chat app's, at start-up)."""
+    global _sidebar_reader
+    _sidebar_reader = reader
 
 
 def no_access(request: HttpRequest, *, reason: str = "", status: int = 403) -> HttpResponse:
@@ -65,10 +77,11 @@ def safe_external_url(url: str | None) -> str:
 
 
 def sidebar_context(user: AbstractBaseUser, *, active_id: str = "") -> dict:
-    """The sidebar's conversation groups: shared with all staff, and the user's private ones."""
-    from chat.selectors import conversation_groups_for
-
-    shared, private = conversation_groups_for(user, limit=SIDEBAR_LIMIT + 1)
+    """The sidebar's conversation groups: shared with all staff, and the user's private ones,
+    as the registered reader gives them (RuntimeError when none was registered)."""
+    if _sidebar_reader is None:
+        raise RuntimeError("No sidebar reader: the chat app registers one when it starts.")
+    shared, private = _sidebar_reader(user, SIDEBAR_LIMIT + 1)
     return {
         "sidebar": {
             "groups": [

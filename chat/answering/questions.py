@@ -55,8 +55,8 @@ def question_normalize(text: object, *, field: str = "message") -> str:
 
 
 def conversation_title_from(message: str) -> str:
-    """SPEC §7: the first 80 characters of the first message, cut at a word boundary, never
-    ending on a dangling short word, "…" appended when cut.
+    """The first 80 characters of the first message, cut at a word boundary, never ending on a
+    dangling short word, "…" appended when cut (docs/product.md §7).
 
     >>> conversation_title_from("Refund?")
     'Refund?'

@@ -1,20 +1,19 @@
 """The API's error envelope: `{"error": {"code", "message", "details"}}` on every error of every
-/api/ URL — DRF exceptions, the chat core's AnswerError, unknown URLs (404) and crashes (500).
+/api/ URL — DRF exceptions and the chat core's AnswerError here; unknown URLs (404) and crashes
+(500) through the site's error handlers (`config/errors.py`), which use `error_response`.
 
-Codes and statuses (SPEC §6): bad-request 400, unauthorized 401, forbidden 403, not-found 404,
-conflict 409, validation-failed 422 (details: messages per field), rate-limited 429 (with
-Retry-After), internal 500, upstream-unavailable 503; and, for HTTP's own cases,
+Codes and statuses (docs/product.md §6): bad-request 400, unauthorized 401, forbidden 403,
+not-found 404, conflict 409, validation-failed 422 (details: messages per field), rate-limited
+429 (with Retry-After), internal 500, upstream-unavailable 503; and, for HTTP's own cases,
 method-not-allowed 405, not-acceptable 406, unsupported-media-type 415.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.views import set_rollback
 
@@ -83,7 +82,7 @@ def validation_error_response(errors: Any) -> JsonResponse:
 
 def api_exception_handler(exc: Exception, context: dict) -> HttpResponse | None:
     """DRF's EXCEPTION_HANDLER: every handled error as the envelope; None (→ a 500 through
-    handler500, also in the envelope) for anything unexpected."""
+    `config.errors.handler500`, also in the envelope) for anything unexpected."""
     if isinstance(exc, AnswerError):
         set_rollback()
         return answer_error_response(exc)
@@ -142,39 +141,6 @@ def _first_message(detail: Any) -> str:
     return str(detail)
 
 
-# --- Django's error handlers (config/urls.py), envelope under /api/ ------------------------------
-def _is_api(request: HttpRequest) -> bool:
+def is_api_request(request: HttpRequest) -> bool:
+    """The request is to the API (its errors are the envelope)."""
     return request.path.startswith(API_PREFIX)
-
-
-def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _is_api(request):
-        return error_response("bad-request", "Bad request.", status=400)
-    return defaults.bad_request(request, exception)
-
-
-def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _is_api(request):
-        return error_response("forbidden", "You do not have permission to do this.", status=403)
-    return defaults.permission_denied(request, exception)
-
-
-def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _is_api(request):
-        return error_response(
-            "not-found", f"There is no API endpoint at {request.path}.", status=404
-        )
-    return defaults.page_not_found(request, exception)
-
-
-def handler500(request: HttpRequest) -> HttpResponse:
-    from config.middleware import is_database_unavailable, unavailable_response
-
-    exc = sys.exc_info()[1]  # called while Django handles the exception
-    if exc is not None and is_database_unavailable(exc):
-        return unavailable_response(request)
-    if _is_api(request):
-        return error_response(
-            "internal", "Something went wrong on our side. Please try again.", status=500
-        )
-    return defaults.server_error(request)

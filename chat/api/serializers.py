@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from chat.answering.errors import AnswerError
 from chat.api.errors import CODE_OF_STATUS, MALFORMED_UUID
+from chat.ids import uuid_parse
 from chat.selectors import ConversationAccess, conversation_access
 from chat.services import TITLE_MAX_CHARS
 from knowledge.retrieval import MODES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
@@ -19,8 +20,8 @@ class ClientUUIDField(serializers.UUIDField):
 
     def to_internal_value(self, data):
         try:
-            return uuid.UUID(str(data)) if not isinstance(data, uuid.UUID) else data
-        except (TypeError, ValueError, AttributeError):
+            return uuid_parse(data, self.field_name)
+        except AnswerError:
             raise serializers.ValidationError(
                 "Must be a valid UUID.", code=MALFORMED_UUID
             ) from None
@@ -87,9 +88,23 @@ class TitleField(StrictCharField):
     or too long), documented as such."""
 
 
+class OptionIntegerField(serializers.IntegerField):
+    """An integer option whose range is documented in the schema but checked by the answering
+    core (`answer_stream` validates every option), once for both transports: this field
+    checks only that it is an integer."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        bounds = (MinValueValidator, MaxValueValidator)
+        self.validators = [v for v in self.validators if not isinstance(v, bounds)]
+
+
 class ChatRequestSerializer(serializers.Serializer):
+    # The transport checks the shape (a non-empty string without NUL); the answering core
+    # (`question_normalize`) cleans the text and checks it is not empty and within the bound.
     message = QuestionField(
         trim_whitespace=False,
+        max_length=None,
         help_text=f"The question (control characters are removed; at most "
         f"{settings.CHAT_MAX_MESSAGE_CHARS} characters).",
     )
@@ -106,7 +121,7 @@ class ChatRequestSerializer(serializers.Serializer):
     is_private = serializers.BooleanField(
         default=False, help_text="Only when the conversation is created: visible to you only."
     )
-    top_k = serializers.IntegerField(
+    top_k = OptionIntegerField(
         required=False,
         allow_null=True,
         min_value=TOP_K_MIN,
@@ -114,7 +129,7 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="How many chunks to retrieve (default: the admin setting, 5).",
     )
     document_ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1),
+        child=OptionIntegerField(min_value=1),
         required=False,
         allow_null=True,
         max_length=200,

@@ -17,11 +17,10 @@ from rest_framework.request import Request
 
 from chat.api import serializers as s
 from chat.models import Conversation, Message
-from chat.rendering import RenderCache, row_chars
+from chat.render_cache import RenderCache, row_chars
 from chat.selectors import MessageRow
 
-# ~0.3 MB of JSON and as much text per 200-message conversation with citations: room for
-# about 20 such conversations per process.
+# Room for about 20 200-message conversations per process (docs/decisions/0046-render-cache.md).
 MESSAGE_JSON_MAX_CHARS = 12_000_000
 message_json = RenderCache(MESSAGE_JSON_MAX_CHARS)
 

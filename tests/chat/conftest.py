@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from django_redis import get_redis_connection
 
 import chat.ratelimit
 from tests.support.knowledge_base import (
@@ -14,6 +15,7 @@ from tests.support.knowledge_base import (
     document_create,
 )
 from tests.support.live_server import LIVE_SERVER_DELAY_MS, daphne_server, database_url_of
+from tests.support.redis_server import redis_server
 
 
 @pytest.fixture(scope="session")
@@ -55,3 +57,23 @@ def pinned_window(monkeypatch):
     pinned = (int(time.time()) // 60) * 60 + 1.0
     monkeypatch.setattr(chat.ratelimit, "_now", lambda: pinned)
     return pinned
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    """A real redis-server on a free loopback port, for one test module."""
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture
+def on_redis(settings, redis_url):
+    """The settings REDIS_URL gives: the django-redis cache (the counters' store)."""
+    settings.REDIS_URL = redis_url
+    settings.CACHES = {
+        "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": redis_url}
+    }
+    client = get_redis_connection("default")
+    client.flushdb()
+    yield client
+    client.flushdb()

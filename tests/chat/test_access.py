@@ -5,6 +5,7 @@ to neither app."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -180,8 +181,19 @@ def test_a_disabled_document_is_neither_viewable_nor_downloadable_by_staff(
 @pytest.mark.parametrize(
     ("module", "must_not_load"),
     [
-        ("knowledge.views", ["chat.views", "chat.rendering", "chat.consumers"]),
-        ("chat.rendering", ["knowledge.views"]),
+        (
+            "knowledge.views",
+            [
+                "chat.views",
+                "chat.presenters",
+                "chat.fragments",
+                "chat.page_parts",
+                "chat.consumers",
+            ],
+        ),
+        ("chat.presenters", ["knowledge.views"]),
+        ("chat.fragments", ["knowledge.views"]),
+        ("chat.page_parts", ["knowledge.views"]),
         ("chat.views", ["knowledge.views"]),
     ],
 )
@@ -205,3 +217,17 @@ def test_the_document_pages_and_the_chat_pages_do_not_import_each_other(module, 
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_pages_shared_by_both_apps_import_neither():
+    """pages/ is what the chat and the document pages share: importing either app from it
+    would make each depend on the other through it (the sidebar's reader is registered by
+    the chat instead)."""
+    imported = set()
+    for path in (settings.BASE_DIR / "pages").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+    assert not {name for name in imported if name.split(".")[0] in {"chat", "knowledge"}}

@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 
 import chat.ratelimit
 from chat.models import Conversation, Feedback, Message
-from chat.ratelimit import chat_rate_limited
+from chat.ratelimit import Throttled, chat_rate_limited, throttled_message
 from tests.support.answers import assert_answer_is_grounded, collect
 from tests.support.knowledge_base import chunks_replace
 
@@ -359,6 +359,24 @@ async def test_chat_rejects_bad_input_before_answering(chat_client, body, status
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_question_and_its_options_are_checked_by_the_core_in_the_socket_s_words(
+    chat_client,
+):
+    """The API checks the shape of its input; the answering core checks the question and the
+    options, with the messages the WebSocket shows too (tests/chat/test_consumer.py)."""
+    response = await post_chat(chat_client, chat_body(top_k=21))
+    error = assert_envelope(response, 422, "validation-failed")
+    assert error["details"] == {"top_k": ["top_k must be a whole number from 1 to 20."]}
+    response = await post_chat(chat_client, chat_body(message=" \t "))
+    error = assert_envelope(response, 422, "validation-failed")
+    assert error["details"] == {"message": ["The message is empty."]}
+    response = await post_chat(chat_client, chat_body(message="x" * 5000))
+    error = assert_envelope(response, 422, "validation-failed")
+    assert error["message"].startswith("The message is too long: 5000 characters")
+    assert await Message.objects.acount() == 0
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_chat_refusal_is_plain_json_with_the_exact_text(chat_client, policies_kb):
     response = await post_chat(chat_client, chat_body(message="Who won the 1966 world cup?"))
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
@@ -419,6 +437,10 @@ async def test_21st_chat_request_in_a_minute_is_rate_limited_with_retry_after(
     error = assert_envelope(response, 429, "rate-limited")
     assert 1 <= int(response["Retry-After"]) <= 60
     assert error["details"]["retry_after"] == int(response["Retry-After"])
+    # Worded as the WebSocket words it.
+    assert error["message"] == throttled_message(
+        Throttled(retry_after=int(response["Retry-After"]))
+    )
     # Per user: someone else is not affected, and the WebSocket consumer shares the counter.
     assert await sync_to_async(chat_rate_limited)(other_staff_user) is None
     assert await sync_to_async(chat_rate_limited)(staff_user) >= 1
@@ -436,7 +458,7 @@ async def test_five_questions_in_a_few_seconds_get_a_friendly_429(chat_client, m
     response = await post_chat(chat_client, chat_body())
 
     error = assert_envelope(response, 429, "rate-limited")
-    assert "very fast" in error["message"]
+    assert error["message"] == throttled_message(Throttled(retry_after=7, flood=True))
     # Admitted again once the last five would be 2 s apart on average: at 1000.5 + 8 s.
     assert int(response["Retry-After"]) == 7 == error["details"]["retry_after"]
 

@@ -465,7 +465,7 @@ async def test_stop_over_the_websocket_cancels_the_upstream_request(
 async def test_the_final_render_of_a_generative_answer_is_sanitised_markdown(
     llm_server, generative, policies_kb, staff_user
 ):
-    from chat import rendering
+    from chat import fragments, presenters
 
     llm_server.script(
         Scripted(
@@ -481,7 +481,7 @@ async def test_the_final_render_of_a_generative_answer_is_sanitised_markdown(
 
     def render() -> str:
         answer = selectors.message_answer_with_citations(answer_of(message_id).pk)
-        return rendering.message_html(rendering.message_views([answer], user=staff_user)[0])
+        return fragments.message_html(presenters.message_views([answer], user=staff_user)[0])
 
     page = BeautifulSoup(await sync_to_async(render)(), "html.parser")
     body = page.select_one(".answer-body")

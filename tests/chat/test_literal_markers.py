@@ -9,7 +9,7 @@ import re
 import pytest
 from asgiref.sync import sync_to_async
 
-from chat import rendering
+from chat import fragments, presenters
 from chat.answering.citations import quoted_markers_neutralize
 from chat.answering.grounding import source_entry
 from chat.models import Message
@@ -42,14 +42,14 @@ async def test_a_bracketed_number_quoted_from_a_document_is_not_a_citation(staff
 
     def rendered() -> str:
         message = message_answer_with_citations(answer.pk)
-        view = rendering.message_views([message], user=staff_user, can_post=True)[0]
-        return rendering.message_html(view)
+        view = presenters.message_views([message], user=staff_user, can_post=True)[0]
+        return fragments.message_html(view)
 
     html = await sync_to_async(rendered)()
     assert html.count('class="cite-badge') == 2  # not 3: the footnote's "[2]" is no badge
     assert "footnote [2\u2060] of the annex" in html
     # Copied, the answer has no markers and the footnote reads as the document wrote it.
-    copied = rendering.copy_text_of(answer.content)
+    copied = presenters.copy_text_of(answer.content)
     assert "footnote [2] of the annex binder." in copied
     assert "\u2060" not in copied and "[1]" not in copied
 

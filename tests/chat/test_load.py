@@ -1,4 +1,4 @@
-"""Load (issue 9 item 6): 50 staff users, each with a conversation of their own open over a
+"""Load (docs/product.md §10): 50 staff users, each with a conversation of their own open over a
 real WebSocket to a live daphne on loopback, ask 5 questions each at once (each as soon as the
 previous one is answered): 250 exchanges. Then every question and every answer is stored
 exactly once, every answer is complete with its citations, none is left `streaming`, and the

@@ -8,7 +8,7 @@ from bs4 import BeautifulSoup
 
 from chat.markdown import markdown_html
 from chat.models import Message
-from chat.rendering import MessageView, SourceView
+from chat.presenters import MessageView, SourceView
 
 HOSTILE = [
     "<script>alert(1)</script>",

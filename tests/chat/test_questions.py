@@ -1,4 +1,4 @@
-"""Questions as the pipeline takes them, and conversation titles (SPEC §7)."""
+"""Questions as the pipeline takes them, and conversation titles (docs/product.md §7)."""
 
 from __future__ import annotations
 

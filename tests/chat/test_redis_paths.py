@@ -1,7 +1,7 @@
-"""The Redis paths (REDIS_URL set) against a real redis-server: the rate limit's INCR, the
-flood rule's RPUSH/LTRIM under 50 concurrent requests, and the channels-redis layer carrying
-a message between two layers as between two processes. (test_ratelimit.py covers the same
-rules on PostgreSQL; test_scale_out.py runs them through two daphne processes.)"""
+"""The Redis paths (REDIS_URL set) against a real redis-server: the rate limit's keys (one per
+window, expiring with it) and the channels-redis layer carrying a message between two layers
+as between two processes. (test_ratelimit.py runs the limits' rules on both stores;
+test_scale_out.py runs them through two daphne processes.)"""
 
 from __future__ import annotations
 
@@ -9,43 +9,21 @@ import asyncio
 
 import pytest
 from channels_redis.core import RedisChannelLayer
-from django_redis import get_redis_connection
 
 from chat.ratelimit import chat_rate_limited, flood_hit, search_rate_limited
 from tests.support.ratelimit import CONCURRENT, hits_at_once
-from tests.support.redis_server import redis_server
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture
-def on_redis(settings, redis_url):
-    """The settings REDIS_URL gives: the django-redis cache (the counters' store)."""
-    settings.REDIS_URL = redis_url
-    settings.CACHES = {
-        "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": redis_url}
-    }
-    client = get_redis_connection("default")
-    client.flushdb()
-    yield client
-    client.flushdb()
 
 
 @pytest.mark.django_db
-def test_fifty_concurrent_requests_on_redis_admit_exactly_the_limit(
+def test_each_window_has_a_redis_key_that_expires_with_it(
     staff_user,
     other_staff_user,
-    on_redis,
+    on_redis,  # noqa: F811
     pinned_window,  # noqa: F811
 ):
     results = hits_at_once(staff_user, chat_rate_limited, CONCURRENT)
 
     assert sum(r is None for r in results) == 20  # the default, 20/m
-    assert all(1 <= r <= 60 for r in results if r is not None)
     key = f"sourced:ratelimit:chat:{staff_user.pk}:{int(pinned_window // 60) * 60}"
     assert int(on_redis.get(key)) == CONCURRENT
     assert 0 < on_redis.ttl(key) <= 61  # the key goes with its window
@@ -54,7 +32,7 @@ def test_fifty_concurrent_requests_on_redis_admit_exactly_the_limit(
 
 
 @pytest.mark.django_db
-def test_concurrent_requests_are_all_recorded_by_the_flood_rule_on_redis(staff_user, on_redis):
+def test_the_flood_rules_times_are_a_redis_list_that_expires(staff_user, on_redis):  # noqa: F811
     results = hits_at_once(staff_user, flood_hit, 12)
 
     assert results.count(None) == 4  # the fifth on are a flood, whatever the order
@@ -62,7 +40,7 @@ def test_concurrent_requests_are_all_recorded_by_the_flood_rule_on_redis(staff_u
     assert on_redis.ttl(f"sourced:flood:flood:{staff_user.pk}") > 0
 
 
-async def test_the_redis_channel_layer_carries_a_message_between_two_layers(redis_url):
+async def test_the_redis_channel_layer_carries_a_message_between_two_layers(redis_url):  # noqa: F811
     running, stopping = RedisChannelLayer(hosts=[redis_url]), RedisChannelLayer(hosts=[redis_url])
     try:
         channel = await running.new_channel()
@@ -75,7 +53,8 @@ async def test_the_redis_channel_layer_carries_a_message_between_two_layers(redi
 
 
 async def test_an_idle_channel_of_the_configured_layer_waits_past_redis_blocking_pop(
-    redis_url, settings
+    redis_url,  # noqa: F811
+    settings,
 ):
     """The layer as settings configure it: a socket that gets no message for longer than the
     blocking pop (5 s) keeps waiting. (With redis-py 8's default 5 s read timeout the read

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from chat.rendering import answer_start_html
+from chat.fragments import answer_start_html
 
 QUESTION = "And in London?"
 

@@ -1,4 +1,4 @@
-"""Scale-out (issue 9 item 8): two daphne processes on different ports sharing PostgreSQL and
+"""Scale-out (docs/product.md §10): two daphne processes on different ports sharing PostgreSQL and
 a Redis server (REDIS_URL: django-redis cache, channels-redis channel layer), as behind a load
 balancer that does not keep a user on one process.
 

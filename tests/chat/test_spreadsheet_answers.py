@@ -16,7 +16,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from chat.answering.extractive import cited_rows, row_spans
-from chat.rendering import quoted_rows_excerpt, sources_from_event
+from chat.presenters import quoted_rows_excerpt, sources_from_event
 from knowledge.models import Document
 from knowledge.retrieval import RetrievedChunk
 from knowledge.services import document_ingest
