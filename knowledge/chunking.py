@@ -9,7 +9,8 @@ Rules, in order of strength:
    chunk are consecutive, one per line, and the chunk's `cells` is the range they cover
    together ("A4:E6"), so line i of a spreadsheet chunk is row `first row + i`.
 3. Sentences stay whole; only a sentence that alone exceeds the limit is cut, on word
-   boundaries (a line break preferred), by counting tokens.
+   boundaries (a line break preferred), by counting tokens. Sentences are those the
+   answerer quotes (knowledge/sentences.py, `sentence_spans_covering`): one splitter.
 4. Paragraphs stay whole when they fit; short neighbouring paragraphs are merged up to
    `TARGET_TOKENS`; a chunk ends at a paragraph boundary whenever it can.
 5. Where a chunk boundary falls inside a paragraph (a paragraph too long for one chunk), the
@@ -56,20 +57,19 @@ anything over the limit is cut again, so rule 1 holds even where that sum is off
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
 from knowledge import embedding
 from knowledge.parsing import SECTION_SEPARATOR, Block, ParsedDocument
-from knowledge.sentences import text_hash
+from knowledge.sentences import sentence_spans_covering, text_hash
 from knowledge.spreadsheets import range_rows, range_union
 
 # Bump whenever a change here cuts documents differently: a document records the version it
 # was cut with (Document.chunker_version); `manage.py reindex --stale` re-chunks the others,
 # and re-ingesting an unchanged file re-chunks it too.
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3
 MAX_TOKENS = embedding.MAX_TOKENS  # 256, [CLS] and [SEP] included
 TARGET_TOKENS = 120  # merge paragraphs up to this; a single paragraph may use the full limit
 OVERLAP_MAX_TOKENS = 48  # longest sentence repeated at the head of the next chunk
@@ -176,7 +176,10 @@ def chunks_build(
         return min(target_tokens - SPECIAL_TOKENS, body_max), body_max
 
     spans_per_block = [
-        [(block.char_start + s, block.char_start + e) for s, e in sentence_spans(block.text)]
+        [
+            (block.char_start + s, block.char_start + e)
+            for s, e in sentence_spans_covering(block.text)
+        ]
         for block in parsed.blocks
     ]
     flat = [span for spans in spans_per_block for span in spans]
@@ -368,56 +371,3 @@ def _cut_point(piece: str, offsets: Sequence[tuple[int, int]], i: int, j: int) -
         if k < half:
             break
     return last_word_start or j
-
-
-# --- Sentences ---------------------------------------------------------------------------
-
-# End punctuation, optional closing quotes/brackets, then whitespace.
-_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]]*(?=\s)")
-# A line that starts a list item ("- x", "* x", "• x", "1. x", "2) x") also starts a sentence.
-_LIST_LINE = re.compile(r"\n[ \t]*(?=(?:[-*•]|\d{1,3}[.)])\s)")
-_TITLES = {
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "gen", "gov", "rev", "sgt",
-    "capt", "col", "lt", "hon", "vs", "cf", "e.g", "i.e", "al", "approx", "dept", "esp",
-}  # fmt: skip
-_BEFORE_NUMBERS = {
-    "no", "nos", "p", "pp", "vol", "vols", "fig", "figs", "ch", "sec", "art", "para", "op",
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-}  # fmt: skip
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of `text`; together they cover every non-space
-    character, and only whitespace lies between two sentences."""
-    cuts = sorted(
-        {m.end() for m in _SENTENCE_END.finditer(text) if _is_sentence_end(text, m)}
-        | {m.start() for m in _LIST_LINE.finditer(text)}
-    )
-    spans: list[tuple[int, int]] = []
-    previous = 0
-    for cut in [*cuts, len(text)]:
-        segment = text[previous:cut]
-        stripped = segment.strip()
-        if stripped:
-            begin = previous + (len(segment) - len(segment.lstrip()))
-            spans.append((begin, begin + len(stripped)))
-        previous = cut
-    return spans
-
-
-def _is_sentence_end(text: str, match: re.Match) -> bool:
-    rest = text[match.end() :].lstrip()
-    if not rest:
-        return False
-    following = rest[0]
-    mark = match.group()
-    if not mark.startswith("."):
-        return True  # ! ? … and the like
-    if following.islower():
-        return False  # "e.g. the", "approx. ten"
-    word_start = max(text.rfind(" ", 0, match.start()), text.rfind("\n", 0, match.start())) + 1
-    word = text[word_start : match.start()].lstrip("(\"'“‘[").lower()
-    if word in _TITLES or (word in _BEFORE_NUMBERS and following.isdigit()):
-        return False
-    # An initial ("J. Smith") or a dotted abbreviation ("U.S. Army") is not an end.
-    return not (len(word) == 1 and word.isalpha()) and "." not in word
