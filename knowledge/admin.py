@@ -24,7 +24,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from knowledge.models import Chunk, Document
-from knowledge.parsing import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
+from knowledge.parsers import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
 from knowledge.selectors import document_is_stalled, documents_in_progress
 from knowledge.services import (
     document_processing_enqueue,

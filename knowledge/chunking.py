@@ -62,9 +62,9 @@ from dataclasses import dataclass
 from itertools import groupby
 
 from knowledge import embedding
-from knowledge.parsing import SECTION_SEPARATOR, Block, ParsedDocument
+from knowledge.parsers import SECTION_SEPARATOR, Block, ParsedDocument
+from knowledge.parsers.spreadsheets import range_rows, range_union
 from knowledge.sentences import sentence_spans_covering, text_hash
-from knowledge.spreadsheets import range_rows, range_union
 
 # Bump whenever a change here cuts documents differently: a document records the version it
 # was cut with (Document.chunker_version); `manage.py reindex --stale` re-chunks the others,

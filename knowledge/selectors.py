@@ -18,7 +18,7 @@ from django.utils import timezone
 from knowledge import embedding
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document, SentenceVector
-from knowledge.spreadsheets import (
+from knowledge.parsers.spreadsheets import (
     CELL_SEPARATOR,
     LABEL_SEPARATOR,
     ROW_PREFIX_SEPARATOR,

@@ -37,7 +37,7 @@ from django.utils import timezone
 from knowledge import embedding
 from knowledge.chunking import CHUNKER_VERSION, ChunkDraft, chunks_build, embedding_input
 from knowledge.models import Chunk, Document, Embedding, SentenceVector
-from knowledge.parsing import (
+from knowledge.parsers import (
     DocumentParseError,
     ParsedDocument,
     UnsupportedFileType,

@@ -92,6 +92,7 @@ import numpy as np
 from chat.answering.answer_types import answer_matches, expected_answer
 from chat.answering.citations import quoted_markers_neutralize
 from knowledge import embedding
+from knowledge.parsers.spreadsheets import range_parse
 from knowledge.retrieval import RetrievedChunk
 from knowledge.selectors import sentence_vectors_stored
 from knowledge.sentences import (  # the splitting ingestion shares; re-exported here
@@ -103,7 +104,6 @@ from knowledge.sentences import (  # the splitting ingestion shares; re-exported
     span_trim,
     text_hash,
 )
-from knowledge.spreadsheets import range_parse
 
 MAX_SENTENCES = 3
 MAX_CANDIDATE_CHUNKS = 8

@@ -16,7 +16,7 @@ from knowledge.chunking import (
     embedding_input,
     section_context,
 )
-from knowledge.parsing import ParsedDocument, document_parse
+from knowledge.parsers import ParsedDocument, document_parse
 from knowledge.sentences import sentence_spans_covering
 from tests.fixtures import documents
 

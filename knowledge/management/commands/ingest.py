@@ -13,7 +13,7 @@ from django.utils import timezone
 from tqdm import tqdm
 
 from knowledge import embedding, services
-from knowledge.parsing import SUPPORTED_TYPES_LABEL, is_supported
+from knowledge.parsers import SUPPORTED_TYPES_LABEL, is_supported
 
 MAX_EXPIRY_DAYS = 36_500
 
