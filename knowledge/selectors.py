@@ -1,4 +1,4 @@
-"""Reads of the knowledge app that more than one adapter needs (admin, API, pages), and a
+"""Reads of the knowledge app: what adapters (admin, API, pages) and the services need, and a
 spreadsheet's rows laid out as tables again for the document page."""
 
 from __future__ import annotations
@@ -54,6 +54,21 @@ def document_is_stalled(document: Document) -> bool:
         and document.updated_at is not None
         and document.updated_at < cutoff
     )
+
+
+def embeddings_stale() -> QuerySet[Chunk]:
+    """Chunks without an embedding under the configured model."""
+    return Chunk.objects.exclude(embeddings__model=embedding.model_version())
+
+
+def sentence_vectors_stale_count() -> int:
+    """Sentence vectors stored under another model than the configured one."""
+    return SentenceVector.objects.exclude(model=embedding.model_version()).count()
+
+
+def documents_expired(*, now: datetime | None = None) -> QuerySet[Document]:
+    """Documents whose `expires_at` has passed, by pk."""
+    return Document.objects.filter(expires_at__lte=now or timezone.now()).order_by("pk")
 
 
 def documents_chunker_stale() -> QuerySet[Document]:
