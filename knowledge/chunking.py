@@ -15,39 +15,16 @@ Rules, in order of strength:
    `TARGET_TOKENS`; a chunk ends at a paragraph boundary whenever it can.
 5. Where a chunk boundary falls inside a paragraph (a paragraph too long for one chunk), the
    next chunk starts with the previous chunk's last sentence when that is short and fits.
-   At paragraph boundaries there is no overlap: a paragraph is its own unit of meaning, and
-   repeating the previous paragraph's last sentence measurably blurred retrieval (SQuAD
-   articles: recall@5 0.907 with it, 0.922 without, vector search).
+   At paragraph boundaries there is no overlap: a paragraph is its own unit of meaning.
 
 What the model embeds for a chunk is `embedding_input(text, section)`: the chunk's heading
 path, a blank line, then its text, so a chunk under "Handbook > Leave > Annual leave" is
-found by questions about annual leave even when its text never names it (recall@5 on the
-same data 0.922 → 0.935). Limits are measured on that input, so the model reads all of it.
+found by questions about annual leave even when its text never names it. Limits are measured
+on that input, so the model reads all of it.
 
-How far short paragraphs are merged (TARGET_TOKENS) was chosen on `evaluate --folds 5` of
-../shared/eval/squad2-visible.json and demo/eval/policies.json (each fold's documents left out,
-their questions off-KB; retrieval and the evidence decision replayed per question and fold):
-answerable questions' false refusals / recall@1 / recall@5, real off-KB questions refused,
-left-out documents' questions refused, adversarial refused:
-
-  merged up to      squad2-visible                        policies
-  80 pieces         -                                      2.7 / 92.8 / 98.7 / 96.0 / 81.6 / 56.7
-  120 (today)       3.1 / 88.6 / 98.4 / 99.0 / 97.9 / 10.0  2.3 / 94.9 / 98.5 / 98.0 / 82.3 / 56.7
-  200 (version 1)   3.2 / 88.3 / 98.0 / 99.2 / 97.9 / 10.0  3.6 / 93.2 / 98.5 / 98.0 / 83.5 / 56.7
-  256               3.3 / 85.8 / 98.0 / 99.0 / 97.9 / 11.3  3.4 / 93.2 / 98.5 / 98.0 / 82.9 / 56.7
-  200, no heading   3.1 / 87.7 / 98.0 / 99.2 / 98.1 / 10.0  3.6 / 93.8 / 98.7 / 98.0 / 82.3 / 51.0
-
-Policy pages are short paragraphs under headings; merged up to 200 pieces, an answer shares
-its chunk with two or three neighbours and its cosine is diluted. 120 ranks the right chunk
-first more often on both kinds of data and refuses fewer answerable policy questions, for one
-left-out policy question in 80 and one real off-KB question in 500 accepted more; at 80 the
-off-KB questions start getting through (the squad2 run at 80 was not finished). Without the
-heading path recall@1 falls on squad2 and the policies' adversarial questions get through more.
-The knowledge base grows by the shorter chunks (policies 78 → 95 chunks, squad2-visible 395 →
-488). A question's CPU in the answering process (retrieval call with the question's embedding,
-evidence check, extractive answer; 150 squad2-visible questions twice, runs alternated, load
-1.9 → 3.2) did not move: p50 40.1 and 36.9 ms at 200, 35.7 and 39.7 ms at 120. Changing this
-(or anything that cuts documents differently) means bumping CHUNKER_VERSION.
+Why these sizes (TARGET_TOKENS, OVERLAP_MAX_TOKENS, CONTEXT_MAX_TOKENS), the overlap rule and
+the heading path, with the figures: docs/decisions/0003-chunk-size-and-heading-context.md.
+Changing them (or anything that cuts documents differently) means bumping CHUNKER_VERSION.
 
 Token counts are computed once per sentence in one batched tokenizer call. BERT's word-piece
 tokenizer splits on whitespace first, so a run of sentences joined by whitespace has exactly

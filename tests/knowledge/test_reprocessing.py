@@ -1,6 +1,6 @@
-"""Re-processing a document keeps its last good version searchable (SPEC §3: readers keep the
-old version until the new one is committed), and only staff allowed to change documents may
-enable, disable or re-process them."""
+"""Re-processing a document keeps its last good version searchable (docs/product.md §3:
+readers keep the old version until the new one is committed), and only staff allowed to change
+documents may enable, disable or re-process them."""
 
 from __future__ import annotations
 
