@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 SECTION_SEPARATOR = " > "
@@ -65,6 +66,18 @@ def clean_multiline(text: str, *, code: bool = False) -> str:
         return textwrap.dedent("\n".join(lines)).strip()
     lines = [_SPACES.sub(" ", line).rstrip() for line in text.split("\n")]
     return "\n".join(lines).strip()
+
+
+def table_row_text(cells: Iterable[str]) -> str:
+    """A table row as "cell | cell": each cell cleaned, empty ones left out, and a cell equal
+    to the one before it left out too (Word and PowerPoint repeat a merged cell's text in each
+    cell it covers). Empty when no cell holds text."""
+    kept: list[str] = []
+    for cell in cells:
+        text = clean_inline(cell)
+        if text and (not kept or kept[-1] != text):
+            kept.append(text)
+    return " | ".join(kept)
 
 
 def error_reason(exc: Exception) -> str:

@@ -19,6 +19,7 @@ from knowledge.parsers.base import (
     Headings,
     clean_inline,
     error_reason,
+    table_row_text,
 )
 
 _DOCX_HEADING = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
@@ -105,10 +106,6 @@ def _docx_heading_level(paragraph) -> int | None:
 
 def _docx_rows(table) -> Iterable[str]:
     for row in table.rows:
-        cells: list[str] = []
-        for cell in row.cells:
-            text = clean_inline(cell.text)
-            if text and (not cells or cells[-1] != text):  # merged cells repeat themselves
-                cells.append(text)
-        if cells:
-            yield " | ".join(cells)
+        text = table_row_text(cell.text for cell in row.cells)
+        if text:
+            yield text

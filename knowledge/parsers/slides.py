@@ -15,7 +15,13 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
-from knowledge.parsers.base import BlockBuilder, DocumentParseError, clean_inline, error_reason
+from knowledge.parsers.base import (
+    BlockBuilder,
+    DocumentParseError,
+    clean_inline,
+    error_reason,
+    table_row_text,
+)
 
 
 def parse_pptx(data: bytes, builder: BlockBuilder) -> str | None:
@@ -57,13 +63,9 @@ def _slide_texts(shapes, *, skip) -> Iterator[tuple[str, bool]]:
             continue
         if getattr(shape, "has_table", False) and shape.has_table:
             for row in shape.table.rows:
-                cells: list[str] = []
-                for cell in row.cells:
-                    text = clean_inline(cell.text)
-                    if text and (not cells or cells[-1] != text):  # merged cells repeat
-                        cells.append(text)
-                if cells:
-                    yield " | ".join(cells), True
+                text = table_row_text(cell.text for cell in row.cells)
+                if text:
+                    yield text, True
             continue
         if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
             for paragraph in shape.text_frame.paragraphs:
