@@ -43,7 +43,7 @@ from django.db import connection  # noqa: E402
 
 from chat.services import answers_release_stale_at_startup  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
-from knowledge.embedding import embedding_warm_up_start  # noqa: E402
+from knowledge.warm_up import embedding_warm_up_start  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -31,7 +31,7 @@ from django.utils.text import Truncator
 from knowledge.access import collections_readable, documents_readable_filter
 from knowledge.collections import collection_default, documents_move
 from knowledge.models import Chunk, Collection, Document
-from knowledge.parsing import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
+from knowledge.parsers import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
 from knowledge.selectors import document_is_stalled, documents_in_progress
 from knowledge.services import (
     document_processing_enqueue,

@@ -9,44 +9,22 @@ Rules, in order of strength:
    chunk are consecutive, one per line, and the chunk's `cells` is the range they cover
    together ("A4:E6"), so line i of a spreadsheet chunk is row `first row + i`.
 3. Sentences stay whole; only a sentence that alone exceeds the limit is cut, on word
-   boundaries (a line break preferred), by counting tokens.
+   boundaries (a line break preferred), by counting tokens. Sentences are those the
+   answerer quotes (knowledge/sentences.py, `sentence_spans_covering`): one splitter.
 4. Paragraphs stay whole when they fit; short neighbouring paragraphs are merged up to
    `TARGET_TOKENS`; a chunk ends at a paragraph boundary whenever it can.
 5. Where a chunk boundary falls inside a paragraph (a paragraph too long for one chunk), the
    next chunk starts with the previous chunk's last sentence when that is short and fits.
-   At paragraph boundaries there is no overlap: a paragraph is its own unit of meaning, and
-   repeating the previous paragraph's last sentence measurably blurred retrieval (SQuAD
-   articles: recall@5 0.907 with it, 0.922 without, vector search).
+   At paragraph boundaries there is no overlap: a paragraph is its own unit of meaning.
 
 What the model embeds for a chunk is `embedding_input(text, section)`: the chunk's heading
 path, a blank line, then its text, so a chunk under "Handbook > Leave > Annual leave" is
-found by questions about annual leave even when its text never names it (recall@5 on the
-same data 0.922 → 0.935). Limits are measured on that input, so the model reads all of it.
+found by questions about annual leave even when its text never names it. Limits are measured
+on that input, so the model reads all of it.
 
-How far short paragraphs are merged (TARGET_TOKENS) was chosen on `evaluate --folds 5` of
-../shared/eval/squad2-visible.json and demo/eval/policies.json (each fold's documents left out,
-their questions off-KB; retrieval and the evidence decision replayed per question and fold):
-answerable questions' false refusals / recall@1 / recall@5, real off-KB questions refused,
-left-out documents' questions refused, adversarial refused:
-
-  merged up to      squad2-visible                        policies
-  80 pieces         -                                      2.7 / 92.8 / 98.7 / 96.0 / 81.6 / 56.7
-  120 (today)       3.1 / 88.6 / 98.4 / 99.0 / 97.9 / 10.0  2.3 / 94.9 / 98.5 / 98.0 / 82.3 / 56.7
-  200 (version 1)   3.2 / 88.3 / 98.0 / 99.2 / 97.9 / 10.0  3.6 / 93.2 / 98.5 / 98.0 / 83.5 / 56.7
-  256               3.3 / 85.8 / 98.0 / 99.0 / 97.9 / 11.3  3.4 / 93.2 / 98.5 / 98.0 / 82.9 / 56.7
-  200, no heading   3.1 / 87.7 / 98.0 / 99.2 / 98.1 / 10.0  3.6 / 93.8 / 98.7 / 98.0 / 82.3 / 51.0
-
-Policy pages are short paragraphs under headings; merged up to 200 pieces, an answer shares
-its chunk with two or three neighbours and its cosine is diluted. 120 ranks the right chunk
-first more often on both kinds of data and refuses fewer answerable policy questions, for one
-left-out policy question in 80 and one real off-KB question in 500 accepted more; at 80 the
-off-KB questions start getting through (the squad2 run at 80 was not finished). Without the
-heading path recall@1 falls on squad2 and the policies' adversarial questions get through more.
-The knowledge base grows by the shorter chunks (policies 78 → 95 chunks, squad2-visible 395 →
-488). A question's CPU in the answering process (retrieval call with the question's embedding,
-evidence check, extractive answer; 150 squad2-visible questions twice, runs alternated, load
-1.9 → 3.2) did not move: p50 40.1 and 36.9 ms at 200, 35.7 and 39.7 ms at 120. Changing this
-(or anything that cuts documents differently) means bumping CHUNKER_VERSION.
+Why these sizes (TARGET_TOKENS, OVERLAP_MAX_TOKENS, CONTEXT_MAX_TOKENS), the overlap rule and
+the heading path, with the figures: docs/decisions/0003-chunk-size-and-heading-context.md.
+Changing them (or anything that cuts documents differently) means bumping CHUNKER_VERSION.
 
 Token counts are computed once per sentence in one batched tokenizer call. BERT's word-piece
 tokenizer splits on whitespace first, so a run of sentences joined by whitespace has exactly
@@ -56,20 +34,19 @@ anything over the limit is cut again, so rule 1 holds even where that sum is off
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
 from knowledge import embedding
-from knowledge.parsing import SECTION_SEPARATOR, Block, ParsedDocument
-from knowledge.sentences import text_hash
-from knowledge.spreadsheets import range_rows, range_union
+from knowledge.parsers import SECTION_SEPARATOR, Block, ParsedDocument
+from knowledge.parsers.spreadsheets import range_rows, range_union
+from knowledge.sentences import sentence_spans_covering, text_hash
 
 # Bump whenever a change here cuts documents differently: a document records the version it
 # was cut with (Document.chunker_version); `manage.py reindex --stale` re-chunks the others,
 # and re-ingesting an unchanged file re-chunks it too.
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3
 MAX_TOKENS = embedding.MAX_TOKENS  # 256, [CLS] and [SEP] included
 TARGET_TOKENS = 120  # merge paragraphs up to this; a single paragraph may use the full limit
 OVERLAP_MAX_TOKENS = 48  # longest sentence repeated at the head of the next chunk
@@ -176,7 +153,10 @@ def chunks_build(
         return min(target_tokens - SPECIAL_TOKENS, body_max), body_max
 
     spans_per_block = [
-        [(block.char_start + s, block.char_start + e) for s, e in sentence_spans(block.text)]
+        [
+            (block.char_start + s, block.char_start + e)
+            for s, e in sentence_spans_covering(block.text)
+        ]
         for block in parsed.blocks
     ]
     flat = [span for spans in spans_per_block for span in spans]
@@ -368,56 +348,3 @@ def _cut_point(piece: str, offsets: Sequence[tuple[int, int]], i: int, j: int) -
         if k < half:
             break
     return last_word_start or j
-
-
-# --- Sentences ---------------------------------------------------------------------------
-
-# End punctuation, optional closing quotes/brackets, then whitespace.
-_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]]*(?=\s)")
-# A line that starts a list item ("- x", "* x", "• x", "1. x", "2) x") also starts a sentence.
-_LIST_LINE = re.compile(r"\n[ \t]*(?=(?:[-*•]|\d{1,3}[.)])\s)")
-_TITLES = {
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "gen", "gov", "rev", "sgt",
-    "capt", "col", "lt", "hon", "vs", "cf", "e.g", "i.e", "al", "approx", "dept", "esp",
-}  # fmt: skip
-_BEFORE_NUMBERS = {
-    "no", "nos", "p", "pp", "vol", "vols", "fig", "figs", "ch", "sec", "art", "para", "op",
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-}  # fmt: skip
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of `text`; together they cover every non-space
-    character, and only whitespace lies between two sentences."""
-    cuts = sorted(
-        {m.end() for m in _SENTENCE_END.finditer(text) if _is_sentence_end(text, m)}
-        | {m.start() for m in _LIST_LINE.finditer(text)}
-    )
-    spans: list[tuple[int, int]] = []
-    previous = 0
-    for cut in [*cuts, len(text)]:
-        segment = text[previous:cut]
-        stripped = segment.strip()
-        if stripped:
-            begin = previous + (len(segment) - len(segment.lstrip()))
-            spans.append((begin, begin + len(stripped)))
-        previous = cut
-    return spans
-
-
-def _is_sentence_end(text: str, match: re.Match) -> bool:
-    rest = text[match.end() :].lstrip()
-    if not rest:
-        return False
-    following = rest[0]
-    mark = match.group()
-    if not mark.startswith("."):
-        return True  # ! ? … and the like
-    if following.islower():
-        return False  # "e.g. the", "approx. ten"
-    word_start = max(text.rfind(" ", 0, match.start()), text.rfind("\n", 0, match.start())) + 1
-    word = text[word_start : match.start()].lstrip("(\"'“‘[").lower()
-    if word in _TITLES or (word in _BEFORE_NUMBERS and following.isdigit()):
-        return False
-    # An initial ("J. Smith") or a dotted abbreviation ("U.S. Army") is not an end.
-    return not (len(word) == 1 and word.isalpha()) and "." not in word

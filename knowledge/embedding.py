@@ -17,7 +17,10 @@ embedding exports them when they are missing). ONNX processes never import torch
 Texts are embedded in batches sized by their token length: sorted by length, each batch holds
 at most settings.EMBEDDING_BATCH_SIZE texts and EMBEDDING_BATCH_TOKENS padded tokens, so a
 batch of short sentences is wide and a batch of full chunks narrow, and (in bulk) no text is
-shorter than 0.9 of its batch's longest, so little is padding.
+shorter than BULK_MIN_WIDTH_SHARE of its batch's longest, so little is padding.
+
+Why ONNX Runtime, these batches and the question batching, with the figures:
+docs/decisions/0004-embedding-onnx-runtime-and-batching.md.
 """
 
 from __future__ import annotations
@@ -48,7 +51,6 @@ _model_lock = threading.Lock()
 # (seen as a 500 on the first /api/chat of a freshly started test server).
 _import_lock = threading.Lock()
 _tokenizer_lock = threading.Lock()
-_warm_up_started = threading.Event()
 logger = logging.getLogger(__name__)
 
 
@@ -207,11 +209,8 @@ class OnnxEncoder:
 
 
 # Texts embedded in bulk (ingestion) share a batch only with texts at least this share of the
-# batch's longest: padding is computed like tokens, and a document's chunks and sentences span
-# 5-256 pieces. Measured on squad2-visible's 10 documents, each embedded alone as ingestion
-# does (2,256 chunk inputs and sentences, one thread): 46.5 s of CPU with batches padded to
-# 1.32x the real tokens, 32.4 s at 0.9 (padded 1.05x; vectors within 1.1e-7), where all ten
-# documents sorted together took 35.9 s.
+# batch's longest: padding is computed like tokens. Why 0.9:
+# docs/decisions/0004-embedding-onnx-runtime-and-batching.md.
 BULK_MIN_WIDTH_SHARE = 0.9
 
 
@@ -312,7 +311,8 @@ def embed_query(text: str) -> tuple[np.ndarray, bool]:
     settings.EMBEDDING_BATCH_WINDOW_MS > 0 (server processes) and the `onnx` runtime, questions
     asked at the same moment are embedded together (see QueryBatcher). Not under `onnx-int8`:
     its activations are quantised with a scale computed over the whole batch, so a text's
-    vector would depend on its batch mates (by up to 0.03 per dimension, measured)."""
+    vector would depend on its batch mates (measured:
+    docs/decisions/0004-embedding-onnx-runtime-and-batching.md)."""
     fitted, truncated = truncate_to_limit(text)
     if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() == "onnx":
         return _query_batcher().embed(fitted), truncated
@@ -324,8 +324,8 @@ class QueryBatcher:
     question waits at most `window_s` for others to join it when the model is idle, and every
     question that arrived while the model was busy goes in the next batch (at most
     `max_batch`, grouped by token length). A text's vector does not depend on its batch mates
-    beyond float rounding (attention masks the padding; max difference ~1e-7 in fp32), so a
-    question gets the same answer whoever else asks at the same time."""
+    beyond float rounding (attention masks the padding), so a question gets the same answer
+    whoever else asks at the same time."""
 
     def __init__(self, encoder: OnnxEncoder, *, window_s: float, max_batch: int) -> None:
         self.encoder = encoder
@@ -394,7 +394,8 @@ def _query_batcher() -> QueryBatcher:
 
 def embedding_warm_up() -> None:
     """Load the tokenizer and the model and embed one text, so that the first question does
-    not pay for it (about 14 s on a busy 2-core machine: imports, weights, torch's first run)."""
+    not pay for it (imports, weights, the runtime's first run; what it costs:
+    docs/decisions/0004-embedding-onnx-runtime-and-batching.md)."""
     started = time.perf_counter()
     embed_query("How many days of annual leave do I get?")
     logger.info(
@@ -403,34 +404,3 @@ def embedding_warm_up() -> None:
         time.perf_counter() - started,
         settings.EMBEDDING_THREADS or "default",
     )
-
-
-def embedding_warm_up_start() -> None:
-    """`embedding_warm_up`, then the knowledge base's vocabulary, in a background thread, once
-    per process, when settings.EMBEDDING_WARM_UP is on (config/asgi.py turns it on in server
-    processes). Requests are served meanwhile; a question that comes first waits for the model
-    being loaded (the load holds the model lock) instead of loading it a second time."""
-    if not settings.EMBEDDING_WARM_UP or _warm_up_started.is_set():
-        return
-    _warm_up_started.set()
-
-    def run() -> None:
-        try:
-            embedding_warm_up()
-        except Exception:  # the first question loads it again and reports the error
-            logger.exception("Warming up the embedding model failed")
-        # Retrieval weighs a question's terms by the knowledge base's vocabulary, built on a
-        # process's first search (seconds at 100k chunks): build it now too. Imported here:
-        # knowledge.vocabulary imports this module.
-        from django.db import connection
-
-        from knowledge.vocabulary import vocabulary_get
-
-        try:
-            vocabulary_get()
-        except Exception:  # e.g. not migrated yet: the first question builds it
-            logger.exception("Building the knowledge base's vocabulary failed")
-        finally:
-            connection.close()
-
-    threading.Thread(target=run, name="embedding-warm-up", daemon=True).start()

@@ -6,10 +6,8 @@ of documents. Each side fetches a candidate list deeper than top_k:
 - vector: the HNSW k-NN on the question's embedding;
 - lexical: the question's terms (PostgreSQL's websearch parse, OR-ed) weighted by their inverse
   document frequency in the knowledge base (knowledge/vocabulary.py); a chunk scores the summed
-  weights of the terms it holds. ts_rank has no notion of how common a word is ("how long is
-  paternity leave" ranked the annual-leave chunk first); with IDF the rare word decides. Only
-  chunks holding the question's rarest terms are candidates (LEXICAL_CANDIDATE_BUDGET), which
-  bounds the cost on a large knowledge base.
+  weights of the terms it holds. Only chunks holding the question's rarest terms are
+  candidates (LEXICAL_CANDIDATE_BUDGET), which bounds the cost on a large knowledge base.
 
 The two candidate lists are fused by score: cosine similarity + LEXICAL_WEIGHT (0.5) × the
 lexical score relative to the best lexical candidate's (`scores_fuse`; lexical-only candidates
@@ -18,28 +16,8 @@ follow-up searched in its conversation's context (`prefer_document_ids`) is stil
 reciprocal rank (k = 60), the conversation's documents forming a third ranking
 (chat/answering/followups.py).
 
-Why score fusion and not reciprocal rank fusion (SPEC §4 allows either, by measurement on unseen
-data): ranks throw away how far apart the scores are. Measured with `manage.py evaluate --folds
-5` (each fold's documents left out, their questions off-KB) on both kinds of data, with the same
-answering code, mean / worst fold, RRF (k = 60) → score fusion:
-
-                               recall@1      citation     hit          false refusals
-  squad2-visible (10 articles) 81.4 → 88.3   94.0 → 93.9  89.9 → 90.2  3.5 → 3.2
-                  worst fold   79.1 → 85.3   93.1 → 92.8  89.1 → 89.1  4.1 → 3.8
-  demo/eval/policies.json      87.4 → 93.3   95.4 → 95.3  92.3 → 92.7  3.5 → 3.6
-                  worst fold   85.1 → 91.2   94.3 → 94.3  91.1 → 91.1  4.5 → 4.6
-
-                               off-KB refused (incl. left-out)   left-out refused   adversarial
-  squad2-visible               98.7 → 98.6 (worst 97.5 → 97.5)   98.1 → 97.9         10.0 → 10.0
-  demo/eval/policies.json      91.1 → 91.6 (worst 87.0 → 88.4)   82.1 → 83.4         56.7 → 56.7
-
-The right chunk comes first far more often on both kinds of data, the policy pages' off-topic
-questions are refused more, and the rest moves by one or two questions either way. On the
-whole files (no folds; a replay of retrieval, the evidence check and the answer on cached
-candidates, the weight tried at 0.25 / 0.5 / 0.75 / 1.0 and RRF at k = 5 / 20 / 60): 0.5 is
-best on citation on either half of each file's documents; RRF with k = 5 reached the same
-citation accuracy on the policies but refused 2 of their 26 adversarial questions fewer.
-Cost: the same (squad2-visible, 150 questions interleaved: p50 14.0 / 13.8 ms, p95 36 / 40).
+Why score fusion, the IDF weights and the recency rule, with the figures:
+docs/decisions/0002-retrieval-score-fusion.md.
 
 Expired documents (`Document.expires_at` in the past) are never searched, like disabled ones.
 
@@ -47,21 +25,11 @@ Recency: when chunks score practically the same (within RECENCY_MARGIN of each o
 on whichever score ranks them: the fused score, the cosine or the lexical score), those of a
 document updated on a later day (UTC) come first; within a day the order stays the score's,
 then the chunk id's. Runs of near-equal scores are formed from the best down, each run
-holding the scores within the margin of its best. The margin is a tenth of a percent (a
-cosine of 0.700 against 0.7007; under reciprocal rank fusion one place apart on one side,
-1/61 against 1/62, is 1.6%), so only exact ties and near-exact ones are ever reordered, and a
-knowledge base ingested on one day (an evaluation's) ranks exactly as without the rule. The
-vector and lexical rankings settle their own ties the same way before they are fused (two
-copies of a passage tie exactly on both sides; ordered by id there, the copy with the lower
-id would be 1.6% ahead after fusion).
+holding the scores within the margin of its best. The vector and lexical rankings settle their
+own ties the same way before they are fused.
 
-Cost at 100k chunks (bench's synthetic corpus, question vector given, 40 dataset questions,
-interleaved with the ts_rank version in one process on a loaded 2-core machine): p50 49 ms, p95
-182 ms, against 479 / 1013 ms; the lexical side examines about 500 chunks (p50) instead of
-ranking every chunk holding any word of the question. `manage.py bench --chunks 100000
---concurrency 1 --questions 30`: hybrid 24 / 50 ms (vector side 9 / 15, lexical side 19 / 35).
-The first search of a process builds the vocabulary (seconds at 100k chunks; servers build it
-at startup, knowledge/embedding.py).
+The first search of a process builds the vocabulary (servers build it at startup,
+knowledge/warm_up.py).
 """
 
 from __future__ import annotations
@@ -92,7 +60,8 @@ EXCERPT_CHARS = 200
 # Lexical candidates: the chunks holding the question's rarest terms, as many terms as hold
 # together at most this many chunks (the cost of the lexical side grows with it).
 LEXICAL_CANDIDATE_BUDGET = 1000
-RRF_K = 60  # reciprocal rank fusion's constant (SPEC §4), for a follow-up's preferred documents
+# Reciprocal rank fusion's constant (docs/product.md §4), for a follow-up's preferred documents.
+RRF_K = 60
 # Score fusion: cosine similarity + LEXICAL_WEIGHT × lexical score / best candidate's lexical score.
 LEXICAL_WEIGHT = 0.5
 # Scores within this share of each other are a tie that the more recent document wins.

@@ -1,4 +1,4 @@
-"""Reads of the knowledge app that more than one adapter needs (admin, API, pages), and a
+"""Reads of the knowledge app: what adapters (admin, API, pages) and the services need, and a
 spreadsheet's rows laid out as tables again for the document page."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.utils import timezone
 from knowledge import embedding
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document, SentenceVector
-from knowledge.spreadsheets import (
+from knowledge.parsers.spreadsheets import (
     CELL_SEPARATOR,
     LABEL_SEPARATOR,
     ROW_PREFIX_SEPARATOR,
@@ -54,6 +54,21 @@ def document_is_stalled(document: Document) -> bool:
         and document.updated_at is not None
         and document.updated_at < cutoff
     )
+
+
+def embeddings_stale() -> QuerySet[Chunk]:
+    """Chunks without an embedding under the configured model."""
+    return Chunk.objects.exclude(embeddings__model=embedding.model_version())
+
+
+def sentence_vectors_stale_count() -> int:
+    """Sentence vectors stored under another model than the configured one."""
+    return SentenceVector.objects.exclude(model=embedding.model_version()).count()
+
+
+def documents_expired(*, now: datetime | None = None) -> QuerySet[Document]:
+    """Documents whose `expires_at` has passed, by pk."""
+    return Document.objects.filter(expires_at__lte=now or timezone.now()).order_by("pk")
 
 
 def documents_chunker_stale() -> QuerySet[Document]:
@@ -244,8 +259,7 @@ def sentence_vectors_stored(*, text_hashes: Iterable[str]) -> dict[str, np.ndarr
     if not hashes:
         return {}
     # The vectors in pgvector's binary form (vector_send: a 4-byte header, then big-endian
-    # float4s), not as text: printing and parsing ~60 × 384 floats per question cost 7 ms of
-    # CPU in this process alone (1 ms this way, measured at 100k chunks); the values are the same.
+    # float4s), not as text: docs/decisions/0006-sentence-vectors-read-binary.md.
     table = SentenceVector._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(

@@ -1,7 +1,8 @@
 """Sentences of a chunk as the extractive answerer reads them: the one splitting that both
 ingestion (which embeds each sentence once, knowledge.services) and answering
 (chat.answering.extractive, which compares them with the question) use, so a sentence vector
-stored at ingestion is found by the very text the answerer looks up.
+stored at ingestion is found by the very text the answerer looks up. Chunking cuts documents
+at the same sentence boundaries (`sentence_spans_covering`).
 
 A prose chunk is cut into sentences (`sentence_spans`), a spreadsheet chunk into its rows, one
 per line (`row_spans`); `answerable_spans` keeps the pieces an answer may quote (not headings or
@@ -75,6 +76,26 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
             start = end
         spans.append((start, block_end))
     return [span for span in (span_trim(text, s, e) for s, e in spans) if span[1] > span[0]]
+
+
+def sentence_spans_covering(text: str) -> list[tuple[int, int]]:
+    """The sentences of `sentence_spans`, widened so that together they cover every non-space
+    character of `text` and only whitespace lies between two of them: a sentence starts where
+    the previous one ended (whitespace skipped), so a list marker stays with its item. What
+    chunking cuts into (knowledge/chunking.py)."""
+    covering: list[tuple[int, int]] = []
+    previous = 0
+    for _, end in sentence_spans(text):
+        start = _trim_spaces(text, previous, end)[0]
+        covering.append((start, end))
+        previous = end
+    rest_start, rest_end = _trim_spaces(text, previous, len(text))
+    if rest_end > rest_start:  # a lone list marker after the last sentence
+        if covering:
+            covering[-1] = (covering[-1][0], rest_end)
+        else:
+            covering.append((rest_start, rest_end))
+    return covering
 
 
 def _blocks(text: str) -> list[tuple[int, int]]:

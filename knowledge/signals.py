@@ -18,7 +18,9 @@ def knowledge_changed_send() -> None:
 
 def document_deleting(sender: type, instance: Any, **kwargs: Any) -> None:
     """pre_delete of a Document: its sentences' vectors are pruned after the commit
-    (knowledge.services.document_sentences_prune_on_commit)."""
-    from knowledge.services import document_sentences_prune_on_commit
+    (knowledge/services/vectors.py, `document_sentences_prune_on_commit`)."""
+    # Imported here: importing knowledge.services runs the package, whose modules import this
+    # one (they send `knowledge_changed`).
+    from knowledge.services.vectors import document_sentences_prune_on_commit
 
     document_sentences_prune_on_commit([instance.pk])

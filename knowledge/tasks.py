@@ -19,7 +19,9 @@ def document_process_task(document_id: int) -> str:
     document itself (unreadable file, unsupported type) are recorded on the document by
     `document_process` (status `failed` with a readable error), so the task still succeeds.
     """
-    from knowledge.services import document_process
+    # Imported here: knowledge.services.lifecycle queues this task (and importing
+    # knowledge.services runs the whole package).
+    from knowledge.services.ingest import document_process
 
     document = Document.objects.filter(pk=document_id).first()
     if document is None:

@@ -28,14 +28,9 @@ it. Each term carries what the evidence check needs (chat/answering/evidence_sig
 - `idf`: ln((N + 1) / (df + 0.5)) over the N searchable chunks; an unknown term gets the
   largest value, ln((N + 1) / 0.5).
 
-Cost, measured on this 2-core machine: at 395 chunks (squad2-visible) the vocabulary has 5.8k
-lexemes and builds in about 0.1 s; at 100k chunks (405k lexemes, a pessimistic synthetic corpus)
-it builds in about 11 s (`ts_stat` 5-10 s, Python 3 s) and holds about 40 MB. That is why a
-changed knowledge base is rebuilt in a background thread while the previous vocabulary keeps
-answering (`vocabulary_get`), and why the fingerprint is read at most every RECHECK_SECONDS
-(about 1 ms at 2,000 documents). Per question, at 100k chunks: 0.9 ms median, 4.8 ms p95 (one
-`ts_debug` round trip, the tokenizer, dictionary lookups and at most a few hundred edit
-candidates per unknown word).
+A changed knowledge base is rebuilt in a background thread while the previous vocabulary keeps
+answering (`vocabulary_get`). Why, and what building and asking cost:
+docs/decisions/0005-vocabulary-and-typos.md.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from chat.answering.answer_types import answer_matches, expected_answer
 from chat.answering.citations import quoted_markers_neutralize
 from chat.answering.terms import terms
 from knowledge import embedding
+from knowledge.parsers.spreadsheets import range_parse
 from knowledge.retrieval import RetrievedChunk
 from knowledge.selectors import sentence_vectors_stored
 from knowledge.sentences import (  # the splitting ingestion shares; re-exported here
@@ -54,7 +55,6 @@ from knowledge.sentences import (  # the splitting ingestion shares; re-exported
     span_trim,
     text_hash,
 )
-from knowledge.spreadsheets import range_parse
 
 MAX_SENTENCES = 3
 MAX_CANDIDATE_CHUNKS = 8

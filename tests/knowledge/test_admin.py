@@ -78,7 +78,7 @@ def test_upload_is_processed_in_the_background_until_ready_with_chunks(
     assert response.status_code == 302
     assert response["Location"] == LIST_URL
     # Processing was queued after the upload committed; writing the document then queued the
-    # evidence calibration (issue 13), which measured the new knowledge base.
+    # evidence calibration (chat/calibration.py), which measured the new knowledge base.
     assert len(callbacks) == 2
     document = Document.objects.get()
     assert document.status == Document.Status.READY, document.error

@@ -15,9 +15,9 @@ from knowledge.chunking import (
     chunks_build,
     embedding_input,
     section_context,
-    sentence_spans,
 )
-from knowledge.parsing import ParsedDocument, document_parse
+from knowledge.parsers import ParsedDocument, document_parse
+from knowledge.sentences import sentence_spans_covering
 from tests.support import documents
 
 
@@ -117,7 +117,7 @@ def test_sentences_are_never_split_when_they_fit():
     for chunk in chunks:
         assert chunk.text.startswith("The travel rule")
         assert chunk.text.endswith(".")
-        pieces = [chunk.text[s:e] for s, e in sentence_spans(chunk.text)]
+        pieces = [chunk.text[s:e] for s, e in sentence_spans_covering(chunk.text)]
         assert all(piece in sentences for piece in pieces)
 
 
@@ -260,7 +260,7 @@ def test_tokenizer_work_is_batched(monkeypatch):
     ],
 )
 def test_sentence_boundaries(text, expected):
-    assert [text[s:e] for s, e in sentence_spans(text)] == expected
+    assert [text[s:e] for s, e in sentence_spans_covering(text)] == expected
 
 
 def test_an_over_long_heading_is_cut_to_the_context_limit():

@@ -16,7 +16,7 @@ from django.core.management import call_command
 
 from chat.answering import extractive
 from chat.answering.pipeline import AnswerOptions, answer_stream
-from knowledge import embedding, services
+from knowledge import embedding, selectors, services
 from knowledge.models import Chunk, Embedding, SentenceVector
 from knowledge.sentences import answerable_sentences, text_hash
 
@@ -203,7 +203,7 @@ def test_reindex_stale_re_embeds_chunks_and_sentences_of_another_runtime(tmp_pat
     before = dict(Embedding.objects.values_list("chunk_id", "vector"))
 
     runtime("onnx")
-    assert services.embeddings_stale().count() == chunks
+    assert selectors.embeddings_stale().count() == chunks
     out = StringIO()
     call_command("reindex", "--stale", stdout=out, stderr=StringIO())
 

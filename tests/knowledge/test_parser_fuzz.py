@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from knowledge.models import Chunk, Document, Embedding
-from knowledge.parsing import DocumentParseError, document_parse
+from knowledge.parsers import DocumentParseError, document_parse
 from tests.support import documents, spreadsheets
 
 pytestmark = pytest.mark.slow
@@ -230,12 +230,12 @@ def test_ingest_command_survives_damaged_files_and_keeps_the_good_ones(tmp_path)
 def test_a_parser_crash_is_recorded_as_a_readable_failure(tmp_path, monkeypatch):
     """A parser raising something other than DocumentParseError (a library bug) fails that file
     with a readable error, recorded on the document; the other files go on."""
-    from knowledge import parsing
+    from knowledge import parsers
 
     def crashing_parser(data, builder):
         raise KeyError("/srv/sourced/.venv/lib/python3.11/site-packages/somewhere.py")
 
-    monkeypatch.setitem(parsing._PARSERS, ".html", crashing_parser)
+    monkeypatch.setitem(parsers.PARSERS, ".html", crashing_parser)
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "broken.html").write_text(documents.HTML, encoding="utf-8")

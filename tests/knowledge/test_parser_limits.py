@@ -12,9 +12,9 @@ import zlib
 
 import pytest
 
-from knowledge import parsing
+from knowledge import parsers
 from knowledge.models import Document
-from knowledge.parsing import HTML_MAX_DEPTH, DocumentParseError, document_parse
+from knowledge.parsers import HTML_MAX_DEPTH, DocumentParseError, document_parse
 from knowledge.services import document_ingest
 from tests.support import documents
 
@@ -143,4 +143,4 @@ def test_the_nesting_probe_counts_like_the_tree_builder():
     # Void elements and <x/> open nothing; a stray end tag closes nothing.
     data = ("<p>" + "<br><img src=x><span/></b>" * 5000 + "text</p>").encode()
     assert "text" in document_parse(data=data, name="flat.html").text
-    assert parsing.HTML_MAX_DEPTH == HTML_MAX_DEPTH
+    assert parsers.HTML_MAX_DEPTH == HTML_MAX_DEPTH

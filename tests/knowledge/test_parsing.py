@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.parsing import (
+from knowledge.parsers import (
     DocumentParseError,
     ParsedDocument,
     UnsupportedFileType,

@@ -1,6 +1,6 @@
-"""Re-processing a document keeps its last good version searchable (SPEC §3: readers keep the
-old version until the new one is committed), and only staff allowed to change documents may
-enable, disable or re-process them."""
+"""Re-processing a document keeps its last good version searchable (docs/product.md §3:
+readers keep the old version until the new one is committed), and only staff allowed to change
+documents may enable, disable or re-process them."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
-from knowledge import services
 from knowledge.models import Chunk, Document
 from knowledge.retrieval import chunks_search, searchable_chunks
 from knowledge.selectors import document_is_stalled
-from knowledge.services import document_ingest, document_process, documents_reprocess
+from knowledge.services import document_ingest, document_process, documents_reprocess, ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -67,13 +66,13 @@ def test_a_document_queued_for_reprocessing_stays_searchable(
 def test_the_old_chunks_stay_searchable_while_the_new_version_is_built(handbook, monkeypatch):
     Path(handbook.source).write_text(HANDBOOK_V2, encoding="utf-8")
     seen_during: list[bool] = []
-    real = services._jobs_embed
+    real = ingest._jobs_embed
 
     def embed_and_look(jobs):  # in the middle of processing, before the swap
         seen_during.append(found(handbook))
         return real(jobs)
 
-    monkeypatch.setattr(services, "_jobs_embed", embed_and_look)
+    monkeypatch.setattr(ingest, "_jobs_embed", embed_and_look)
     outcome = document_process(document=handbook)
 
     assert seen_during == [True]
@@ -109,7 +108,7 @@ def test_a_worker_killed_mid_document_leaves_the_previous_version_and_can_be_req
     def killed(*args, **kwargs):
         raise SystemExit("SIGKILL")  # not an Exception: nothing in ingestion catches it
 
-    monkeypatch.setattr(services, "_write", killed)
+    monkeypatch.setattr(ingest, "_write", killed)
     with pytest.raises(SystemExit):
         document_process(document=handbook)
 

@@ -11,10 +11,10 @@ from django.test import override_settings
 from knowledge import embedding
 from knowledge.chunking import MAX_TOKENS, chunks_build
 from knowledge.models import Chunk, Document
-from knowledge.parsing import DocumentParseError, document_parse
+from knowledge.parsers import DocumentParseError, document_parse
+from knowledge.parsers.spreadsheets import number_text, range_union, value_text
 from knowledge.retrieval import chunks_search
 from knowledge.services import document_ingest, documents_ingest
-from knowledge.spreadsheets import number_text, range_union, value_text
 from tests.support.spreadsheets import (
     PX_11_ROW,
     QX_2207_ROW,

@@ -43,7 +43,8 @@ def test_evaluate_scores_a_tiny_dataset_in_a_throwaway_database(tiny_dataset, tm
         "total_p95",
     }
     assert "refuse_all_off_kb" in figures["calibration"]
-    # The knowledge base's own measurement, beside the labels' optimum (issue 13).
+    # The knowledge base's own measurement, beside the labels' optimum
+    # (docs/decisions/0027-evidence-calibration-per-knowledge-base.md).
     automatic = figures["calibration"]["automatic"]
     assert 0.0 < automatic["threshold"] <= automatic["noise_floor"] < 1.0
     assert set(automatic) >= {"false_refusal_rate", "off_kb_refusal_rate", "probe_floor"}

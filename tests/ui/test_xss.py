@@ -1,4 +1,4 @@
-"""Hostile content in the real browser (issue 9 item 5, first half): an XSS corpus placed in
+"""Hostile content in the real browser (docs/product.md §8, sanitised text): an XSS corpus placed in
 ingested documents of every format (PDF, DOCX, HTML, Markdown, TXT, XLSX, CSV, PPTX), in
 questions, a conversation title, a feedback comment and a language model's Markdown reply,
 rendered by Debian's Chromium through every page and fragment (the streamed WebSocket

@@ -15,8 +15,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from knowledge import services
 from knowledge.models import Document
+from knowledge.services.ingest import documents_ingest
+from knowledge.services.paths import paths_expand
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-pass-2026"
@@ -105,14 +106,14 @@ class Command(BaseCommand):
             return
         if not demo_dir.is_dir():
             raise CommandError(f"Demo folder not found: {demo_dir}")
-        files, _skipped = services.paths_expand([demo_dir])
+        files, _skipped = paths_expand([demo_dir])
         if not files:
             raise CommandError(f"No supported documents in {demo_dir}")
 
         self.stdout.write(f"Ingesting {len(files)} demo document(s) from {demo_dir} ...")
         started = time.monotonic()
         with tqdm(total=len(files), unit="file", file=sys.stderr, leave=False) as bar:
-            outcomes = services.documents_ingest(
+            outcomes = documents_ingest(
                 paths=files, title=None, enabled=True, dry_run=False, progress=bar.update
             )
         seconds = time.monotonic() - started

@@ -12,8 +12,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from tqdm import tqdm
 
-from knowledge import embedding, services
-from knowledge.parsing import SUPPORTED_TYPES_LABEL, is_supported
+from knowledge import embedding
+from knowledge.parsers import SUPPORTED_TYPES_LABEL, is_supported
+from knowledge.services.ingest import documents_ingest
+from knowledge.services.paths import paths_expand
 
 MAX_EXPIRY_DAYS = 36_500
 
@@ -69,7 +71,7 @@ class Command(BaseCommand):
                 )
             expires_at = timezone.now() + timedelta(days=expires_in)
 
-        files, skipped = services.paths_expand(paths)
+        files, skipped = paths_expand(paths)
         unreadable = [str(file) for file in files if not os.access(file, os.R_OK)]
         unreadable += [str(p) for p in paths if p.is_dir() and not os.access(p, os.R_OK | os.X_OK)]
         if unreadable:
@@ -90,7 +92,7 @@ class Command(BaseCommand):
         with tqdm(
             total=len(files), unit="file", desc="Ingesting", file=sys.stderr, leave=False
         ) as bar:
-            outcomes = services.documents_ingest(
+            outcomes = documents_ingest(
                 paths=files,
                 title=title.strip() if title else None,
                 enabled=not disabled,

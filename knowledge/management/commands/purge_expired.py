@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from knowledge import services
+from knowledge.services.lifecycle import documents_purge_expired
 
 
 class Command(BaseCommand):
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, dry_run: bool, **options) -> None:
-        documents = services.documents_purge_expired(
+        documents = documents_purge_expired(
             dry_run=dry_run,
             progress=lambda n: self.stdout.write(f"  deleted {n} document(s)…"),
         )

@@ -8,10 +8,16 @@ import time
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from knowledge import embedding, services
+from knowledge import embedding
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document
-from knowledge.selectors import documents_chunker_stale
+from knowledge.selectors import (
+    documents_chunker_stale,
+    embeddings_stale,
+    sentence_vectors_stale_count,
+)
+from knowledge.services.ingest import documents_reindex
+from knowledge.services.reindex import embeddings_rebuild_stale, sentence_vectors_rebuild_stale
 
 
 class Command(BaseCommand):
@@ -71,12 +77,12 @@ class Command(BaseCommand):
                 f"(today's is version {CHUNKER_VERSION})."
             )
         failed = self._reindex(rechunk) if rechunk and not dry_run else 0
-        total = services.embeddings_stale().count()
+        total = embeddings_stale().count()
         if dry_run:
             self.stdout.write(
                 f"Would re-embed {total} chunk(s) with {model}, and the sentences of every "
                 f"chunk that have no stored vector from it "
-                f"({services.sentence_vectors_stale_count()} from other models would go). "
+                f"({sentence_vectors_stale_count()} from other models would go). "
                 "Nothing changed."
             )
             return
@@ -85,7 +91,7 @@ class Command(BaseCommand):
         else:
             started = time.monotonic()
             with tqdm(total=total, unit="chunk", desc="Re-embedding", file=sys.stderr) as bar:
-                done = services.embeddings_rebuild_stale(progress=bar.update)
+                done = embeddings_rebuild_stale(progress=bar.update)
             seconds = time.monotonic() - started
             self.stdout.write(
                 self.style.SUCCESS(f"Re-embedded {done} chunk(s) with {model} in {seconds:.1f} s.")
@@ -93,7 +99,7 @@ class Command(BaseCommand):
         started = time.monotonic()
         chunks = Chunk.objects.count()
         with tqdm(total=chunks, unit="chunk", desc="Sentences", file=sys.stderr) as bar:
-            sentences = services.sentence_vectors_rebuild_stale(progress=bar.update)
+            sentences = sentence_vectors_rebuild_stale(progress=bar.update)
         self.stdout.write(
             self.style.SUCCESS(
                 f"Embedded {sentences} sentence(s) without a stored vector with {model} in "
@@ -130,7 +136,7 @@ class Command(BaseCommand):
         how many failed (each one left as it was)."""
         started = time.monotonic()
         with tqdm(total=len(documents), unit="doc", desc="Re-indexing", file=sys.stderr) as bar:
-            outcomes = services.documents_reindex(documents=documents, progress=bar.update)
+            outcomes = documents_reindex(documents=documents, progress=bar.update)
         seconds = time.monotonic() - started
         failed = [o for o in outcomes if o.action == "failed"]
         chunks = sum(o.chunks for o in outcomes if o.action != "failed")

@@ -13,6 +13,9 @@ When many files are ingested, the texts of several documents wait in a window an
 the model together: one call sorts them by length, so batches carry little padding and the
 model runs at its own speed however small the documents are. Each document is still
 written in its own transaction.
+
+Re-processing an existing document (`document_process`) and re-chunking documents from their
+original files (`documents_reindex`) run the same steps.
 """
 
 from __future__ import annotations
@@ -20,34 +23,39 @@ from __future__ import annotations
 import hashlib
 import logging
 import mimetypes
-import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import QuerySet
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from knowledge import embedding
-from knowledge.chunking import CHUNKER_VERSION, ChunkDraft, chunks_build, embedding_input
-from knowledge.models import Chunk, Document, Embedding, SentenceVector
-from knowledge.parsing import (
+from knowledge.chunking import CHUNKER_VERSION, ChunkDraft, chunks_build
+from knowledge.models import Chunk, Document, Embedding
+from knowledge.parsers import (
     DocumentParseError,
     ParsedDocument,
     UnsupportedFileType,
     document_parse,
     file_type_check,
-    is_supported,
 )
-from knowledge.selectors import documents_in_progress
-from knowledge.sentences import answerable_sentences
-from knowledge.sentences import text_hash as sentence_hash
+from knowledge.services.paths import paths_expand
+from knowledge.services.vectors import (
+    WRITE_BATCH,
+    VectorKey,
+    chunk_sentences,
+    documents_sentences,
+    sentence_vectors_prune,
+    sentence_vectors_write,
+    sentences_missing,
+    texts_embed,
+    vectors_known,
+)
 from knowledge.signals import knowledge_changed_send
 
 if TYPE_CHECKING:
@@ -56,13 +64,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Action = Literal["new", "updated", "unchanged", "failed"]
-Progress = Callable[[int], None]
 
-_LOOKUP_BATCH = 1000  # text hashes per embedding-cache query
-_WRITE_BATCH = 500  # rows per INSERT
-_STALE_BATCH = 256  # chunks per re-embedding round
-_PURGE_BATCH = 100  # documents deleted per transaction
-_PRUNE_BATCH = 200  # sentences looked up per full-text query when pruning their vectors
+Progress = Callable[[int], None]
 
 
 def _embed_window() -> int:
@@ -83,11 +86,6 @@ class IngestError(Exception):
     """A step of ingestion failed; the message is meant for the user."""
 
 
-# Embeddings are cached by what the model read: the chunk text (by hash) and its section,
-# whose heading path is part of the model's input (`chunking.embedding_input`).
-_Key = tuple[str, str | None]
-
-
 @dataclass
 class _Job:
     """A parsed and chunked document waiting for its embeddings, then for its write."""
@@ -99,16 +97,13 @@ class _Job:
     drafts: list[ChunkDraft]
     fields: dict  # Document fields to set when written
     failure_fields: dict  # fields for a document created only to record a failure
-    known: dict[_Key, Any] = field(default_factory=dict)  # → vector
-    missing: dict[_Key, str] = field(default_factory=dict)  # → what the model must embed
+    known: dict[VectorKey, Any] = field(default_factory=dict)  # → vector
+    missing: dict[VectorKey, str] = field(default_factory=dict)  # → what the model must embed
     # The chunks' answerable sentences not stored yet under the model: hash → text, then
     # hash → vector once embedded (knowledge.sentences; read back when answering).
     sentences_missing: dict[str, str] = field(default_factory=dict)
     sentence_vectors: dict[str, Any] = field(default_factory=dict)
     error: str = ""
-
-
-# --- Public services ---------------------------------------------------------------------
 
 
 def document_ingest(
@@ -171,62 +166,10 @@ def document_process(*, document: Document) -> IngestOutcome:
         error = f"Unexpected error while processing the document: {exc}"
         outcome = IngestOutcome(document.source, "failed", document, 0, error)
     if outcome.action == "failed":  # recorded once more: a write that failed recorded nothing
-        _mark_failed(source=document.source, error=outcome.error, fields={})
+        document_mark_failed(source=document.source, error=outcome.error, fields={})
     document.refresh_from_db()
     outcome.document = document
     return outcome
-
-
-def document_processing_enqueue(document: Document) -> None:
-    """Queue background processing of `document` once the current transaction commits, so
-    the worker never looks for a row that is not there yet and the request returns at once.
-    A queue that cannot be reached records the failure on the document instead of losing it
-    (a ready document keeps its searchable version)."""
-    from knowledge.tasks import document_process_task
-
-    def enqueue(document_id: int, source: str) -> None:
-        try:
-            document_process_task.enqueue(document_id)
-        except Exception as exc:  # the request must not fail after the upload was saved
-            logger.exception("Could not queue processing of document %s", document_id)
-            error = f"Could not queue the document for processing ({exc}). Re-process it."
-            _mark_failed(source=source, error=error, fields={})
-
-    transaction.on_commit(partial(enqueue, document.pk, document.source))
-
-
-def documents_set_enabled(*, ids: Iterable[int], enabled: bool) -> int:
-    """Enable or disable documents; returns how many changed."""
-    changed = (
-        Document.objects.filter(pk__in=list(ids))
-        .exclude(enabled=enabled)
-        .update(enabled=enabled, updated_at=timezone.now())
-    )
-    if changed:
-        knowledge_changed_send()
-    return changed
-
-
-def documents_reprocess(*, ids: Iterable[int]) -> tuple[int, int]:
-    """Queue documents for background processing again; those already waiting or being
-    processed are left alone (unless stalled). A ready document stays ready and searchable
-    until its new version replaces it. Returns (queued, skipped)."""
-    queued = 0
-    with transaction.atomic():
-        documents = Document.objects.filter(pk__in=list(ids)).select_for_update()
-        busy_ids = set(documents_in_progress(documents).values_list("pk", flat=True))
-        now = timezone.now()
-        for document in documents.exclude(pk__in=busy_ids):
-            if document.status == Document.Status.READY:
-                document.reprocessing_since = now
-            else:
-                document.status = Document.Status.PENDING
-                document.reprocessing_since = None
-            document.error = ""
-            document.save(update_fields=["status", "error", "reprocessing_since", "updated_at"])
-            document_processing_enqueue(document)
-            queued += 1
-    return queued, len(busy_ids)
 
 
 def documents_ingest(
@@ -256,116 +199,6 @@ def documents_ingest(
     return window.outcomes()
 
 
-def paths_expand(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
-    """(files to ingest, files skipped). Directories are walked recursively, hidden entries
-    and office lock files ignored, files of unsupported types skipped; a file named
-    explicitly is always kept (so that its type is refused with a clear error)."""
-    files: list[Path] = []
-    skipped: list[Path] = []
-    seen: set[Path] = set()
-
-    def keep(file: Path) -> None:
-        resolved = file.resolve()
-        if resolved not in seen:
-            seen.add(resolved)
-            files.append(file)
-
-    for path in paths:
-        path = Path(path)
-        if not path.is_dir():
-            keep(path)
-            continue
-        for root, dirs, names in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in sorted(names):
-                if name.startswith((".", "~$")):
-                    continue
-                file = Path(root) / name
-                if is_supported(name):
-                    keep(file)
-                else:
-                    skipped.append(file)
-    return files, skipped
-
-
-def embeddings_stale() -> QuerySet[Chunk]:
-    """Chunks without an embedding under the configured model."""
-    return Chunk.objects.exclude(embeddings__model=embedding.model_version())
-
-
-def embeddings_rebuild_stale(*, progress: Progress | None = None) -> int:
-    """Embed every chunk that has no embedding under the configured model (texts already
-    embedded elsewhere are copied), drop its embeddings from other models. Batches ordered
-    by pk, each in its own transaction. Returns the number of chunks brought up to date;
-    `progress(n)` after each batch of n chunks."""
-    model = embedding.model_version()
-    done = 0
-    last_pk = 0
-    while True:
-        batch = list(
-            embeddings_stale()
-            .filter(pk__gt=last_pk)
-            .order_by("pk")
-            .values_list("pk", "text", "text_hash", "section")[:_STALE_BATCH]
-        )
-        if not batch:
-            return done
-        last_pk = batch[-1][0]
-        known = _vectors_known([(text_hash, section) for _, _, text_hash, section in batch])
-        known.update(
-            _embed(
-                {
-                    (text_hash, section): embedding_input(text=text, section=section)
-                    for _, text, text_hash, section in batch
-                    if (text_hash, section) not in known
-                }
-            )
-        )
-        chunk_ids = [pk for pk, *_ in batch]
-        with transaction.atomic():
-            Embedding.objects.filter(chunk_id__in=chunk_ids).exclude(model=model).delete()
-            Embedding.objects.bulk_create(
-                [
-                    Embedding(chunk_id=pk, vector=known[(text_hash, section)], model=model)
-                    for pk, _, text_hash, section in batch
-                ],
-                batch_size=_WRITE_BATCH,
-                ignore_conflicts=True,  # another process fixed the same chunk meanwhile
-            )
-        done += len(batch)
-        if progress:
-            progress(len(batch))
-
-
-def sentence_vectors_rebuild_stale(*, progress: Progress | None = None) -> int:
-    """Embed the answerable sentences of every chunk that have no stored vector under the
-    configured model, then drop the sentence vectors of other models. Chunks in batches
-    ordered by pk; `progress(n)` after each batch of n chunks. Returns the sentences embedded."""
-    done = 0
-    last_pk = 0
-    while True:
-        batch = list(
-            Chunk.objects.filter(pk__gt=last_pk)
-            .order_by("pk")
-            .values_list("pk", "text", "sheet")[:_STALE_BATCH]
-        )
-        if not batch:
-            break
-        last_pk = batch[-1][0]
-        missing = _sentences_missing([(text, bool(sheet)) for _, text, sheet in batch])
-        _sentence_vectors_write(_embed(missing))
-        done += len(missing)
-        if progress:
-            progress(len(batch))
-    SentenceVector.objects.exclude(model=embedding.model_version()).delete()
-    return done
-
-
-def sentence_vectors_stale_count() -> int:
-    """Sentence vectors stored under another model than the configured one."""
-    return SentenceVector.objects.exclude(model=embedding.model_version()).count()
-
-
 def documents_reindex(
     *, documents: Iterable[Document], progress: Progress | None = None
 ) -> list[IngestOutcome]:
@@ -384,55 +217,11 @@ def documents_reindex(
     return window.outcomes()
 
 
-def documents_expired(*, now: datetime | None = None) -> QuerySet[Document]:
-    """Documents whose `expires_at` has passed, by pk."""
-    return Document.objects.filter(expires_at__lte=now or timezone.now()).order_by("pk")
-
-
-def documents_purge_expired(
-    *, now: datetime | None = None, dry_run: bool = False, progress: Progress | None = None
-) -> list[Document]:
-    """Delete the expired documents (their chunks and embeddings go with them; answers that
-    cited them keep their citation snapshots, shown as from a removed document) and their
-    uploaded files. Batches by pk, each in its own transaction; `progress(n)` after each.
-    Returns the documents deleted (or, with `dry_run`, that would be)."""
-    now = now or timezone.now()
-    if dry_run:
-        return list(documents_expired(now=now))
-    storage = Document._meta.get_field("file").storage
-    deleted: list[Document] = []
-    last_pk = 0
-    while True:
-        with transaction.atomic():
-            batch = list(
-                documents_expired(now=now).filter(pk__gt=last_pk).select_for_update()[:_PURGE_BATCH]
-            )
-            if not batch:
-                return deleted
-            last_pk = batch[-1].pk
-            names = [document.file.name for document in batch if document.file]
-            Document.objects.filter(pk__in=[document.pk for document in batch]).delete()
-            knowledge_changed_send()
-
-            def remove(names: list[str] = names) -> None:
-                for name in names:
-                    if storage.exists(name):
-                        storage.delete(name)
-
-            transaction.on_commit(remove)
-        deleted.extend(batch)
-        if progress:
-            progress(len(batch))
-
-
 def title_from_name(name: str) -> str:
     """A title from a file name: "staff-handbook_2026.md" → "Staff handbook 2026"."""
     stem = Path(name).stem
     words = " ".join(re.sub(r"[_\-.]+", " ", stem).split()) or stem
     return (words[:1].upper() + words[1:])[:300] if words.islower() else words[:300]
-
-
-# --- Steps -------------------------------------------------------------------------------
 
 
 class _Window:
@@ -536,7 +325,7 @@ def _ingest_job(
     except DocumentParseError as exc:
         document = None
         if not dry_run:
-            document = _mark_failed(source=source, error=str(exc), fields=fields_for(None))
+            document = document_mark_failed(source=source, error=str(exc), fields=fields_for(None))
         return IngestOutcome(source, "failed", document or existing, 0, str(exc))
     if dry_run:
         return IngestOutcome(source, action, existing, len(drafts))
@@ -562,7 +351,7 @@ def _rebuild_job(
         drafts = _drafts(parsed=parsed, name=name)
     except (IngestError, DocumentParseError) as exc:
         if not (keep_unreadable and isinstance(exc, IngestError)):
-            _mark_failed(source=document.source, error=str(exc), fields={})
+            document_mark_failed(source=document.source, error=str(exc), fields={})
             document.refresh_from_db()
         return IngestOutcome(document.source, "failed", document, 0, str(exc))
     fields = {"media_type": _media_type(name), **_parsed_metadata(parsed, document)}
@@ -599,123 +388,13 @@ def _job_new(**fields) -> _Job:
     """A job whose texts already embedded under the current model (anywhere in the
     knowledge base) are looked up now; only the others will be sent to the model."""
     job = _Job(**fields)
-    job.known = _vectors_known([(draft.text_hash, draft.section) for draft in job.drafts])
+    job.known = vectors_known([(draft.text_hash, draft.section) for draft in job.drafts])
     for draft in job.drafts:
         key = (draft.text_hash, draft.section)
         if key not in job.known:
             job.missing.setdefault(key, draft.embedding_input)
-    job.sentences_missing = _sentences_missing([(d.text, bool(d.sheet)) for d in job.drafts])
+    job.sentences_missing = sentences_missing([(d.text, bool(d.sheet)) for d in job.drafts])
     return job
-
-
-def _sentences_missing(chunks: Iterable[tuple[str, bool]]) -> dict[str, str]:
-    """hash → text of the answerable sentences of (text, is a sheet) chunks that have no
-    stored vector under the configured model (each distinct text once)."""
-    sentences = chunk_sentences(chunks)
-    model = embedding.model_version()
-    hashes = list(sentences)
-    for start in range(0, len(hashes), _LOOKUP_BATCH):
-        stored = SentenceVector.objects.filter(
-            model=model, text_hash__in=hashes[start : start + _LOOKUP_BATCH]
-        ).values_list("text_hash", flat=True)
-        for text_hash in stored:
-            sentences.pop(text_hash, None)
-    return sentences
-
-
-def _sentence_vectors_write(vectors: dict[str, Any]) -> None:
-    model = embedding.model_version()
-    SentenceVector.objects.bulk_create(
-        [SentenceVector(text_hash=key, vector=v, model=model) for key, v in vectors.items()],
-        batch_size=_WRITE_BATCH,
-        ignore_conflicts=True,  # the same sentence written by another document meanwhile
-    )
-
-
-def chunk_sentences(rows: Iterable[tuple[str, bool]]) -> dict[str, str]:
-    """hash → text of the answerable sentences of (chunk text, is a sheet) rows."""
-    sentences: dict[str, str] = {}
-    for text, sheet in rows:
-        for sentence in answerable_sentences(text, sheet=sheet):
-            sentences.setdefault(sentence_hash(sentence), sentence)
-    return sentences
-
-
-def sentence_vectors_prune(candidates: dict[str, str]) -> int:
-    """Delete the stored vectors of the `candidates` (hash → text: the sentences of chunks
-    just removed) that no remaining chunk holds any more; returns how many rows went.
-
-    Cheap on any size of knowledge base: a chunk still holding a sentence holds all its words,
-    so the full-text index finds the few chunks to look in (plainto_tsquery), and the text is
-    looked for in those, stopping at the first. Errs on keeping: a candidate found inside
-    another sentence of a chunk, or without a searchable word (only stop words), is kept."""
-    hashes = list(candidates)
-    held: set[str] = set()
-    for start in range(0, len(hashes), _PRUNE_BATCH):
-        batch = hashes[start : start + _PRUNE_BATCH]
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT c.h FROM unnest(%s::text[], %s::text[]) AS c(h, t) "
-                "WHERE numnode(plainto_tsquery('english', c.t)) = 0 OR EXISTS ("
-                " SELECT 1 FROM knowledge_chunk k"
-                " WHERE k.search_vector @@ plainto_tsquery('english', c.t)"
-                " AND strpos(k.text, c.t) > 0)",
-                [batch, [candidates[key] for key in batch]],
-            )
-            held.update(key for (key,) in cursor.fetchall())
-    orphans = [key for key in hashes if key not in held]
-    deleted = 0
-    for start in range(0, len(orphans), _LOOKUP_BATCH):
-        deleted += SentenceVector.objects.filter(
-            text_hash__in=orphans[start : start + _LOOKUP_BATCH]
-        ).delete()[0]
-    return deleted
-
-
-def _documents_sentences(document_ids: Iterable[int]) -> dict[str, str]:
-    """hash → text of the answerable sentences of these documents' chunks."""
-    rows = Chunk.objects.filter(document_id__in=list(document_ids)).values_list("text", "sheet")
-    return chunk_sentences((text, bool(sheet)) for text, sheet in rows)
-
-
-def document_sentences_prune_on_commit(document_ids: Iterable[int]) -> None:
-    """Once the current transaction commits, prune the stored vectors of the sentences of
-    these documents' chunks (read now, before they go) that no other chunk holds."""
-    candidates = _documents_sentences(document_ids)
-    if candidates:
-        # robust: a failed clean-up is logged; it never fails the deletion that committed.
-        transaction.on_commit(lambda: sentence_vectors_prune(candidates), robust=True)
-
-
-def _vectors_known(keys: list[_Key]) -> dict[_Key, Any]:
-    """Existing vectors, under the configured model, of chunks with these texts (by hash)
-    and sections."""
-    model = embedding.model_version()
-    wanted = set(keys)
-    hashes = list(dict.fromkeys(text_hash for text_hash, _ in keys))
-    known: dict[_Key, Any] = {}
-    for start in range(0, len(hashes), _LOOKUP_BATCH):
-        rows = (
-            Embedding.objects.filter(
-                model=model, chunk__text_hash__in=hashes[start : start + _LOOKUP_BATCH]
-            )
-            .order_by()
-            .values_list("chunk__text_hash", "chunk__section", "vector")
-        )
-        for text_hash, section, vector in rows:
-            if (text_hash, section) in wanted:
-                known.setdefault((text_hash, section), vector)
-    return known
-
-
-def _embed(missing: dict[Any, str]) -> dict[Any, Any]:
-    """Vectors for the given model inputs, in one call of the model."""
-    if not missing:
-        return {}
-    vectors = embedding.embed_texts(
-        list(missing.values()), batch_size=settings.EMBEDDING_BATCH_SIZE
-    )
-    return dict(zip(missing, vectors, strict=True))
 
 
 def _jobs_embed(jobs: list[_Job]) -> None:
@@ -726,7 +405,7 @@ def _jobs_embed(jobs: list[_Job]) -> None:
         missing.update(job.missing)
         missing.update({("sentence", key): text for key, text in job.sentences_missing.items()})
     try:
-        vectors = _embed(missing)  # chunks and sentences in one call, batched by length
+        vectors = texts_embed(missing)  # chunks and sentences in one call, batched by length
     except Exception as exc:  # the model failing is reported on the documents, not raised
         if len(jobs) > 1:
             for job in jobs:
@@ -745,7 +424,9 @@ def _jobs_embed(jobs: list[_Job]) -> None:
 def _job_write(job: _Job) -> IngestOutcome:
     """Write one embedded job (or record its failure) and say what happened."""
     if job.error:
-        document = _mark_failed(source=job.source, error=job.error, fields=job.failure_fields)
+        document = document_mark_failed(
+            source=job.source, error=job.error, fields=job.failure_fields
+        )
         return IngestOutcome(job.source, "failed", document, 0, job.error)
     try:
         document = _write(job)
@@ -777,7 +458,7 @@ def _write(job: _Job) -> Document:
         document.save()
         # Old chunks go (their embeddings cascade; citations keep their snapshot), and the
         # vectors of their sentences that no chunk holds any more.
-        removed = _documents_sentences([document.pk])
+        removed = documents_sentences([document.pk])
         Embedding.objects.filter(chunk__document=document).delete()
         Chunk.objects.filter(document=document).only("pk").delete()
         chunks = Chunk.objects.bulk_create(
@@ -797,7 +478,7 @@ def _write(job: _Job) -> Document:
                 )
                 for draft in job.drafts
             ],
-            batch_size=_WRITE_BATCH,
+            batch_size=WRITE_BATCH,
         )
         Embedding.objects.bulk_create(
             [
@@ -806,9 +487,9 @@ def _write(job: _Job) -> Document:
                 )
                 for chunk in chunks
             ],
-            batch_size=_WRITE_BATCH,
+            batch_size=WRITE_BATCH,
         )
-        _sentence_vectors_write(job.sentence_vectors)
+        sentence_vectors_write(job.sentence_vectors)
         if removed:
             kept = chunk_sentences((draft.text, bool(draft.sheet)) for draft in job.drafts)
             sentence_vectors_prune({k: t for k, t in removed.items() if k not in kept})
@@ -823,7 +504,7 @@ def _media_type(name: str) -> str:
         return mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
-def _mark_failed(*, source: str, error: str, fields: dict) -> Document:
+def document_mark_failed(*, source: str, error: str, fields: dict) -> Document:
     """Record the failure on the document (created if new). A ready document keeps its
     status and its chunks (the last good version stays searchable) and shows the error;
     any other is marked failed (and never searched)."""

@@ -44,14 +44,16 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from knowledge.parsing import DocumentParseError, _clean_inline, _decode_text, _reason
-
-if TYPE_CHECKING:
-    from knowledge.parsing import _BlockBuilder
+from knowledge.parsers.base import (
+    BlockBuilder,
+    DocumentParseError,
+    clean_inline,
+    decode_text,
+    error_reason,
+)
 
 ROW_PREFIX_SEPARATOR = " — "  # between the sheet's name and the row's cells
 CELL_SEPARATOR = " · "  # between "label: value" pairs
@@ -168,7 +170,7 @@ def value_text(value: object, number_format: str | None = None) -> str:
         return _duration_text(value)
     if isinstance(value, (int, float)):
         return number_text(value, number_format)
-    text = _clean_inline(str(value))
+    text = clean_inline(str(value))
     if len(text) > MAX_CELL_CHARS:
         text = text[: MAX_CELL_CHARS - 1].rstrip() + "…"
     return text
@@ -368,7 +370,7 @@ def sheet_blocks(
     name: str,
     rows: Iterator[Row],
     merges: list[CellRange],
-    builder: _BlockBuilder,
+    builder: BlockBuilder,
     budget: _Budget,
     hidden: bool = False,
 ) -> SheetInfo | None:
@@ -448,7 +450,7 @@ def sheet_blocks(
 # --- .xlsx ---------------------------------------------------------------------------------
 
 
-def parse_xlsx(data: bytes, builder: _BlockBuilder) -> str | None:
+def parse_xlsx(data: bytes, builder: BlockBuilder) -> str | None:
     """An Excel workbook, sheet by sheet in workbook order."""
     import warnings
 
@@ -460,7 +462,7 @@ def parse_xlsx(data: bytes, builder: _BlockBuilder) -> str | None:
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
         raise DocumentParseError(
             "Could not read the spreadsheet: the file is damaged or not an .xlsx file "
-            f"({_reason(exc)})."
+            f"({error_reason(exc)})."
         ) from exc
     if unpacked > MAX_UNPACKED_BYTES:
         raise DocumentParseError(
@@ -474,7 +476,7 @@ def parse_xlsx(data: bytes, builder: _BlockBuilder) -> str | None:
     except Exception as exc:  # zip, XML and schema errors of many kinds on broken files
         raise DocumentParseError(
             "Could not read the spreadsheet: the file is damaged or not an .xlsx file "
-            f"({_reason(exc)})."
+            f"({error_reason(exc)})."
         ) from exc
     budget = _Budget.from_settings()
     sheets: list[dict] = []
@@ -493,12 +495,12 @@ def parse_xlsx(data: bytes, builder: _BlockBuilder) -> str | None:
         raise
     except Exception as exc:  # malformed sheet XML surfaces while streaming its rows
         raise DocumentParseError(
-            f"Could not read the spreadsheet: the file is damaged ({_reason(exc)})."
+            f"Could not read the spreadsheet: the file is damaged ({error_reason(exc)})."
         ) from exc
     finally:
         workbook.close()
     builder.metadata["sheets"] = sheets
-    return _clean_inline(title or "") or builder.name or None
+    return clean_inline(title or "") or builder.name or None
 
 
 def _xlsx_sheet(worksheet, archive: zipfile.ZipFile, builder, budget: _Budget) -> SheetInfo | None:
@@ -542,7 +544,7 @@ def _xlsx_sheet(worksheet, archive: zipfile.ZipFile, builder, budget: _Budget) -
         return value_text(value)
 
     return sheet_blocks(
-        name=_clean_inline(worksheet.title)[:MAX_LABEL_CHARS] or "Sheet",
+        name=clean_inline(worksheet.title)[:MAX_LABEL_CHARS] or "Sheet",
         rows=_merge_fill(raw_rows(), merges, render),
         merges=merges,
         builder=builder,
@@ -567,14 +569,14 @@ def _merge_refs(archive: zipfile.ZipFile, path: str) -> list[bytes]:
 # --- .csv ----------------------------------------------------------------------------------
 
 
-def parse_csv(data: bytes, builder: _BlockBuilder) -> str | None:
+def parse_csv(data: bytes, builder: BlockBuilder) -> str | None:
     """A CSV file: one sheet named after the file."""
     if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise DocumentParseError("The file does not look like CSV text (it has binary data).")
-    text = _decode_text(data)
+    text = decode_text(data)
     dialect = _csv_dialect(text)
     name = Path(builder.name).stem if builder.name else "Sheet"
-    name = _clean_inline(name)[:MAX_LABEL_CHARS] or "Sheet"
+    name = clean_inline(name)[:MAX_LABEL_CHARS] or "Sheet"
 
     def rows() -> Iterator[Row]:
         reader = csv.reader(io.StringIO(text, newline=""), dialect)
@@ -588,7 +590,7 @@ def parse_csv(data: bytes, builder: _BlockBuilder) -> str | None:
                 if cells:
                     yield number, cells
         except csv.Error as exc:
-            raise DocumentParseError(f"Could not read the CSV file ({_reason(exc)}).") from exc
+            raise DocumentParseError(f"Could not read the CSV file ({error_reason(exc)}).") from exc
 
     info = sheet_blocks(
         name=name, rows=rows(), merges=[], builder=builder, budget=_Budget.from_settings()

@@ -14,30 +14,32 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from knowledge.parsing import DocumentParseError, _clean_inline, _reason
+from knowledge.parsers.base import (
+    BlockBuilder,
+    DocumentParseError,
+    clean_inline,
+    error_reason,
+    table_row_text,
+)
 
-if TYPE_CHECKING:
-    from knowledge.parsing import _BlockBuilder
 
-
-def parse_pptx(data: bytes, builder: _BlockBuilder) -> str | None:
+def parse_pptx(data: bytes, builder: BlockBuilder) -> str | None:
     from pptx import Presentation
 
     try:
         presentation = Presentation(io.BytesIO(data))
         slides = list(presentation.slides)
-        deck_title = _clean_inline(presentation.core_properties.title or "") or None
+        deck_title = clean_inline(presentation.core_properties.title or "") or None
     except Exception as exc:  # zip, XML and package errors of many kinds on broken files
         raise DocumentParseError(
             "Could not read the presentation: the file is damaged or not a .pptx file "
-            f"({_reason(exc)})."
+            f"({error_reason(exc)})."
         ) from exc
     first_title: str | None = None
     for number, slide in enumerate(slides, start=1):
         title_shape = slide.shapes.title
-        title = _clean_inline(title_shape.text_frame.text) if title_shape is not None else ""
+        title = clean_inline(title_shape.text_frame.text) if title_shape is not None else ""
         first_title = first_title or title or None
         section = title or f"Slide {number}"
         previous_row = False
@@ -45,7 +47,7 @@ def parse_pptx(data: bytes, builder: _BlockBuilder) -> str | None:
             builder.add(text, page=number, section=section, tight=is_row and previous_row)
             previous_row = is_row
         if slide.has_notes_slide:
-            notes = _clean_inline(slide.notes_slide.notes_text_frame.text or "")
+            notes = clean_inline(slide.notes_slide.notes_text_frame.text or "")
             if notes:
                 builder.add(f"Notes: {notes}", page=number, section=section)
     return deck_title or first_title
@@ -61,18 +63,14 @@ def _slide_texts(shapes, *, skip) -> Iterator[tuple[str, bool]]:
             continue
         if getattr(shape, "has_table", False) and shape.has_table:
             for row in shape.table.rows:
-                cells: list[str] = []
-                for cell in row.cells:
-                    text = _clean_inline(cell.text)
-                    if text and (not cells or cells[-1] != text):  # merged cells repeat
-                        cells.append(text)
-                if cells:
-                    yield " | ".join(cells), True
+                text = table_row_text(cell.text for cell in row.cells)
+                if text:
+                    yield text, True
             continue
         if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
             for paragraph in shape.text_frame.paragraphs:
-                text = _clean_inline("".join(run.text for run in paragraph.runs) or "")
+                text = clean_inline("".join(run.text for run in paragraph.runs) or "")
                 if not text:
-                    text = _clean_inline(paragraph.text or "")
+                    text = clean_inline(paragraph.text or "")
                 if text:
                     yield (f"- {text}" if paragraph.level > 0 else text), False

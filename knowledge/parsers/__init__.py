@@ -1,0 +1,132 @@
+"""Turn a document's bytes into text blocks that remember where they came from.
+
+Every parser returns a `ParsedDocument`: the extracted text and its blocks (paragraphs, list
+items, table rows, code blocks), each with its page (PDF) or section (heading path such as
+"Handbook > Leave > Annual leave" for Markdown, HTML and DOCX) and its character offsets
+into the extracted text. Chunking never lets a chunk cross from one page or section to the
+next, so these two fields are what citations point at.
+
+Spreadsheet blocks (.xlsx, .csv; knowledge/parsers/spreadsheets.py) are rows, each with its `sheet`
+and the `cells` it covers ("A4:E4"); slides (.pptx; knowledge/parsers/slides.py) have the slide
+number as their page and the slide's title as their section.
+
+Supported: .pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx. Anything else
+is refused with an `UnsupportedFileType`; a corrupt or empty file raises a
+`DocumentParseError` whose message is meant for the person who gave us the file.
+
+This module picks the parser by the file's extension (`PARSERS`, one module per format); what
+they share is in knowledge/parsers/base.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from knowledge.parsers.base import (
+    HTML_MAX_DEPTH,
+    SECTION_SEPARATOR,
+    Block,
+    BlockBuilder,
+    DocumentParseError,
+    ParsedDocument,
+    UnsupportedFileType,
+    clean_inline,
+)
+from knowledge.parsers.docx import parse_docx
+from knowledge.parsers.html import parse_html
+from knowledge.parsers.markdown import parse_markdown
+from knowledge.parsers.pdf import parse_pdf
+from knowledge.parsers.slides import parse_pptx
+from knowledge.parsers.spreadsheets import parse_csv, parse_xlsx
+from knowledge.parsers.text import parse_text
+
+__all__ = [
+    "HTML_MAX_DEPTH",
+    "PARSERS",
+    "SECTION_SEPARATOR",
+    "SUPPORTED_TYPES",
+    "SUPPORTED_TYPES_LABEL",
+    "Block",
+    "DocumentParseError",
+    "ParsedDocument",
+    "UnsupportedFileType",
+    "document_parse",
+    "file_type_check",
+    "is_supported",
+]
+
+SUPPORTED_TYPES: dict[str, str] = {
+    ".pdf": "application/pdf",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".txt": "text/plain",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".csv": "text/csv",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+}
+SUPPORTED_TYPES_LABEL = ".pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx"
+logger = logging.getLogger(__name__)
+
+# The parser of each extension: it adds the file's blocks to the builder and returns the
+# document's own title when it has one.
+PARSERS: dict[str, Callable[[bytes, BlockBuilder], str | None]] = {
+    ".pdf": parse_pdf,
+    ".md": parse_markdown,
+    ".markdown": parse_markdown,
+    ".html": parse_html,
+    ".htm": parse_html,
+    ".txt": parse_text,
+    ".docx": parse_docx,
+    ".xlsx": parse_xlsx,
+    ".csv": parse_csv,
+    ".pptx": parse_pptx,
+}
+
+
+def file_type_check(name: str) -> str:
+    """The media type for `name`'s extension, or `UnsupportedFileType` naming what is supported."""
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUPPORTED_TYPES:
+        shown = f"'{suffix}'" if suffix else "without an extension"
+        raise UnsupportedFileType(
+            f"Unsupported file type {shown} ({Path(name).name}). "
+            f"Supported types: {SUPPORTED_TYPES_LABEL}."
+        )
+    return SUPPORTED_TYPES[suffix]
+
+
+def is_supported(name: str) -> bool:
+    return Path(name).suffix.lower() in SUPPORTED_TYPES
+
+
+def document_parse(*, data: bytes, name: str) -> ParsedDocument:
+    """Parse `data`, the bytes of a file called `name` (its extension picks the parser)."""
+    media_type = file_type_check(name)
+    if not data.strip():
+        raise DocumentParseError(f"The file is empty ({Path(name).name}).")
+    parser = PARSERS[Path(name).suffix.lower()]
+    builder = BlockBuilder(name=Path(name).name)
+    try:
+        title = parser(data, builder)
+    except DocumentParseError:
+        raise
+    except Exception as exc:  # a reader's own bug on odd input: that file fails, readably
+        logger.exception("Parsing %s failed unexpectedly", name)
+        raise DocumentParseError(
+            f"Could not read {Path(name).name}: the file is damaged or in a form we cannot "
+            f"read ({type(exc).__name__})."
+        ) from exc
+    if not builder.blocks:
+        raise DocumentParseError(f"No text could be extracted from {Path(name).name}.")
+    return ParsedDocument(
+        text=builder.text(),
+        blocks=builder.blocks,
+        title=(clean_inline(title)[:300] or None) if title else None,
+        media_type=media_type,
+        metadata=builder.metadata,
+    )

@@ -1,0 +1,42 @@
+"""A server process's warm-up: the embedding model, then the knowledge base's vocabulary, in a
+background thread (config/asgi.py starts it)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.conf import settings
+from django.db import connection
+
+from knowledge.embedding import embedding_warm_up
+from knowledge.vocabulary import vocabulary_get
+
+_warm_up_started = threading.Event()
+logger = logging.getLogger(__name__)
+
+
+def embedding_warm_up_start() -> None:
+    """`embedding_warm_up`, then the knowledge base's vocabulary, in a background thread, once
+    per process, when settings.EMBEDDING_WARM_UP is on (config/asgi.py turns it on in server
+    processes). Requests are served meanwhile; a question that comes first waits for the model
+    being loaded (the load holds the model lock) instead of loading it a second time."""
+    if not settings.EMBEDDING_WARM_UP or _warm_up_started.is_set():
+        return
+    _warm_up_started.set()
+
+    def run() -> None:
+        try:
+            embedding_warm_up()
+        except Exception:  # the first question loads it again and reports the error
+            logger.exception("Warming up the embedding model failed")
+        # Retrieval weighs a question's terms by the knowledge base's vocabulary, built on a
+        # process's first search (seconds at 100k chunks): build it now too.
+        try:
+            vocabulary_get()
+        except Exception:  # e.g. not migrated yet: the first question builds it
+            logger.exception("Building the knowledge base's vocabulary failed")
+        finally:
+            connection.close()
+
+    threading.Thread(target=run, name="embedding-warm-up", daemon=True).start()
