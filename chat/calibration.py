@@ -32,6 +32,7 @@ from chat.answering.features import best_passage, compared_sentences, generic_qu
 from chat.answering.terms import STOP_WORDS
 from chat.models import EvidenceCalibration
 from knowledge import embedding
+from knowledge.access import OPERATOR
 from knowledge.retrieval import chunks_search, searchable_chunks
 from knowledge.sentences import answerable_sentences
 from knowledge.vocabulary import knowledge_base_fingerprint
@@ -80,7 +81,7 @@ def passage_similarities_of(
     if vectors is None:
         vectors = embedding.embed_texts(list(questions))
     searches = [
-        (question, chunks_search(query=question, top_k=5, query_vector=vector))
+        (question, chunks_search(query=question, reader=OPERATOR, top_k=5, query_vector=vector))
         for question, vector in zip(questions, vectors, strict=True)
     ]
     searches = [(question, search) for question, search in searches if search.chunks]
@@ -96,13 +97,13 @@ def probe_questions(limit: int = PROBES) -> list[str]:
     """Up to `limit` probes: chunks spread evenly over the knowledge base (in id order), from
     each its longest sentence, reduced to PROBE_WORDS of its content words taken every other
     word — a keyword question about something the sentence says, not the sentence itself."""
-    ids = list(searchable_chunks().order_by("pk").values_list("pk", flat=True))
+    ids = list(searchable_chunks(reader=OPERATOR).order_by("pk").values_list("pk", flat=True))
     if not ids:
         return []
     step = max(1, len(ids) // limit)
     chosen = ids[::step][:limit]
     probes = []
-    for chunk in searchable_chunks().filter(pk__in=chosen).order_by("pk"):
+    for chunk in searchable_chunks(reader=OPERATOR).filter(pk__in=chosen).order_by("pk"):
         sentences = answerable_sentences(chunk.text, sheet=bool(chunk.sheet))
         if not sentences:
             continue

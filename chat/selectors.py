@@ -27,6 +27,7 @@ from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
 from chat.answering.followups import Turn
 from chat.models import Citation, Conversation, Feedback, Message
+from knowledge.access import Reader, documents_readable, reader_for
 from knowledge.models import Document
 from knowledge.retrieval import not_expired
 from knowledge.selectors import (
@@ -446,14 +447,15 @@ def conversation_memory(
 
 
 def documents_list(user: AbstractBaseUser) -> list[dict]:
-    """The documents `user` may see (`documents_visible_to`) with their chunk counts, by
-    title: the source as a file name or URL, never a path on the server; the processing error
-    as `user` may read it (`document_error_for`)."""
-    documents = documents_visible_to(user).annotate(chunk_count=Count("chunks"))
+    """The documents `user` may read (`documents_visible_to`, the one read rule) with their
+    collection's name and chunk counts, by title: the source as a file name or URL, never a
+    path on the server; the processing error as `user` may read it (`document_error_for`)."""
+    documents = documents_visible_to(reader_for(user)).annotate(chunk_count=Count("chunks"))
     return [
         {
             "id": document.pk,
             "title": document.title,
+            "collection": document.collection.name,
             "source": document_source_label(document.source),
             "media_type": document.media_type,
             "status": document.status,
@@ -471,8 +473,12 @@ def documents_list(user: AbstractBaseUser) -> list[dict]:
     ]
 
 
-def unknown_document_ids(document_ids: list[int]) -> list[int]:
-    known = set(Document.objects.filter(pk__in=document_ids).values_list("pk", flat=True))
+def unknown_document_ids(document_ids: list[int], *, reader: Reader) -> list[int]:
+    """The ids of `document_ids` naming no document `reader` may read (sorted): to them, a
+    document they may not read does not exist."""
+    known = set(
+        documents_readable(user=reader).filter(pk__in=document_ids).values_list("pk", flat=True)
+    )
     return sorted(set(document_ids) - known)
 
 

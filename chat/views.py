@@ -41,6 +41,7 @@ from chat.services import (
     conversation_rename,
     feedback_give,
 )
+from knowledge.access import UserLike, reader_for
 from knowledge.retrieval import knowledge_base_is_empty, searchable_documents
 from pages import no_access, sidebar_context, staff_required
 
@@ -83,12 +84,14 @@ def greeting_for(now=None) -> str:
     return "Good evening"
 
 
-def composer_context(user, *, is_new: bool, last_question: str) -> dict:
+def composer_context(user: UserLike, *, is_new: bool, last_question: str) -> dict:
+    """The composer's context; `user` a user or the request's `Reader` (whether there is any
+    document they may search decides whether the settings dialog offers a document list)."""
     return {
         "top_k": chat_settings_get().default_top_k,
         # The settings dialog loads its list of documents when it is first opened
         # (`document_options`): with thousands of documents it is megabytes, on every page.
-        "documents": searchable_documents().exists(),
+        "documents": searchable_documents(reader=reader_for(user)).exists(),
         "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
         "last_question": last_question,
         "is_new": is_new,
@@ -109,6 +112,7 @@ def home(request: HttpRequest) -> HttpResponse:
     first question, under the id chosen here."""
     conversation_id = str(uuid.uuid4())
     last_question = question_last_asked_by(request.user)
+    reader = reader_for(request.user)
     context = {
         "conversation": None,
         "conversation_id": conversation_id,
@@ -116,9 +120,9 @@ def home(request: HttpRequest) -> HttpResponse:
         "can_post": True,
         "greeting": greeting_for(),
         "suggestions": SUGGESTIONS,
-        "knowledge_ready": not knowledge_base_is_empty(),
+        "knowledge_ready": not knowledge_base_is_empty(reader=reader),
         "autofocus": True,
-        **composer_context(request.user, is_new=True, last_question=last_question),
+        **composer_context(reader, is_new=True, last_question=last_question),
         **sidebar_context(request.user),
     }
     return conversation_page(request, context)
@@ -127,8 +131,10 @@ def home(request: HttpRequest) -> HttpResponse:
 @staff_required
 @require_GET
 def document_options(request: HttpRequest) -> HttpResponse:
-    """The settings dialog's checkbox per searchable document (fetched when it is opened)."""
-    documents = list(searchable_documents().values_list("pk", "title"))
+    """The settings dialog's checkbox per document the user may search (fetched when it is
+    opened)."""
+    reader = reader_for(request.user)
+    documents = list(searchable_documents(reader=reader).values_list("pk", "title"))
     return HttpResponse(document_options_html(documents), content_type="text/html; charset=utf-8")
 
 

@@ -213,3 +213,9 @@ def collections_readable(*, user: UserLike) -> QuerySet[Collection]:
     if reader.is_superuser:
         return Collection.objects.all()
     return Collection.objects.filter(pk__in=sorted(reader.collection_ids))
+
+
+# The operator's tools (`manage.py search`, `evaluate`, `bench`, the knowledge base's own
+# calibration) act for nobody in particular and search every available document; a request
+# from a user always passes that user's `reader_for(user)` instead.
+OPERATOR = Reader(user_id=None, is_superuser=True, can_manage=True)

@@ -1,7 +1,13 @@
 """Hybrid retrieval: pgvector cosine k-NN + PostgreSQL full text, fused by score.
 
-Only enabled documents in status `ready` are ever searched, optionally narrowed to a chosen set
-of documents. Each side fetches a candidate list deeper than top_k:
+Only the documents the reader may read (knowledge/access.py, the one read rule) that are
+enabled, in status `ready` and not expired are ever searched, optionally narrowed to a chosen set
+of documents. Both conditions are inside the SQL of each side, before it ranks: a document the
+reader may not read never takes a top-k place, and the vector side's iterative scan keeps
+scanning until enough readable rows are found (docs/decisions/0075-retrieval-for-a-reader.md).
+Every search function takes the `Reader` as a required keyword argument (`reader_for(user)` of
+the request; `knowledge.access.OPERATOR` for the operator's tools); anything else raises
+TypeError. Each side fetches a candidate list deeper than top_k:
 
 - vector: the HNSW k-NN on the question's embedding;
 - lexical: the question's terms (PostgreSQL's websearch parse, OR-ed) weighted by their inverse
@@ -50,6 +56,7 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from knowledge import embedding
+from knowledge.access import Reader, documents_available_filter, documents_readable_filter
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.vocabulary import Vocabulary, text_search_parse, vocabulary_get
 
@@ -122,29 +129,44 @@ def not_expired(prefix: str = "") -> Q:
     )
 
 
-def _searchable(prefix: str = "") -> Q:
-    """Documents (through `prefix`) that are searched: enabled, ready and not expired."""
-    return not_expired(prefix) & Q(
-        **{f"{prefix}enabled": True, f"{prefix}status": Document.Status.READY}
+def reader_required(reader: object) -> Reader:
+    """`reader` when it is a `Reader`; TypeError otherwise (a user, None: a search must be told
+    whose it is, and never defaults to everything)."""
+    if not isinstance(reader, Reader):
+        raise TypeError(f"reader must be a knowledge.access.Reader, not {type(reader).__name__}")
+    return reader
+
+
+def _searchable(*, reader: Reader, prefix: str = "") -> Q:
+    """Documents (through `prefix`) that are searched for `reader`: those they may read that
+    are available (enabled, ready and not expired; withdrawn ones are never searched, even for
+    those who may read them)."""
+    reader_required(reader)
+    return documents_readable_filter(user=reader, prefix=prefix) & documents_available_filter(
+        prefix
     )
 
 
-def searchable_documents() -> QuerySet[Document]:
-    """The documents whose chunks are searched (`searchable_chunks`)."""
-    return Document.objects.filter(_searchable())
+def searchable_documents(*, reader: Reader) -> QuerySet[Document]:
+    """The documents whose chunks are searched for `reader` (`searchable_chunks`)."""
+    return Document.objects.filter(_searchable(reader=reader))
 
 
-def searchable_chunks(document_ids: Iterable[int] | None = None) -> QuerySet[Chunk]:
-    """Chunks of enabled, ready documents that have not expired (optionally only of the given
+def searchable_chunks(
+    *, reader: Reader, document_ids: Iterable[int] | None = None
+) -> QuerySet[Chunk]:
+    """Chunks of the documents searched for `reader` (optionally only of the given
     documents)."""
-    queryset = Chunk.objects.filter(_searchable("document__"))
+    queryset = Chunk.objects.filter(_searchable(reader=reader, prefix="document__"))
     if document_ids is not None:
         queryset = queryset.filter(document_id__in=list(document_ids))
     return queryset
 
 
-def knowledge_base_is_empty() -> bool:
-    return not searchable_chunks().exists()
+def knowledge_base_is_empty(*, reader: Reader) -> bool:
+    """Whether nothing is searched for `reader`: for someone who may read only some
+    collections, empty when those are, whatever the others hold."""
+    return not searchable_chunks(reader=reader).exists()
 
 
 def candidate_depth(top_k: int) -> int:
@@ -152,7 +174,11 @@ def candidate_depth(top_k: int) -> int:
 
 
 def vector_search_queryset(
-    *, query_vector: np.ndarray, limit: int, document_ids: Sequence[int] | None = None
+    *,
+    query_vector: np.ndarray,
+    limit: int,
+    reader: Reader,
+    document_ids: Sequence[int] | None = None,
 ) -> QuerySet[Embedding]:
     """The k-NN query: `ORDER BY vector <=> q LIMIT limit`, the shape the HNSW index serves.
 
@@ -161,7 +187,7 @@ def vector_search_queryset(
     sets them for the rest of a transaction (to EXPLAIN the query as it runs).
     """
     queryset = Embedding.objects.filter(
-        _searchable("chunk__document__"), model=embedding.model_version()
+        _searchable(reader=reader, prefix="chunk__document__"), model=embedding.model_version()
     )
     if document_ids is not None:
         queryset = queryset.filter(chunk__document_id__in=list(document_ids))
@@ -188,7 +214,11 @@ def vector_search_settings(*, limit: int) -> None:
 
 
 def chunks_search_vector(
-    *, query_vector: np.ndarray, limit: int, document_ids: Sequence[int] | None = None
+    *,
+    query_vector: np.ndarray,
+    limit: int,
+    reader: Reader,
+    document_ids: Sequence[int] | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine similarity) best first, through the HNSW index.
 
@@ -201,7 +231,7 @@ def chunks_search_vector(
     until that transaction ends.
     """
     queryset = vector_search_queryset(
-        query_vector=query_vector, limit=limit, document_ids=document_ids
+        query_vector=query_vector, limit=limit, reader=reader, document_ids=document_ids
     )
     try:
         sql, params = queryset.query.sql_with_params()
@@ -274,8 +304,11 @@ def _websearch_items(question: str) -> tuple[list[str], list[str]]:
     return wanted, excluded
 
 
-def lexical_query(question: str, vocabulary: Vocabulary | None = None) -> LexicalQuery | None:
-    """The question's full-text terms weighted by the knowledge base's document frequencies;
+def lexical_query(
+    question: str, *, reader: Reader, vocabulary: Vocabulary | None = None
+) -> LexicalQuery | None:
+    """The question's full-text terms weighted by the document frequencies of what `reader`
+    may search (knowledge/vocabulary.py);
     None when it has no term to look for (only stop words or only exclusions).
 
     A phrase is held by at most as many chunks as its rarest word, an `or` group by at most
@@ -285,7 +318,7 @@ def lexical_query(question: str, vocabulary: Vocabulary | None = None) -> Lexica
     wanted, excluded = _websearch_items(question)
     if not wanted:
         return None
-    vocabulary = vocabulary or vocabulary_get()
+    vocabulary = vocabulary or vocabulary_get(reader=reader)
     terms = []
     for item in wanted:
         frequencies = [
@@ -305,6 +338,7 @@ def chunks_search_lexical(
     *,
     question: str,
     limit: int,
+    reader: Reader,
     document_ids: Sequence[int] | None = None,
     query: LexicalQuery | None = None,
 ) -> list[tuple[int, float]]:
@@ -316,14 +350,15 @@ def chunks_search_lexical(
     in their score. A chunk holding only common words scores too little to matter, and
     leaving them out keeps the cost bounded on a large knowledge base.
     """
-    query = query or lexical_query(question)
+    reader_required(reader)
+    query = query or lexical_query(question, reader=reader)
     if query is None:
         return []
     # The lexemes are already stemmed by the english parse; "simple" keeps them as they are
     # (re-parsing with "english" would drop stems that happen to be stop words: "other").
     score_sql, score_params = query.score_sql('"knowledge_chunk"."search_vector"')
     rows = (
-        searchable_chunks(document_ids)
+        searchable_chunks(reader=reader, document_ids=document_ids)
         .filter(
             search_vector=SearchQuery(query.candidate_query(), config="simple", search_type="raw")
         )
@@ -431,13 +466,14 @@ def validate_top_k(top_k: int) -> int:
 def chunks_search(
     *,
     query: str,
+    reader: Reader,
     top_k: int = TOP_K_DEFAULT,
     mode: Mode = "hybrid",
     document_ids: Sequence[int] | None = None,
     query_vector: np.ndarray | None = None,
     prefer_document_ids: Sequence[int] = (),
 ) -> SearchResult:
-    """Rank the knowledge base's chunks for `query`.
+    """Rank the chunks `reader` may read for `query` (the module docstring says which).
 
     `query_vector` (unit length, 384 floats), when given, is used instead of embedding the
     query. `prefer_document_ids` (hybrid mode): the documents a conversation is about (a
@@ -445,6 +481,7 @@ def chunks_search(
     when the other rankings place them close (chat/answering/followups.py). Raises ValueError
     for a bad top_k or mode.
     """
+    reader_required(reader)
     validate_top_k(top_k)
     if mode not in MODES:
         raise ValueError(f"mode must be one of: {', '.join(MODES)}")
@@ -455,14 +492,14 @@ def chunks_search(
 
     vector_hits: list[tuple[int, float]] = []
     lexical_hits: list[tuple[int, float]] = []
-    lexical = lexical_query(query) if mode in ("hybrid", "lexical") else None
+    lexical = lexical_query(query, reader=reader) if mode in ("hybrid", "lexical") else None
     if mode in ("hybrid", "vector"):
         vector_hits = chunks_search_vector(
-            query_vector=query_vector, limit=depth, document_ids=document_ids
+            query_vector=query_vector, limit=depth, reader=reader, document_ids=document_ids
         )
     if lexical is not None:
         lexical_hits = chunks_search_lexical(
-            question=query, limit=depth, document_ids=document_ids, query=lexical
+            question=query, limit=depth, reader=reader, document_ids=document_ids, query=lexical
         )
 
     # Each side settles its own ties first: two copies of a passage tie exactly on both sides,

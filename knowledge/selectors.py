@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from knowledge import embedding
+from knowledge.access import UserLike, documents_readable
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document, SentenceVector
 from knowledge.parsers.spreadsheets import (
@@ -112,13 +113,11 @@ def document_admin_may_see(user: AbstractBaseUser) -> bool:
     return user.has_perm("knowledge.view_document") or user.has_perm("knowledge.change_document")
 
 
-def document_get_for(user: AbstractBaseUser, pk: int) -> Document | None:
-    """The document, when `user` may open it: an enabled one for all staff, a disabled one
-    only for those who manage documents (`document_admin_may_see`); else None (not found)."""
-    document = Document.objects.filter(pk=pk).first()
-    if document is None or (not document.enabled and not document_admin_may_see(user)):
-        return None
-    return document
+def document_get_for(user: UserLike, pk: int) -> Document | None:
+    """The document, when `user` (a user or a `Reader`) may read it by the one read rule
+    (knowledge/access.py: its collection, and withdrawn documents only for those who manage
+    documents); else None, exactly as for an id that names no document."""
+    return documents_readable(user=user).filter(pk=pk).first()
 
 
 PROCESSING_FAILED = "This document could not be processed; an admin can see why."
@@ -136,11 +135,10 @@ def document_error_for(user: AbstractBaseUser, document: Document) -> str:
     return REPROCESSING_FAILED if document.status == Document.Status.READY else PROCESSING_FAILED
 
 
-def documents_visible_to(user: AbstractBaseUser) -> QuerySet[Document]:
-    """The documents `user` may see outside the admin, by title: all of them for staff who
-    manage documents, the enabled ones for everyone else."""
-    documents = Document.objects.order_by("title", "id")
-    return documents if document_admin_may_see(user) else documents.filter(enabled=True)
+def documents_visible_to(user: UserLike) -> QuerySet[Document]:
+    """The documents `user` (a user or a `Reader`) may read (knowledge/access.py), by title,
+    each with its collection loaded."""
+    return documents_readable(user=user).select_related("collection").order_by("title", "id")
 
 
 @dataclass(frozen=True)

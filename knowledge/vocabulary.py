@@ -2,12 +2,15 @@
 question measured against it.
 
 The vocabulary is every lexeme of the generated `search_vector` of the searchable chunks
-(enabled documents in status `ready`) with its document frequency (how many chunks hold it),
-read with `ts_stat`. It is built once and kept in the process; a cheap fingerprint of the
-knowledge base (one round trip: the searchable documents' count, id sum and latest `updated_at`,
-and the highest chunk id) is re-read at most every RECHECK_SECONDS and a change triggers a
-rebuild — new, re-ingested, deleted, disabled or re-enabled documents all change it. It is the
-whole knowledge base's vocabulary, also when a question is restricted to some documents.
+(enabled documents in status `ready`) *of the collections a reader may read* (its scope:
+`vocabulary_scope`) with its document frequency (how many chunks hold it), read with `ts_stat`.
+A reader's vocabulary therefore holds no word, frequency or spelling correction that only
+documents they may not read contain (docs/decisions/0076-statistics-per-reader.md). It is built
+once per scope and kept in the process (the last MAX_SCOPES scopes); a cheap fingerprint of the
+scope (one round trip: its searchable documents' count, id sum and latest `updated_at`, and the
+highest chunk id) is re-read at most every RECHECK_SECONDS and a change triggers a rebuild —
+new, re-ingested, deleted, disabled, re-enabled or moved documents all change it. It is the
+scope's whole vocabulary, also when a question is restricted to some documents.
 Hybrid retrieval (knowledge/retrieval.py) weights the question's full-text terms by these
 document frequencies on every search, so a process's first search builds it.
 
@@ -43,12 +46,14 @@ import string
 import threading
 import time
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from django.db import connection
 
 from knowledge import embedding
+from knowledge.access import Reader
 from knowledge.models import Document
 
 logger = logging.getLogger(__name__)
@@ -63,13 +68,34 @@ _EDIT_LETTERS = string.ascii_lowercase + string.digits
 _FINGERPRINT_SQL = """
     SELECT count(*), coalesce(sum(id), 0), max(updated_at),
            (SELECT coalesce(max(id), 0) FROM knowledge_chunk)
-    FROM knowledge_document WHERE enabled AND status = %s
+    FROM knowledge_document d WHERE enabled AND status = %s {scope}
 """
 _SEARCHABLE_VECTORS_SQL = (
     "SELECT c.search_vector FROM knowledge_chunk c "
     "JOIN knowledge_document d ON d.id = c.document_id "
-    "WHERE d.enabled AND d.status = 'ready'"
+    "WHERE d.enabled AND d.status = 'ready' {scope}"
 )
+
+# The collections a vocabulary is built from: None for every collection (a superuser, the
+# operator's tools), else the ids of the collections a reader may read.
+Scope = frozenset[int] | None
+
+
+def vocabulary_scope(reader: Reader) -> Scope:
+    """The scope of `reader`'s vocabulary: every collection for a superuser, else the
+    collections they may read. TypeError for anything but a `Reader`."""
+    if not isinstance(reader, Reader):
+        raise TypeError(f"reader must be a knowledge.access.Reader, not {type(reader).__name__}")
+    return None if reader.is_superuser else frozenset(reader.collection_ids)
+
+
+def _scope_sql(scope: Scope) -> str:
+    """The SQL condition on `d.collection_id` for `scope` (ids are ints: formatted in, since
+    ts_stat takes its query as text)."""
+    if scope is None:
+        return ""
+    ids = ",".join(str(int(pk)) for pk in sorted(scope)) or "NULL"
+    return f"AND d.collection_id IN ({ids})"
 
 
 def fold(text: str) -> str:
@@ -202,6 +228,9 @@ class QuestionTerms:
 RECHECK_SECONDS = 2.0  # how long a process trusts its vocabulary before reading the fingerprint
 
 
+MAX_SCOPES = 32  # the vocabularies a process keeps (one per distinct set of collections)
+
+
 @dataclass
 class _Cache:
     vocabulary: Vocabulary | None = None
@@ -210,29 +239,47 @@ class _Cache:
 
 
 _lock = threading.Lock()
-_cache = _Cache()
+_caches: OrderedDict[Scope, _Cache] = OrderedDict()
 
 
-def knowledge_base_fingerprint() -> tuple:
-    """Changes whenever the searchable chunks may have changed (one cheap round trip): a
-    document added, deleted, disabled, enabled or saved, or chunks written."""
+def _cache_of(scope: Scope) -> _Cache:
+    """The cache entry of `scope`, made the most recent (the oldest dropped beyond
+    MAX_SCOPES)."""
+    with _lock:
+        entry = _caches.get(scope)
+        if entry is None:
+            entry = _caches[scope] = _Cache()
+        _caches.move_to_end(scope)
+        while len(_caches) > MAX_SCOPES:
+            _caches.popitem(last=False)
+        return entry
+
+
+def knowledge_base_fingerprint(scope: Scope = None) -> tuple:
+    """Changes whenever the searchable chunks of `scope` (default: every collection) may have
+    changed (one cheap round trip): a document added, deleted, disabled, enabled, moved or
+    saved, or chunks written."""
     with connection.cursor() as cursor:
-        cursor.execute(_FINGERPRINT_SQL, [Document.Status.READY])
+        cursor.execute(_FINGERPRINT_SQL.format(scope=_scope_sql(scope)), [Document.Status.READY])
         count, id_sum, updated, max_chunk = cursor.fetchone()
     return (connection.settings_dict["NAME"], count, id_sum, updated, max_chunk)
 
 
-def vocabulary_build(fingerprint: tuple | None = None) -> Vocabulary:
-    """Read the searchable chunks' lexemes and document frequencies from PostgreSQL."""
-    fingerprint = fingerprint or knowledge_base_fingerprint()
+def vocabulary_build(fingerprint: tuple | None = None, scope: Scope = None) -> Vocabulary:
+    """Read the lexemes and document frequencies of `scope`'s searchable chunks from
+    PostgreSQL."""
+    fingerprint = fingerprint or knowledge_base_fingerprint(scope)
+    condition = _scope_sql(scope)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM knowledge_chunk c JOIN knowledge_document d "
-            "ON d.id = c.document_id WHERE d.enabled AND d.status = %s",
+            f"ON d.id = c.document_id WHERE d.enabled AND d.status = %s {condition}",
             [Document.Status.READY],
         )
         (chunk_count,) = cursor.fetchone()
-        cursor.execute("SELECT word, ndoc FROM ts_stat(%s)", [_SEARCHABLE_VECTORS_SQL])
+        cursor.execute(
+            "SELECT word, ndoc FROM ts_stat(%s)", [_SEARCHABLE_VECTORS_SQL.format(scope=condition)]
+        )
         rows = cursor.fetchall()
     frequency: dict[str, int] = {}
     for word, ndoc in rows:
@@ -245,66 +292,79 @@ def vocabulary_build(fingerprint: tuple | None = None) -> Vocabulary:
     )
 
 
-def vocabulary_get(*, wait: bool = False) -> Vocabulary:
-    """The knowledge base's current vocabulary, from the process cache.
+def vocabulary_get(*, reader: Reader, wait: bool = False) -> Vocabulary:
+    """The vocabulary of what `reader` may search (`vocabulary_scope`), from the process cache.
 
-    The fingerprint is read at most every RECHECK_SECONDS. When it changed, the first caller
-    rebuilds: synchronously if the process has no vocabulary of this database yet (or `wait`),
-    otherwise in a background thread while callers keep the previous vocabulary — a rebuild
-    reads every lexeme (seconds at 100k chunks) and must not stall questions during ingestion.
+    The scope's fingerprint is read at most every RECHECK_SECONDS. When it changed, the first
+    caller rebuilds: synchronously if the process has no vocabulary of this scope and database
+    yet (or `wait`), otherwise in a background thread while callers keep the previous
+    vocabulary — a rebuild reads every lexeme (seconds at 100k chunks) and must not stall
+    questions during ingestion. TypeError when `reader` is not a `Reader`.
     """
+    scope = vocabulary_scope(reader)
+    entry = _cache_of(scope)
     now = time.monotonic()
     database = connection.settings_dict["NAME"]
-    cached = _cache.vocabulary
+    cached = entry.vocabulary
     usable = cached is not None and cached.fingerprint[0] == database
-    if usable and not wait and now - _cache.checked_at < RECHECK_SECONDS:
+    if usable and not wait and now - entry.checked_at < RECHECK_SECONDS:
         return cached
-    fingerprint = knowledge_base_fingerprint()
+    fingerprint = knowledge_base_fingerprint(scope)
     if usable and cached.fingerprint == fingerprint:
-        _cache.checked_at = now
+        entry.checked_at = now
         return cached
     if usable and not wait:
         with _lock:
-            start = not _cache.rebuilding
-            _cache.rebuilding = True
+            start = not entry.rebuilding
+            entry.rebuilding = True
         if start:
             threading.Thread(
-                target=_rebuild_in_background, name="vocabulary-rebuild", daemon=True
+                target=_rebuild_in_background,
+                args=(entry, scope),
+                name="vocabulary-rebuild",
+                daemon=True,
             ).start()
         return cached
     with _lock:
-        current = _cache.vocabulary
+        current = entry.vocabulary
         if current is not None and current.fingerprint == fingerprint:
             return current  # built by another thread while this one waited
-        vocabulary = vocabulary_build(fingerprint)
-        _cache.vocabulary, _cache.checked_at = vocabulary, time.monotonic()
+        vocabulary = vocabulary_build(fingerprint, scope)
+        entry.vocabulary, entry.checked_at = vocabulary, time.monotonic()
         return vocabulary
 
 
-def _rebuild_in_background() -> None:
+def _rebuild_in_background(entry: _Cache, scope: Scope) -> None:
     try:
         with _lock:
-            vocabulary = vocabulary_build()
-            _cache.vocabulary, _cache.checked_at = vocabulary, time.monotonic()
+            vocabulary = vocabulary_build(scope=scope)
+            entry.vocabulary, entry.checked_at = vocabulary, time.monotonic()
     except Exception:  # the next question tries again; answering never depends on it
         logger.exception("Rebuilding the knowledge base vocabulary failed")
     finally:
-        _cache.rebuilding = False
+        entry.rebuilding = False
         connection.close()  # this thread's own connection
 
 
 def vocabulary_recheck() -> None:
-    """Read the knowledge base's fingerprint again on the next use instead of trusting the
-    cached vocabulary for the rest of RECHECK_SECONDS; it is rebuilt only if the fingerprint
+    """Read the fingerprints again on the next use instead of trusting the cached
+    vocabularies for the rest of RECHECK_SECONDS; each is rebuilt only if its fingerprint
     changed (tests: each test's knowledge base is its own)."""
     with _lock:
-        _cache.checked_at = 0.0
+        for entry in _caches.values():
+            entry.checked_at = 0.0
 
 
 def vocabulary_forget() -> None:
-    """Drop the cached vocabulary (tests; the fingerprint makes it unnecessary otherwise)."""
+    """Drop the cached vocabularies (tests; the fingerprint makes it unnecessary otherwise)."""
     with _lock:
-        _cache.vocabulary, _cache.checked_at = None, 0.0
+        _caches.clear()
+
+
+def vocabulary_built() -> bool:
+    """Whether the process holds a vocabulary of any scope (the server's warm-up built one)."""
+    with _lock:
+        return any(entry.vocabulary is not None for entry in _caches.values())
 
 
 # --- Question terms --------------------------------------------------------------------------
@@ -368,9 +428,12 @@ def sentence_first_words(text: str) -> list[str]:
     return _SENTENCE_FIRST_WORD.findall(text)
 
 
-def question_terms(question: str, vocabulary: Vocabulary | None = None) -> QuestionTerms:
-    """The question's content terms measured against the knowledge base's vocabulary."""
-    vocabulary = vocabulary or vocabulary_get()
+def question_terms(
+    question: str, *, reader: Reader, vocabulary: Vocabulary | None = None
+) -> QuestionTerms:
+    """The question's content terms measured against the vocabulary of what `reader` may
+    search (`vocabulary`, when given, must be that one)."""
+    vocabulary = vocabulary or vocabulary_get(reader=reader)
     tokens = question_tokens(question)
     pieces = _word_pieces([token for _, token, _ in tokens])
     first_words = sentence_first_words(question)

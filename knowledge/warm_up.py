@@ -9,7 +9,9 @@ import threading
 from django.conf import settings
 from django.db import connection
 
+from knowledge.access import Reader
 from knowledge.embedding import embedding_warm_up
+from knowledge.models import Collection
 from knowledge.vocabulary import vocabulary_get
 
 _warm_up_started = threading.Event()
@@ -30,10 +32,12 @@ def embedding_warm_up_start() -> None:
             embedding_warm_up()
         except Exception:  # the first question loads it again and reports the error
             logger.exception("Warming up the embedding model failed")
-        # Retrieval weighs a question's terms by the knowledge base's vocabulary, built on a
-        # process's first search (seconds at 100k chunks): build it now too.
+        # Retrieval weighs a question's terms by the vocabulary of what the asker may read,
+        # built on a process's first search for that scope (seconds at 100k chunks): build now
+        # the one most staff share, of the collections readable by all staff.
         try:
-            vocabulary_get()
+            all_staff = Collection.objects.filter(all_staff=True).values_list("pk", flat=True)
+            vocabulary_get(reader=Reader(user_id=None, collection_ids=frozenset(all_staff)))
         except Exception:  # e.g. not migrated yet: the first question builds it
             logger.exception("Building the knowledge base's vocabulary failed")
         finally:

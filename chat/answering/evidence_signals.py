@@ -47,6 +47,7 @@ from chat.answering.features import (
     best_passage,
     features_from,
 )
+from knowledge.access import Reader
 from knowledge.retrieval import RetrievedChunk
 from knowledge.vocabulary import QuestionTerms, question_terms
 
@@ -229,13 +230,17 @@ def _signals(
 
 
 def evidence_signals_all(
-    *, question: str, question_vector: np.ndarray, chunks: Sequence[RetrievedChunk]
+    *,
+    question: str,
+    question_vector: np.ndarray,
+    chunks: Sequence[RetrievedChunk],
+    reader: Reader,
 ) -> EvidenceSignals:
     """Every signal the decision may use, whether or not the threshold would need it (the
     assessments below collect them only as needed): for replaying the decision at other
     thresholds (`manage.py evaluate --calibrate`). Reads the database and embeds sentences."""
     passage = best_passage(question=question, question_vector=question_vector, chunks=chunks)
-    return _signals(question, chunks, passage, question_terms(question))
+    return _signals(question, chunks, passage, question_terms(question, reader=reader))
 
 
 def _needs_terms(signals: EvidenceSignals, threshold: float, threshold_on: ThresholdOn) -> bool:
@@ -251,6 +256,7 @@ def evidence_assess(
     question_vector: np.ndarray,
     chunks: Sequence[RetrievedChunk],
     threshold: float,
+    reader: Reader,
     threshold_on: ThresholdOn = "chunk",
     terms: QuestionTerms | None = None,
 ) -> EvidenceDecision:
@@ -258,7 +264,8 @@ def evidence_assess(
 
     Reads the database (the vocabulary's fingerprint, the question's parse) and may embed up to
     PASSAGE_MAX_SENTENCES sentences: async callers use `evidence_assess_async`, which keeps the
-    embedding off the database thread. `terms`, when given, replaces the vocabulary lookup.
+    embedding off the database thread. The question's terms are measured against the
+    vocabulary of what `reader` may search; `terms`, when given, replaces that lookup.
     """
     rule = {"threshold": threshold, "threshold_on": threshold_on}
     best = _best_of(chunks)
@@ -268,7 +275,7 @@ def evidence_assess(
     signals = _signals(question, chunks, passage, None)
     if not _needs_terms(signals, **rule):
         return _decision(signals, passage[2], **rule)
-    terms = terms or question_terms(question)
+    terms = terms or question_terms(question, reader=reader)
     return _decision(_signals(question, chunks, passage, terms), passage[2], **rule)
 
 
@@ -278,6 +285,7 @@ async def evidence_assess_async(
     question_vector: np.ndarray,
     chunks: Sequence[RetrievedChunk],
     threshold: float,
+    reader: Reader,
     threshold_on: ThresholdOn = "chunk",
 ) -> EvidenceDecision:
     """`evidence_assess` for async callers: the sentence embedding (CPU, no database) runs in a
@@ -292,7 +300,7 @@ async def evidence_assess_async(
     signals = _signals(question, chunks, passage, None)
     if not _needs_terms(signals, **rule):
         return _decision(signals, passage[2], **rule)
-    terms = await database_sync_to_async(question_terms)(question)
+    terms = await database_sync_to_async(question_terms)(question, reader=reader)
     return _decision(_signals(question, chunks, passage, terms), passage[2], **rule)
 
 

@@ -22,6 +22,7 @@ from chat.answering.generative import answering_mode
 from chat.answering.request import ValidatedRequest
 from chat.answering.trace import ExchangeTrace
 from chat.models import Message
+from knowledge.access import Reader, reader_for
 
 # Previous turns read for a follow-up question (enough to find where its topic began).
 FOLLOWUP_TURNS = 10
@@ -37,20 +38,25 @@ class StoredExchange:
     mode: str
     begun: services.ExchangeClaim | services.ExchangeExisting
     history: list[Turn]
+    reader: Reader  # what the asker may read, computed once for the exchange
     notice: str = ""  # why the answer is not in the admin's mode (chat/answering/generative.py)
     max_history_turns: int = 6
 
 
 def exchange_store(request: ValidatedRequest) -> StoredExchange:
-    """Check the document filter, read the settings, store (or find) the exchange and read the
-    conversation's previous turns (the larger of FOLLOWUP_TURNS and the admin's history turns).
+    """Compute the asker's `Reader` (once for the exchange: the search and the evidence check
+    use it), check the document filter, read the settings, store (or find) the exchange and
+    read the conversation's previous turns (the larger of FOLLOWUP_TURNS and the admin's
+    history turns).
 
-    Raises `AnswerError`: validation-failed for unknown document ids, and what
+    Raises `AnswerError`: validation-failed for unknown document ids (a document the asker may
+    not read is unknown to them, with the same message), and what
     `services.exchange_begin` / `services.exchange_regenerate` raise (someone else's
     conversation, an unknown question to regenerate, a message_id used for something else).
     """
+    reader = reader_for(request.user)
     if request.document_ids:
-        unknown = selectors.unknown_document_ids(request.document_ids)
+        unknown = selectors.unknown_document_ids(request.document_ids, reader=reader)
         if unknown:
             raise AnswerError.validation(
                 "document_ids", f"Unknown document ids: {', '.join(map(str, unknown))}."
@@ -84,6 +90,7 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
         mode=mode,
         begun=begun,
         history=history,
+        reader=reader,
         notice=choice.notice,
         max_history_turns=chat_settings.max_history_turns,
     )

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from chat.answering.terms import STOP_WORDS, terms
+from knowledge.access import Reader
 from knowledge.sentences import WORD
 from knowledge.vocabulary import question_terms, vocabulary_get
 
@@ -166,10 +167,10 @@ def _refers_back(question: str) -> bool:
     return bool({word.lower() for word in WORD.findall(cleaned)} & _ANAPHORS)
 
 
-def unknown_own_terms(question: str) -> list[str]:
-    """The question's own words the knowledge base has never held, as written (typos of known
-    words and numbers excused; knowledge/vocabulary.py). Reads the database."""
-    return [term.token for term in question_terms(question).unknown]
+def unknown_own_terms(question: str, *, reader: Reader) -> list[str]:
+    """The question's own words that what `reader` may search has never held, as written
+    (typos of known words and numbers excused; knowledge/vocabulary.py). Reads the database."""
+    return [term.token for term in question_terms(question, reader=reader).unknown]
 
 
 def contextual_query(
@@ -241,8 +242,10 @@ def _is_number(word: str) -> bool:
     return bool(_NUMBER.match(word)) or word.lower() in _NUMBER_WORDS
 
 
-def search_plan_in_context(question: str, previous: Sequence[Turn]) -> SearchPlan:
-    """`search_plan` with the knowledge base's term rarity (its vocabulary's IDF). Reads the
-    database (the vocabulary is cached per process)."""
-    vocabulary = vocabulary_get()
+def search_plan_in_context(
+    question: str, previous: Sequence[Turn], *, reader: Reader
+) -> SearchPlan:
+    """`search_plan` with the term rarity (the vocabulary's IDF) of what `reader` may search.
+    Reads the database (the vocabulary is cached per process)."""
+    vocabulary = vocabulary_get(reader=reader)
     return search_plan(question, previous, rarity=vocabulary.idf)

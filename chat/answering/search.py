@@ -24,6 +24,7 @@ from chat.answering.request import ValidatedRequest
 from chat.answering.trace import ExchangeTrace
 from chat.models import Message
 from knowledge import embedding
+from knowledge.access import Reader
 from knowledge.retrieval import RetrievedChunk, SearchResult, chunks_search, knowledge_base_is_empty
 
 TRUNCATION_WARNING = (
@@ -47,24 +48,28 @@ def _retrieve(
     *,
     query: str,
     top_k: int,
+    reader: Reader,
     document_ids: list[int] | None,
     query_vector: np.ndarray,
     prefer_document_ids: Sequence[int] = (),
 ) -> SearchResult | None:
-    """The ranked chunks for the query; None when the knowledge base is empty. The stored
+    """The ranked chunks `reader` may read for the query; None when nothing is searched for
+    them (the knowledge base is empty *for them*: a reader of some collections is not told
+    whether the others hold anything). The stored
     vectors of their sentences are read too (into the sentence vector cache), so that the
     evidence check and the answer that follow embed nothing but the question. Whether the
     knowledge base is empty is asked only when the search found nothing (a query fewer for
     every other question)."""
     result = chunks_search(
         query=query,
+        reader=reader,
         top_k=top_k,
         document_ids=document_ids,
         query_vector=query_vector,
         prefer_document_ids=prefer_document_ids,
     )
     if not result.chunks:
-        return None if knowledge_base_is_empty() else result
+        return None if knowledge_base_is_empty(reader=reader) else result
     sentence_vectors_preload(result.chunks)
     return result
 
@@ -86,12 +91,13 @@ async def _search_once(
     document_ids: list[int] | None,
     stored: StoredExchange,
 ) -> Found:
-    """Retrieve for `query` (`question`, or the question read in context) and check the
-    evidence."""
+    """Retrieve for `query` (`question`, or the question read in context) among what the asker
+    may read (`stored.reader`) and check the evidence against the same."""
     threshold = stored.threshold
     result = await database_sync_to_async(_retrieve)(
         query=query,
         top_k=stored.top_k,
+        reader=stored.reader,
         document_ids=document_ids,
         query_vector=query_vector,
         prefer_document_ids=plan.prefer_documents if contextual else (),
@@ -104,11 +110,16 @@ async def _search_once(
         question_vector=result.query_vector,
         chunks=result.chunks,
         threshold=threshold,
+        reader=stored.reader,
         threshold_on=THRESHOLD_ON,
     )
     exchange.evidence = decision.reason
     qualifying, refusal = evidence_outcome(result.chunks, decision, threshold)
-    if contextual and refusal is None and await database_sync_to_async(unknown_own_terms)(question):
+    if (
+        contextual
+        and refusal is None
+        and await database_sync_to_async(unknown_own_terms)(question, reader=stored.reader)
+    ):
         exchange.evidence = "unknown-terms"  # the follow-up's own words: see followups.py
         qualifying, refusal = [], NO_EVIDENCE_REFUSAL
     return Found(query, contextual, result.query_vector, qualifying, refusal)
@@ -135,7 +146,9 @@ async def question_search(
     started = time.perf_counter()
     plan = SearchPlan(query=question)
     if stored.history:
-        plan = await database_sync_to_async(search_plan_in_context)(question, stored.history)
+        plan = await database_sync_to_async(search_plan_in_context)(
+            question, stored.history, reader=stored.reader
+        )
     if stored.mode == Message.Mode.GENERATIVE:
         plan = await search_plan_generative(plan, question=question, history=stored.history)
     if plan.contextual:

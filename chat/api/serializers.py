@@ -264,6 +264,7 @@ class FeedbackSerializer(serializers.Serializer):
 class DocumentSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     title = serializers.CharField()
+    collection = serializers.CharField(help_text="The name of the collection it belongs to.")
     source = serializers.CharField(help_text="The original's file name, or its URL.")
     media_type = serializers.CharField()
     status = serializers.CharField(help_text="pending / processing / ready / failed")

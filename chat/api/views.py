@@ -40,6 +40,7 @@ from chat.api.transcript import message_list_json, renders_compact_json
 from chat.ids import uuid_parse
 from chat.models import Feedback
 from chat.ratelimit import Throttled, chat_throttled, search_rate_limited, throttled_message
+from knowledge.access import reader_for
 from knowledge.retrieval import chunks_search
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -241,7 +242,7 @@ class SearchApi(APIView):
         if not query:
             raise AnswerError.validation("q", "The query is empty.")
         mode, top_k = serializer.validated_data["mode"], serializer.validated_data["top_k"]
-        result = chunks_search(query=query, top_k=top_k, mode=mode)
+        result = chunks_search(query=query, reader=reader_for(request.user), top_k=top_k, mode=mode)
         body = {
             "query": query,
             "mode": mode,

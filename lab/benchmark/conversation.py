@@ -15,6 +15,7 @@ from chat import services
 from chat.answering.extractive import extractive_answer, sentence_vectors_preload
 from chat.answering.questions import question_normalize
 from chat.models import Citation, Message
+from knowledge.access import OPERATOR
 from knowledge.retrieval import chunks_search
 
 PAIRS = 100
@@ -51,7 +52,9 @@ def conversation_build(
         i = pair % distinct
         question = question_normalize(questions[i])
         if i not in answers:
-            result = chunks_search(query=question, top_k=TOP_K, query_vector=vectors[i])
+            result = chunks_search(
+                query=question, reader=OPERATOR, top_k=TOP_K, query_vector=vectors[i]
+            )
             if not result.chunks:
                 raise ValueError(f"Retrieval found nothing for {question!r}.")
             sentence_vectors_preload(result.chunks)  # as the pipeline does

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from knowledge import embedding
+from knowledge.access import OPERATOR
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.retrieval import chunks_search
 from knowledge.selectors import sentence_vectors_stored
@@ -383,8 +384,8 @@ def retrieval_measure(
     one read already cached."""
     pairs = list(zip(questions, vectors, strict=True))
     for question, vector in pairs[:3]:
-        chunks_search(query=question, top_k=RETRIEVAL_TOP_K, query_vector=vector)
-        chunks_search(query=question, top_k=RETRIEVAL_TOP_K)
+        chunks_search(query=question, reader=OPERATOR, top_k=RETRIEVAL_TOP_K, query_vector=vector)
+        chunks_search(query=question, reader=OPERATOR, top_k=RETRIEVAL_TOP_K)
     names = list(RETRIEVAL_VARIANTS)
     timings: dict[str, list[float]] = {name: [] for name in names}
     for i, (question, vector) in enumerate(pairs):
@@ -393,6 +394,7 @@ def retrieval_measure(
             started = time.perf_counter()
             chunks_search(
                 query=question,
+                reader=OPERATOR,
                 top_k=RETRIEVAL_TOP_K,
                 mode=mode,
                 query_vector=vector if given else None,

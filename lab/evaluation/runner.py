@@ -31,6 +31,7 @@ from chat.answering.evidence_signals import (
     signals_sufficient,
 )
 from chat.answering.pipeline import AnswerOptions, answer_stream
+from knowledge.access import OPERATOR
 from knowledge.retrieval import chunks_search
 from lab.evaluation.dataset import Dataset, DatasetQuestion, contains_gold
 
@@ -124,12 +125,15 @@ def retrieval_probe(result: QuestionResult, *, signals: bool = False) -> None:
     also every signal the evidence check may use (it computes them only as needed), so
     --calibrate can replay the decision at any threshold."""
     question = result.search_query or result.question.question
-    search = chunks_search(query=question, top_k=RECALL_DEPTH)
+    search = chunks_search(query=question, reader=OPERATOR, top_k=RECALL_DEPTH)
     result.retrieved_texts = [chunk.text for chunk in search.chunks]
     result.best_similarity = search.best_similarity
     if signals and search.chunks:
         result.signals = evidence_signals_all(
-            question=question, question_vector=search.query_vector, chunks=search.chunks
+            question=question,
+            question_vector=search.query_vector,
+            chunks=search.chunks,
+            reader=OPERATOR,
         )
 
 
@@ -393,11 +397,11 @@ def documents_left_out(dataset: Dataset, left_out: list[str]) -> Iterator[None]:
     ids = [pk for doc in left_out for pk in documents_by_dataset_id(dataset).get(doc, [])]
     documents_set_enabled(ids=ids, enabled=False)
     try:
-        vocabulary_get(wait=True)
+        vocabulary_get(reader=OPERATOR, wait=True)
         yield
     finally:
         documents_set_enabled(ids=ids, enabled=True)
-        vocabulary_get(wait=True)
+        vocabulary_get(reader=OPERATOR, wait=True)
 
 
 def fold_evaluate(

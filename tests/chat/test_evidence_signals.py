@@ -17,6 +17,7 @@ from chat.answering.evidence_signals import (
     passage_similarities,
 )
 from knowledge import embedding, vocabulary
+from knowledge.access import OPERATOR
 from knowledge.retrieval import chunks_search
 from tests.support.knowledge_base import document_create
 
@@ -117,8 +118,9 @@ def knowledge_base(db):
 
 def assess(question: str, threshold: float = T, **kwargs):
     vector, _ = embedding.embed_query(question)
-    result = chunks_search(query=question, top_k=5, query_vector=vector)
+    result = chunks_search(reader=OPERATOR, query=question, top_k=5, query_vector=vector)
     return evidence_assess(
+        reader=OPERATOR,
         question=question,
         question_vector=vector,
         chunks=result.chunks,
@@ -131,7 +133,7 @@ def assess(question: str, threshold: float = T, **kwargs):
 def test_a_sentence_matches_the_question_better_than_its_whole_chunk(knowledge_base):
     question = "Who did Watt add a separate condenser to?"
     vector, _ = embedding.embed_query(question)
-    chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
+    chunks = chunks_search(reader=OPERATOR, query=question, top_k=5, query_vector=vector).chunks
 
     passages = passage_similarities(question=question, question_vector=vector, chunks=chunks)
 
@@ -148,7 +150,7 @@ def test_a_sentence_matches_the_question_better_than_its_whole_chunk(knowledge_b
 def test_only_sentences_sharing_a_word_with_the_question_are_embedded(knowledge_base, monkeypatch):
     question = "Who did Watt add a separate condenser to?"
     vector, _ = embedding.embed_query(question)
-    chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
+    chunks = chunks_search(reader=OPERATOR, query=question, top_k=5, query_vector=vector).chunks
     embedded: list[str] = []
     real = embedding.embed_texts
     monkeypatch.setattr(
@@ -181,7 +183,7 @@ def test_at_most_the_sentences_holding_most_question_words_are_embedded(db, monk
     )
     question = "Who added a separate condenser to the Newcomen engine?"
     vector, _ = embedding.embed_query(question)
-    chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
+    chunks = chunks_search(reader=OPERATOR, query=question, top_k=5, query_vector=vector).chunks
     embedded: list[str] = []
     real = embedding.embed_texts
     monkeypatch.setattr(
@@ -219,12 +221,16 @@ def test_a_misspelt_question_the_documents_answer_is_accepted(knowledge_base):
 def test_a_question_about_a_place_the_documents_never_mention_is_refused(knowledge_base):
     question = "Which company provides the train service in Fresno?"
     vector, _ = embedding.embed_query(question)
-    chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
+    chunks = chunks_search(reader=OPERATOR, query=question, top_k=5, query_vector=vector).chunks
     best = max(c.similarity for c in chunks)
 
     # A threshold the best chunk clears: the cosine alone would answer.
     decision = evidence_assess(
-        question=question, question_vector=vector, chunks=chunks, threshold=best - 0.01
+        reader=OPERATOR,
+        question=question,
+        question_vector=vector,
+        chunks=chunks,
+        threshold=best - 0.01,
     )
 
     assert not decision.sufficient
@@ -237,18 +243,25 @@ def test_unknown_names_refuse_where_the_similarity_alone_would_answer(knowledge_
     """The same similarity with and without an unknown name: only the name makes it refuse."""
     question = "How much did Fresno pay for the Premier League packages?"
     vector, _ = embedding.embed_query(question)
-    chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
+    chunks = chunks_search(reader=OPERATOR, query=question, top_k=5, query_vector=vector).chunks
     passage = max(
         passage_similarities(question=question, question_vector=vector, chunks=chunks).values()
     )
     # A threshold that puts this passage between the two margins.
     threshold = passage - (PASSAGE_MARGIN + UNKNOWN_TERM_MARGIN) / 2
-    known_only = vocabulary.question_terms("How much was paid for the Premier League packages?")
+    known_only = vocabulary.question_terms(
+        "How much was paid for the Premier League packages?", reader=OPERATOR
+    )
 
     with_name = evidence_assess(
-        question=question, question_vector=vector, chunks=chunks, threshold=threshold
+        reader=OPERATOR,
+        question=question,
+        question_vector=vector,
+        chunks=chunks,
+        threshold=threshold,
     )
     without_name = evidence_assess(
+        reader=OPERATOR,
         question=question,
         question_vector=vector,
         chunks=chunks,
@@ -270,7 +283,7 @@ def test_a_chunk_below_the_threshold_is_decided_without_embedding_sentences(
     settles at once."""
     question = "What did Watt add to the Newcomen steam engine?"
     vector, _ = embedding.embed_query(question)
-    chunks = chunks_search(query=question, top_k=5, query_vector=vector).chunks
+    chunks = chunks_search(reader=OPERATOR, query=question, top_k=5, query_vector=vector).chunks
     embedded: list[str] = []
     real = embedding.embed_texts
     monkeypatch.setattr(
@@ -279,12 +292,12 @@ def test_a_chunk_below_the_threshold_is_decided_without_embedding_sentences(
     extractive._vector_cache.clear()
 
     below = evidence_assess(
-        question=question, question_vector=vector, chunks=chunks, threshold=0.99
+        reader=OPERATOR, question=question, question_vector=vector, chunks=chunks, threshold=0.99
     )
     assert below.reason == "below-threshold" and embedded == []
 
     clear = evidence_assess(
-        question=question, question_vector=vector, chunks=chunks, threshold=0.05
+        reader=OPERATOR, question=question, question_vector=vector, chunks=chunks, threshold=0.05
     )
     assert clear.sufficient and clear.signals.features is not None
     assert 0 < len(embedded) <= PASSAGE_MAX_SENTENCES
@@ -293,7 +306,11 @@ def test_a_chunk_below_the_threshold_is_decided_without_embedding_sentences(
 @pytest.mark.django_db
 def test_nothing_retrieved_is_a_refusal(knowledge_base):
     decision = evidence_assess(
-        question="Anything?", question_vector=np.ones(384, dtype=np.float32), chunks=[], threshold=T
+        reader=OPERATOR,
+        question="Anything?",
+        question_vector=np.ones(384, dtype=np.float32),
+        chunks=[],
+        threshold=T,
     )
 
     assert decision == decision.__class__(False, "below-threshold", decision.signals, {})
@@ -311,14 +328,24 @@ async def test_async_callers_get_the_same_decisions(knowledge_base):
     for question in questions:
         vector, _ = embedding.embed_query(question)
         chunks = (
-            await sync_to_async(chunks_search)(query=question, top_k=5, query_vector=vector)
+            await sync_to_async(chunks_search)(
+                reader=OPERATOR, query=question, top_k=5, query_vector=vector
+            )
         ).chunks
         for threshold in (0.1, 0.2, T):
             expected = await sync_to_async(evidence_assess)(
-                question=question, question_vector=vector, chunks=chunks, threshold=threshold
+                reader=OPERATOR,
+                question=question,
+                question_vector=vector,
+                chunks=chunks,
+                threshold=threshold,
             )
             got = await evidence_assess_async(
-                question=question, question_vector=vector, chunks=chunks, threshold=threshold
+                reader=OPERATOR,
+                question=question,
+                question_vector=vector,
+                chunks=chunks,
+                threshold=threshold,
             )
             assert (got.sufficient, got.reason) == (expected.sufficient, expected.reason)
             assert got.signals == expected.signals

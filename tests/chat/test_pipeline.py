@@ -20,6 +20,7 @@ from chat.answering.evidence_signals import PASSAGE_MARGIN
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.models import ChatSettings, Citation, Conversation, Message
 from knowledge import embedding
+from knowledge.access import OPERATOR
 from knowledge.models import Document
 from tests.support.answers import assert_answer_is_grounded, collect, event_types
 from tests.support.knowledge_base import chunks_replace, document_create, vector_at_cosine
@@ -641,7 +642,7 @@ def test_finishing_an_answer_stores_its_citations_once_and_keeps_a_deleted_chunk
         conversation_id=None, is_private=False, mode="extractive", top_k=5,
     )  # fmt: skip
     conversation_updated = Conversation.objects.get(pk=begun.conversation.pk).updated_at
-    found = chunks_search(query=LEAVE_QUESTION, top_k=2).chunks
+    found = chunks_search(reader=OPERATOR, query=LEAVE_QUESTION, top_k=2).chunks
     assert len(found) == 2
     Chunk.objects.filter(pk=found[1].chunk_id).delete()  # deleted while the answer streamed
 

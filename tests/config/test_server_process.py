@@ -43,7 +43,7 @@ print(json.dumps({
     "pool": pool is not None,
     "pooled_after_close": pool.get_stats()["pool_available"] if pool else None,
     "model_loaded": embedding._load_model.cache_info().currsize == 1,
-    "vocabulary_built": vocabulary._cache.vocabulary is not None,
+    "vocabulary_built": vocabulary.vocabulary_built(),
     "model_threads": threads[0] if threads else None,
     "torch_imported": "torch" in sys.modules,
     "environment": sorted(set(os.environ) & set(sys.argv[2].split(","))),

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from chat.models import EvidenceCalibration
+from knowledge.access import OPERATOR
 from knowledge.models import Chunk, Document
 from knowledge.retrieval import chunks_search
 from tests.support.knowledge_base import document_create
@@ -90,7 +91,7 @@ def test_upload_is_processed_in_the_background_until_ready_with_chunks(
     assert document.file.name.endswith("/bicycle-scheme.md")
     sections = set(document.chunks.values_list("section", flat=True))
     assert sections == {"Bicycle Scheme > Eligibility", "Bicycle Scheme > Repayments"}
-    result = chunks_search(query="how much can a leased bicycle cost", top_k=1)
+    result = chunks_search(reader=OPERATOR, query="how much can a leased bicycle cost", top_k=1)
     assert result.chunks[0].document_id == document.pk
 
 
@@ -196,14 +197,19 @@ def test_enable_and_disable_actions_switch_whether_a_document_is_cited(admin_cli
     handbook.refresh_from_db()
     other.refresh_from_db()
     assert not handbook.enabled and other.enabled
-    assert handbook.pk not in {c.document_id for c in chunks_search(query="leave").chunks}
+    assert handbook.pk not in {
+        c.document_id for c in chunks_search(reader=OPERATOR, query="leave").chunks
+    }
 
     response = run_action(admin_client, "enable_documents", [handbook, other])
 
     assert "1 document(s) enabled." in response.content.decode()
     handbook.refresh_from_db()
     assert handbook.enabled
-    assert chunks_search(query="annual leave", top_k=1).chunks[0].document_id == handbook.pk
+    assert (
+        chunks_search(reader=OPERATOR, query="annual leave", top_k=1).chunks[0].document_id
+        == handbook.pk
+    )
 
 
 def test_reprocess_action_queues_documents_and_skips_those_in_progress(

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 
+from knowledge.access import OPERATOR
 from knowledge.management.commands.demo_setup import DEMO_PASSWORD, DEMO_USERNAME
 from knowledge.models import Chunk, Document
 from tests.support.knowledge_base import document_create
@@ -155,10 +156,11 @@ def ask(question: str) -> tuple[str, list[tuple[int, str]]]:
     from chat.answering.extractive import extractive_answer, sentence_vectors_preload
     from knowledge.retrieval import chunks_search
 
-    search = chunks_search(query=question, top_k=5)
+    search = chunks_search(reader=OPERATOR, query=question, top_k=5)
     sentence_vectors_preload(search.chunks)
     threshold = evidence_threshold()
     decision = evidence_assess(
+        reader=OPERATOR,
         question=question,
         question_vector=search.query_vector,
         chunks=search.chunks,

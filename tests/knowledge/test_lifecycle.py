@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
+from knowledge.access import OPERATOR
 from knowledge.models import Chunk, Document
 from knowledge.retrieval import (
     RECENCY_MARGIN,
@@ -50,19 +51,25 @@ def test_expired_document_chunks_are_never_retrieved(tmp_path, mode):
     )
     Document.objects.filter(pk=later.pk).update(expires_at=timezone.now() + timedelta(days=3))
 
-    before = {c.document_id for c in chunks_search(query=QUESTION, mode=mode, top_k=10).chunks}
+    before = {
+        c.document_id
+        for c in chunks_search(reader=OPERATOR, query=QUESTION, mode=mode, top_k=10).chunks
+    }
     assert inventory.pk in before and later.pk in before  # expiring later: still searchable
 
     make_expired(inventory)
-    after = {c.document_id for c in chunks_search(query=QUESTION, mode=mode, top_k=10).chunks}
+    after = {
+        c.document_id
+        for c in chunks_search(reader=OPERATOR, query=QUESTION, mode=mode, top_k=10).chunks
+    }
     assert inventory.pk not in after and later.pk in after
 
 
 def test_a_knowledge_base_of_expired_documents_counts_as_empty():
     document = document_create(title="Old memo", texts=["The canteen closes at two."])
-    assert not knowledge_base_is_empty()
+    assert not knowledge_base_is_empty(reader=OPERATOR)
     make_expired(document)
-    assert knowledge_base_is_empty()
+    assert knowledge_base_is_empty(reader=OPERATOR)
 
 
 def test_ingest_expires_in_sets_the_expiry_and_the_api_shows_it(tmp_path, staff_user):
@@ -155,19 +162,27 @@ def test_a_tie_goes_to_the_more_recently_updated_document(mode):
     query_vector = unit(basis(7) + 0.2 * basis(8) + 0.1 * basis(9))
 
     # Updated the same day: the order of the scores, ties by chunk id (the older first).
-    result = chunks_search(query=question, mode=mode, top_k=2, query_vector=query_vector)
+    result = chunks_search(
+        reader=OPERATOR, query=question, mode=mode, top_k=2, query_vector=query_vector
+    )
     assert [c.document_title for c in result.chunks] == ["Older", "Newer"]
 
     # The "Older" document was updated since (re-ingested, re-enabled, retitled): it wins.
     set_updated(newer, days_ago=3)
-    result = chunks_search(query=question, mode=mode, top_k=2, query_vector=query_vector)
+    result = chunks_search(
+        reader=OPERATOR, query=question, mode=mode, top_k=2, query_vector=query_vector
+    )
     assert [c.document_title for c in result.chunks] == ["Older", "Newer"]
     set_updated(newer, days_ago=0)
     set_updated(older, days_ago=3)
-    result = chunks_search(query=question, mode=mode, top_k=2, query_vector=query_vector)
+    result = chunks_search(
+        reader=OPERATOR, query=question, mode=mode, top_k=2, query_vector=query_vector
+    )
     assert [c.document_title for c in result.chunks] == ["Newer", "Older"]
     # Only the first place was asked for: the tie is settled before the cut.
-    result = chunks_search(query=question, mode=mode, top_k=1, query_vector=query_vector)
+    result = chunks_search(
+        reader=OPERATOR, query=question, mode=mode, top_k=1, query_vector=query_vector
+    )
     assert [c.document_title for c in result.chunks] == ["Newer"]
 
 
@@ -187,7 +202,11 @@ def test_a_clearly_better_chunk_of_an_older_document_keeps_its_place():
     set_updated(worse, days_ago=0)
 
     result = chunks_search(
-        query="How high are pallets stacked?", mode="vector", top_k=2, query_vector=target
+        reader=OPERATOR,
+        query="How high are pallets stacked?",
+        mode="vector",
+        top_k=2,
+        query_vector=target,
     )
 
     assert [c.document_title for c in result.chunks] == ["Better", "Worse"]

@@ -12,6 +12,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
+from knowledge.access import OPERATOR
 from knowledge.models import Chunk, Document
 from knowledge.retrieval import chunks_search, searchable_chunks
 from knowledge.selectors import document_is_stalled
@@ -43,7 +44,7 @@ def handbook(tmp_path) -> Document:
 
 def found(document: Document) -> bool:
     """Whether a search for the document's subject retrieves it."""
-    result = chunks_search(query="lease a bicycle", top_k=5)
+    result = chunks_search(reader=OPERATOR, query="lease a bicycle", top_k=5)
     return document.pk in {chunk.document_id for chunk in result.chunks}
 
 
@@ -95,7 +96,7 @@ def test_a_failed_reparse_keeps_the_last_good_version_and_shows_the_error(handbo
     assert handbook.status == Document.Status.READY
     assert handbook.reprocessing_since is None
     assert "empty" in handbook.error
-    assert set(searchable_chunks().values_list("pk", flat=True)) == before
+    assert set(searchable_chunks(reader=OPERATOR).values_list("pk", flat=True)) == before
     assert found(handbook)
 
 

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, transaction
 
 from knowledge import embedding, retrieval, vocabulary
+from knowledge.access import OPERATOR
 from knowledge.models import Document
 from knowledge.retrieval import (
     LexicalQuery,
@@ -64,7 +65,9 @@ def test_disabled_and_unready_document_chunks_are_never_retrieved(mode):
         document_create(title="Failed copy", texts=LEAVE_TEXTS, status=Document.Status.FAILED),
     ]
 
-    result = chunks_search(query="how many days of annual leave", top_k=20, mode=mode)
+    result = chunks_search(
+        reader=OPERATOR, query="how many days of annual leave", top_k=20, mode=mode
+    )
 
     assert retrieved_documents(result) == {searchable.pk}
     assert len(result.chunks) == len(LEAVE_TEXTS)
@@ -73,11 +76,11 @@ def test_disabled_and_unready_document_chunks_are_never_retrieved(mode):
 
 def test_knowledge_base_with_only_disabled_documents_counts_as_empty():
     document_create(title="Disabled", texts=LEAVE_TEXTS, enabled=False)
-    assert knowledge_base_is_empty()
-    assert chunks_search(query="annual leave", top_k=5).chunks == []
+    assert knowledge_base_is_empty(reader=OPERATOR)
+    assert chunks_search(reader=OPERATOR, query="annual leave", top_k=5).chunks == []
 
     document_create(title="Enabled", texts=OTHER_TEXTS)
-    assert not knowledge_base_is_empty()
+    assert not knowledge_base_is_empty(reader=OPERATOR)
 
 
 def analyze_tables() -> None:
@@ -103,7 +106,9 @@ def vector_plan(query_vector: np.ndarray, limit: int) -> str:
     """EXPLAIN of the exact k-NN query retrieval runs, under the settings it runs with."""
     with transaction.atomic():
         vector_search_settings(limit=limit)
-        return vector_search_queryset(query_vector=query_vector, limit=limit).explain()
+        return vector_search_queryset(
+            reader=OPERATOR, query_vector=query_vector, limit=limit
+        ).explain()
 
 
 def test_filtered_vector_query_still_returns_top_k_when_most_chunks_are_disabled():
@@ -146,8 +151,10 @@ def test_filtered_vector_query_still_returns_top_k_when_most_chunks_are_disabled
         cursor.execute("SET LOCAL enable_sort = off")
     assert "Index Scan using embedding_vector_hnsw" in vector_plan(query, limit=80)
 
-    hits = chunks_search_vector(query_vector=query, limit=20)
-    result = chunks_search(query="memo", query_vector=query, top_k=20, mode="vector")
+    hits = chunks_search_vector(reader=OPERATOR, query_vector=query, limit=20)
+    result = chunks_search(
+        reader=OPERATOR, query="memo", query_vector=query, top_k=20, mode="vector"
+    )
 
     assert len(hits) == 20
     assert len(result.chunks) == 20
@@ -184,7 +191,7 @@ def test_vector_query_uses_the_hnsw_index():
 def test_vector_search_settings_do_not_leak_out_of_the_query_transaction():
     document_create(title="Handbook", texts=LEAVE_TEXTS)
 
-    assert chunks_search(query="annual leave", top_k=20, mode="vector").chunks
+    assert chunks_search(reader=OPERATOR, query="annual leave", top_k=20, mode="vector").chunks
 
     # SET LOCAL ended with the search's transaction: the pooled connection is unchanged.
     with connection.cursor() as cursor:
@@ -200,9 +207,9 @@ def test_lexical_results_stand_alone_when_the_vector_side_finds_nothing():
         title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS, model="old-model@1"
     )
     query_vector, _ = embedding.embed_query("annual leave")
-    assert chunks_search_vector(query_vector=query_vector, limit=40) == []
+    assert chunks_search_vector(reader=OPERATOR, query_vector=query_vector, limit=40) == []
 
-    result = chunks_search(query="annual leave", top_k=5)
+    result = chunks_search(reader=OPERATOR, query="annual leave", top_k=5)
 
     assert {chunk.text for chunk in result.chunks} == set(LEAVE_TEXTS)
     assert all(chunk.document_id == document.pk for chunk in result.chunks)
@@ -213,9 +220,9 @@ def test_lexical_results_stand_alone_when_the_vector_side_finds_nothing():
 def test_vector_results_stand_alone_when_no_word_of_the_question_is_in_the_documents():
     document_create(title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS)
     question = "vacation entitlement allowance"
-    assert chunks_search_lexical(question=question, limit=40) == []
+    assert chunks_search_lexical(reader=OPERATOR, question=question, limit=40) == []
 
-    result = chunks_search(query=question, top_k=3)
+    result = chunks_search(reader=OPERATOR, query=question, top_k=3)
 
     assert len(result.chunks) == 3
     assert all(chunk.lexical_rank is None and chunk.vector_rank for chunk in result.chunks)
@@ -233,7 +240,9 @@ def test_hybrid_result_carries_similarity_score_and_location():
     )
     document_create(title="Other", texts=OTHER_TEXTS)
 
-    result = chunks_search(query="how many days of annual leave does an employee receive", top_k=5)
+    result = chunks_search(
+        reader=OPERATOR, query="how many days of annual leave does an employee receive", top_k=5
+    )
 
     best = result.chunks[0]
     assert best.document_id == document.pk
@@ -253,12 +262,18 @@ def test_document_filter_restricts_results_to_the_chosen_documents():
 
     for mode in MODES:
         result = chunks_search(
-            query="annual leave days laptops", top_k=10, mode=mode, document_ids=[policies.pk]
+            reader=OPERATOR,
+            query="annual leave days laptops",
+            top_k=10,
+            mode=mode,
+            document_ids=[policies.pk],
         )
         assert retrieved_documents(result) <= {policies.pk}, mode
-    unfiltered = chunks_search(query="annual leave", top_k=10)
+    unfiltered = chunks_search(reader=OPERATOR, query="annual leave", top_k=10)
     assert handbook.pk in retrieved_documents(unfiltered)
-    assert chunks_search(query="annual leave", top_k=10, document_ids=[]).chunks == []
+    assert (
+        chunks_search(reader=OPERATOR, query="annual leave", top_k=10, document_ids=[]).chunks == []
+    )
 
 
 def test_reciprocal_rank_fusion_rewards_agreement_and_breaks_ties_by_id():
@@ -302,8 +317,10 @@ def test_rare_question_terms_outweigh_common_ones_in_the_lexical_ranking():
     document = document_create(title="Leave policy", texts=PARENTAL_TEXTS)
     paternity = document.chunks.get(index=2).pk
 
-    lexical = chunks_search_lexical(question="how long is paternity leave", limit=10)
-    hybrid = chunks_search(query="how long is paternity leave", top_k=3)
+    lexical = chunks_search_lexical(
+        reader=OPERATOR, question="how long is paternity leave", limit=10
+    )
+    hybrid = chunks_search(reader=OPERATOR, query="how long is paternity leave", top_k=3)
 
     assert lexical[0][0] == paternity
     assert lexical[0][1] > lexical[1][1] > 0
@@ -314,7 +331,7 @@ def test_rare_question_terms_outweigh_common_ones_in_the_lexical_ranking():
 def test_term_weights_are_inverse_document_frequencies():
     document_create(title="Leave policy", texts=PARENTAL_TEXTS)
 
-    query = lexical_query('how long is "paternity leave" -sick')
+    query = lexical_query('how long is "paternity leave" -sick', reader=OPERATOR)
 
     assert [term.query for term in query.terms] == ["'long'", "'patern' <-> 'leav'"]
     # 'long' is in no chunk; a phrase is held by at most as many chunks as its rarest word
@@ -322,8 +339,8 @@ def test_term_weights_are_inverse_document_frequencies():
     assert [term.frequency for term in query.terms] == [0, 1]
     assert query.terms[1].weight == pytest.approx(math.log(4 / 1.5))
     assert query.excluded == ("!'sick'",)
-    assert lexical_query("what is it and who") is None
-    assert lexical_query("-leave") is None
+    assert lexical_query("what is it and who", reader=OPERATOR) is None
+    assert lexical_query("-leave", reader=OPERATOR) is None
 
 
 def test_lexical_candidates_come_from_the_rarest_terms_within_the_budget():
@@ -346,8 +363,8 @@ def test_chunks_holding_only_common_terms_are_left_out_of_the_lexical_candidates
     document = document_create(title="Leave policy", texts=PARENTAL_TEXTS)
     monkeypatch.setattr(retrieval, "LEXICAL_CANDIDATE_BUDGET", 1)
 
-    hits = chunks_search_lexical(question="paternity leave", limit=10)
-    hybrid = chunks_search(query="paternity leave", top_k=3)
+    hits = chunks_search_lexical(reader=OPERATOR, question="paternity leave", limit=10)
+    hybrid = chunks_search(reader=OPERATOR, query="paternity leave", top_k=3)
 
     assert [chunk_id for chunk_id, _ in hits] == [document.chunks.get(index=2).pk]
     # The vector side still brings the other chunks; their 'leave' still counts for them.
@@ -360,8 +377,8 @@ def test_excluded_words_and_quoted_phrases_shape_the_lexical_matches():
     document = document_create(title="Handbook", texts=LEAVE_TEXTS + PARENTAL_TEXTS)
     by_index = {chunk.index: chunk.pk for chunk in document.chunks.all()}
 
-    excluded = chunks_search_lexical(question="annual leave -unused", limit=10)
-    phrase = chunks_search_lexical(question='"paternity leave"', limit=10)
+    excluded = chunks_search_lexical(reader=OPERATOR, question="annual leave -unused", limit=10)
+    phrase = chunks_search_lexical(reader=OPERATOR, question='"paternity leave"', limit=10)
 
     # Two texts mention unused leave; the other leave texts remain.
     assert {chunk_id for chunk_id, _ in excluded} == {by_index[0], by_index[3], by_index[4]}
@@ -373,7 +390,10 @@ def test_hybrid_ranking_is_deterministic():
     document_create(title="Copy", texts=LEAVE_TEXTS)
 
     runs = [
-        [(c.chunk_id, c.score) for c in chunks_search(query="annual leave days", top_k=7).chunks]
+        [
+            (c.chunk_id, c.score)
+            for c in chunks_search(reader=OPERATOR, query="annual leave days", top_k=7).chunks
+        ]
         for _ in range(3)
     ]
 
@@ -384,18 +404,18 @@ def test_hybrid_ranking_is_deterministic():
 @pytest.mark.parametrize("top_k", [0, 21, -1, True, 2.5])
 def test_top_k_outside_one_to_twenty_is_refused(top_k):
     with pytest.raises(ValueError, match="top_k"):
-        chunks_search(query="annual leave", top_k=top_k)
+        chunks_search(reader=OPERATOR, query="annual leave", top_k=top_k)
 
 
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="mode"):
-        chunks_search(query="annual leave", mode="fuzzy")
+        chunks_search(reader=OPERATOR, query="annual leave", mode="fuzzy")
 
 
 def test_top_k_limits_the_number_of_results():
     document_create(title="Handbook", texts=LEAVE_TEXTS + OTHER_TEXTS)
-    assert len(chunks_search(query="leave", top_k=1).chunks) == 1
-    assert len(chunks_search(query="leave", top_k=20).chunks) == 5
+    assert len(chunks_search(reader=OPERATOR, query="leave", top_k=1).chunks) == 1
+    assert len(chunks_search(reader=OPERATOR, query="leave", top_k=20).chunks) == 5
 
 
 @pytest.mark.django_db(transaction=True)
@@ -428,7 +448,7 @@ def test_chunks_replaced_by_a_concurrent_reingest_never_fail_a_search(tmp_path, 
         return real(chunk_ids, query_vector)
 
     monkeypatch.setattr(retrieval, "similarities_for", reingest_meanwhile)
-    result = chunks_search(query="staff parking permits", top_k=5)
+    result = chunks_search(reader=OPERATOR, query="staff parking permits", top_k=5)
 
     assert not old_ids & set(parking.chunks.values_list("pk", flat=True))  # really replaced
     returned = {chunk.chunk_id for chunk in result.chunks}

@@ -9,6 +9,7 @@ import pytest
 from django.test import override_settings
 
 from knowledge import embedding
+from knowledge.access import OPERATOR
 from knowledge.chunking import MAX_TOKENS, chunks_build
 from knowledge.models import Chunk, Document
 from knowledge.parsers import DocumentParseError, document_parse
@@ -204,7 +205,7 @@ def test_product_codes_are_found_by_full_text_search(inventory, price_list):
         assert document_ingest(path=path).action == "new"
 
     for query, row in (("QX-2207", QX_2207_ROW), ("PX-11", PX_11_ROW)):
-        result = chunks_search(query=query, mode="lexical", top_k=3)
+        result = chunks_search(reader=OPERATOR, query=query, mode="lexical", top_k=3)
         assert row in result.chunks[0].text.split("\n")
         assert result.chunks[0].sheet in {"Stocks", "price-list"}
 
@@ -287,5 +288,7 @@ def test_pptx_slides_are_pages_and_their_titles_sections(tmp_path):
         (3, "Deliveries per quarter"),
     ]
     assert not Chunk.objects.exclude(sheet=None).exists()
-    result = chunks_search(query="What is the lead time for brass valves?", top_k=1)
+    result = chunks_search(
+        reader=OPERATOR, query="What is the lead time for brass valves?", top_k=1
+    )
     assert result.chunks[0].page == 2

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from knowledge import vocabulary
+from knowledge.access import OPERATOR
 from knowledge.models import Chunk, Document
 from knowledge.vocabulary import edits1, fold, question_terms, vocabulary_get
 from tests.support.knowledge_base import document_create
@@ -35,14 +36,14 @@ def fresh_cache():
 
 
 def terms_by_token(question: str) -> dict[str, vocabulary.QuestionTerm]:
-    return {term.token: term for term in question_terms(question).terms}
+    return {term.token: term for term in question_terms(question, reader=OPERATOR).terms}
 
 
 def test_vocabulary_holds_the_stemmed_lexemes_of_searchable_chunks_with_their_frequency():
     document_create(title="Broadcast", texts=BROADCAST)
     document_create(title="Steam", texts=STEAM)
 
-    vocab = vocabulary_get()
+    vocab = vocabulary_get(reader=OPERATOR)
 
     assert vocab.chunk_count == 5
     assert vocab.frequency("steam") == 2  # in both steam chunks (counted once per chunk)
@@ -58,7 +59,7 @@ def test_disabled_and_unready_documents_are_not_part_of_the_vocabulary():
     document_create(title="Broadcast", texts=BROADCAST, enabled=False)
     document_create(title="Politics", texts=POLITICS, status=Document.Status.PROCESSING)
 
-    vocab = vocabulary_get()
+    vocab = vocabulary_get(reader=OPERATOR)
 
     assert vocab.chunk_count == 2
     assert vocab.knows("piston")
@@ -69,21 +70,21 @@ def test_the_cached_vocabulary_is_reused_until_the_knowledge_base_changes(
     django_assert_num_queries,
 ):
     steam = document_create(title="Steam", texts=STEAM)
-    first = vocabulary_get()
+    first = vocabulary_get(reader=OPERATOR)
     with django_assert_num_queries(0):  # trusted for RECHECK_SECONDS
-        assert vocabulary_get() is first
+        assert vocabulary_get(reader=OPERATOR) is first
     with django_assert_num_queries(1):  # then the fingerprint only
-        assert vocabulary_get(wait=True) is first
+        assert vocabulary_get(reader=OPERATOR, wait=True) is first
     vocabulary.vocabulary_recheck()  # the fingerprint is read again, nothing is rebuilt
     with django_assert_num_queries(1):
-        assert vocabulary_get() is first
+        assert vocabulary_get(reader=OPERATOR) is first
 
     broadcast = document_create(title="Broadcast", texts=BROADCAST)
-    added = vocabulary_get(wait=True)
+    added = vocabulary_get(reader=OPERATOR, wait=True)
     assert added is not first and added.knows("bskyb") and added.chunk_count == 5
 
     Document.objects.filter(pk=broadcast.pk).update(enabled=False)  # no save(), no updated_at
-    disabled = vocabulary_get(wait=True)
+    disabled = vocabulary_get(reader=OPERATOR, wait=True)
     assert not disabled.knows("bskyb") and disabled.chunk_count == 2
 
     # Re-ingesting replaces the chunks: new rows, new ids.
@@ -91,11 +92,11 @@ def test_the_cached_vocabulary_is_reused_until_the_knowledge_base_changes(
     Chunk.objects.create(
         document=steam, index=0, text="A locomotive pulled the train.", text_hash="x"
     )
-    replaced = vocabulary_get(wait=True)
+    replaced = vocabulary_get(reader=OPERATOR, wait=True)
     assert replaced.knows("locomot") and not replaced.knows("piston")
 
     steam.delete()
-    assert vocabulary_get(wait=True).chunk_count == 0
+    assert vocabulary_get(reader=OPERATOR, wait=True).chunk_count == 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -104,23 +105,25 @@ def test_a_changed_knowledge_base_is_rebuilt_in_the_background_while_the_old_one
 ):
     monkeypatch.setattr(vocabulary, "RECHECK_SECONDS", 0.0)
     document_create(title="Steam", texts=STEAM)
-    old = vocabulary_get()
+    old = vocabulary_get(reader=OPERATOR)
     document_create(title="Broadcast", texts=BROADCAST)
 
-    served = vocabulary_get()  # the fingerprint changed: the old vocabulary answers at once
+    served = vocabulary_get(
+        reader=OPERATOR
+    )  # the fingerprint changed: the old vocabulary answers at once
 
     assert served is old and not served.knows("bskyb")
     for thread in threading.enumerate():
         if thread.name == "vocabulary-rebuild":
             thread.join(timeout=60)
-    rebuilt = vocabulary_get()
+    rebuilt = vocabulary_get(reader=OPERATOR)
     assert rebuilt is not old and rebuilt.knows("bskyb") and rebuilt.chunk_count == 5
 
 
 def test_question_terms_are_parsed_and_stemmed_like_the_full_text_search():
     document_create(title="Broadcast", texts=BROADCAST)
 
-    terms = question_terms("Which services did BSkyB charge subscriptions for?")
+    terms = question_terms("Which services did BSkyB charge subscriptions for?", reader=OPERATOR)
 
     assert [term.lexeme for term in terms.terms] == ["servic", "bskyb", "charg", "subscript"]
     assert all(term.known for term in terms.terms)
@@ -130,7 +133,9 @@ def test_question_terms_are_parsed_and_stemmed_like_the_full_text_search():
 def test_a_misspelt_known_word_is_excused_as_a_typo_of_it():
     document_create(title="Broadcast", texts=BROADCAST)
 
-    terms = question_terms("What additional srevice did the UK parliment hear about?")
+    terms = question_terms(
+        "What additional srevice did the UK parliment hear about?", reader=OPERATOR
+    )
     by_token = {term.token: term for term in terms.terms}
 
     assert by_token["srevice"].near == "servic" and by_token["srevice"].typo
@@ -154,7 +159,9 @@ def test_an_english_word_the_knowledge_base_lacks_is_unknown_even_one_letter_fro
 def test_names_and_jargon_the_knowledge_base_lacks_are_unknown_and_specific():
     document_create(title="Broadcast", texts=BROADCAST)
 
-    terms = question_terms("Which company provides train service in Fresno to ctenophora?")
+    terms = question_terms(
+        "Which company provides train service in Fresno to ctenophora?", reader=OPERATOR
+    )
 
     specific = {term.token for term in terms.unknown_specific}
     assert specific == {"Fresno", "ctenophora"}
@@ -166,9 +173,9 @@ def test_names_and_jargon_the_knowledge_base_lacks_are_unknown_and_specific():
 def test_capitals_count_only_in_ordinary_sentence_case():
     document_create(title="Broadcast", texts=BROADCAST)
 
-    shouted = question_terms("WHICH COMPANY PROVIDES TRAIN SERVICE IN FRESNO")
-    titled = question_terms("Which Company Provides Train Service In Fresno")
-    normal = question_terms("Which company provides train service in Fresno")
+    shouted = question_terms("WHICH COMPANY PROVIDES TRAIN SERVICE IN FRESNO", reader=OPERATOR)
+    titled = question_terms("Which Company Provides Train Service In Fresno", reader=OPERATOR)
+    normal = question_terms("Which company provides train service in Fresno", reader=OPERATOR)
 
     assert not any(term.capitalized for term in shouted.terms)
     assert not any(term.capitalized for term in titled.terms)
@@ -192,7 +199,9 @@ def test_the_first_word_of_every_sentence_is_not_taken_for_a_name():
 def test_numbers_and_hyphenated_compounds_are_not_counted_as_unknown():
     document_create(title="Steam", texts=STEAM)
 
-    terms = question_terms("Was the steam-powered engine improved in 1851-1860 or 10000 times?")
+    terms = question_terms(
+        "Was the steam-powered engine improved in 1851-1860 or 10000 times?", reader=OPERATOR
+    )
 
     assert "steam-pow" not in {term.lexeme for term in terms.terms}  # parts count instead
     assert {"steam", "power", "engin"} <= {term.lexeme for term in terms.terms}
@@ -212,8 +221,10 @@ def test_accents_are_folded_on_both_sides():
 def test_short_unknown_words_are_never_excused_as_typos():
     document_create(title="Steam", texts=STEAM)
 
-    assert vocabulary_get().nearest("wat") is None  # "watt" is one edit away, but too short
-    assert vocabulary_get().nearest("pistn") == "piston"
+    assert (
+        vocabulary_get(reader=OPERATOR).nearest("wat") is None
+    )  # "watt" is one edit away, but too short
+    assert vocabulary_get(reader=OPERATOR).nearest("pistn") == "piston"
 
 
 def test_edits1_gives_every_single_damerau_edit():
@@ -227,8 +238,8 @@ def test_edits1_gives_every_single_damerau_edit():
 
 
 def test_an_empty_knowledge_base_knows_nothing():
-    terms = question_terms("What is the refund policy?")
+    terms = question_terms("What is the refund policy?", reader=OPERATOR)
 
-    assert vocabulary_get().chunk_count == 0
+    assert vocabulary_get(reader=OPERATOR).chunk_count == 0
     assert [term.known for term in terms.terms] == [False, False]
     assert terms.unknown_share == 1.0

@@ -6,6 +6,7 @@ from argparse import ArgumentParser
 
 from django.core.management.base import BaseCommand, CommandError
 
+from knowledge.access import OPERATOR
 from knowledge.models import Document
 from knowledge.retrieval import (
     MODES,
@@ -64,10 +65,13 @@ class Command(BaseCommand):
             if missing:
                 raise CommandError(f"No document with id {', '.join(map(str, missing))}.")
 
-        if knowledge_base_is_empty():
+        # The operator's command: every available document, whoever may read it.
+        if knowledge_base_is_empty(reader=OPERATOR):
             self.stdout.write("The knowledge base is empty: ingest documents first.")
             return
-        result = chunks_search(query=text, top_k=top_k, mode=mode, document_ids=document_ids)
+        result = chunks_search(
+            query=text, reader=OPERATOR, top_k=top_k, mode=mode, document_ids=document_ids
+        )
         if result.truncated:
             self.stderr.write(
                 self.style.WARNING("The question was cut to fit the embedding model's limit.")
