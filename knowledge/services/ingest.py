@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from knowledge import embedding
 from knowledge.chunking import CHUNKER_VERSION, ChunkDraft, chunks_build
-from knowledge.models import Chunk, Document, Embedding
+from knowledge.models import Chunk, Collection, Document, Embedding
 from knowledge.parsers import (
     DocumentParseError,
     ParsedDocument,
@@ -115,6 +115,7 @@ def document_ingest(
     dry_run: bool = False,
     source: str | None = None,
     expires_at: datetime | None = None,
+    collection: Collection | None = None,
 ) -> IngestOutcome:
     """Ingest one file. New → created; changed → chunks replaced; unchanged → untouched
     (but for `expires_at`, which is set whenever it is given).
@@ -122,7 +123,10 @@ def document_ingest(
     `source` (default: the resolved path) identifies the document across runs. An explicit
     `title` wins; otherwise a new document takes the file's own title or first heading, else
     its prettified file name, and an existing document keeps its title. An existing document
-    keeps its `enabled` flag unless `enabled=False` asks to disable it.
+    keeps its `enabled` flag unless `enabled=False` asks to disable it. A new document is
+    created in `collection` (default: General, `Document.collection`'s default) in the same
+    statement, so it is never in another collection even briefly; an existing one keeps its
+    collection.
     """
     window = _Window()
     window.add(
@@ -134,6 +138,7 @@ def document_ingest(
             dry_run=dry_run,
             source=source,
             expires_at=expires_at,
+            collection=collection,
         )
     )
     return window.outcomes()[0]
@@ -180,17 +185,24 @@ def documents_ingest(
     dry_run: bool,
     progress: Progress | None = None,
     expires_at: datetime | None = None,
+    collection: Collection | None = None,
 ) -> list[IngestOutcome]:
     """Ingest files and directories (walked recursively; files of unsupported types inside a
     directory are skipped, see `paths_expand`). One file failing never stops the others.
     Outcomes in file order; `progress(1)` as each file is done. `expires_at`: when every
-    ingested document expires (see `Document.expires_at`)."""
+    ingested document expires (see `Document.expires_at`); `collection`: where new documents
+    are created (see `document_ingest`)."""
     files, _skipped = paths_expand(paths)
     window = _Window(progress=progress)
     for file in files:
         try:
             step = _ingest_job(
-                path=file, title=title, enabled=enabled, dry_run=dry_run, expires_at=expires_at
+                path=file,
+                title=title,
+                enabled=enabled,
+                dry_run=dry_run,
+                expires_at=expires_at,
+                collection=collection,
             )
         except Exception as exc:  # one broken file must not stop a batch; logged in full
             logger.exception("Ingesting %s failed", file)
@@ -278,6 +290,7 @@ def _ingest_job(
     uploaded_by: AbstractBaseUser | None = None,
     source: str | None = None,
     expires_at: datetime | None = None,
+    collection: Collection | None = None,
 ) -> IngestOutcome | _Job:
     """Read, check, parse and chunk one file: a final outcome, or a job to embed and write."""
     source = source or str(path.resolve())
@@ -313,6 +326,8 @@ def _ingest_job(
             fields["title"] = parsed_title or title_from_name(path.name)
         if existing is None:
             fields.update(enabled=enabled, uploaded_by=uploaded_by)
+            if collection is not None:
+                fields["collection"] = collection
         elif not enabled:
             fields["enabled"] = False
         if expires_at is not None:

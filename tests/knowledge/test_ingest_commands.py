@@ -10,11 +10,15 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.db.models.signals import post_save
 
 from knowledge import embedding
+from knowledge.access import documents_readable
 from knowledge.chunking import CHUNKER_VERSION
+from knowledge.collections import collection_create, collection_default
 from knowledge.models import Chunk, Document, Embedding
 
 pytestmark = pytest.mark.django_db
@@ -265,3 +269,46 @@ def test_ingesting_an_unchanged_file_cut_by_an_older_chunker_rechunks_it(documen
 
     assert "0 new, 1 updated, 0 unchanged, 0 failed" in output
     assert Document.objects.get().chunker_version == CHUNKER_VERSION
+
+
+def test_ingest_into_a_collection_creates_the_documents_there_from_their_first_save(
+    documents_dir, django_user_model
+):
+    hr = collection_create(name="HR only", groups=[Group.objects.create(name="HR")])
+    saved_in: list[int] = []
+
+    def record(sender, instance, **kwargs):
+        saved_in.append(instance.collection_id)
+
+    post_save.connect(record, sender=Document)
+    try:
+        output = run("ingest", str(documents_dir / "handbook.md"), "--collection", "hr ONLY")
+    finally:
+        post_save.disconnect(record, sender=Document)
+
+    assert "1 new" in output
+    document = Document.objects.get()
+    assert document.collection == hr
+    assert saved_in and set(saved_in) == {hr.pk}  # never saved in General, even briefly
+    staff = django_user_model.objects.create_user("staff", password="x", is_staff=True)
+    assert not documents_readable(user=staff).exists()
+
+
+def test_ingest_without_a_collection_goes_to_general_and_keeps_existing_collections(
+    documents_dir,
+):
+    hr = collection_create(name="HR only", groups=[Group.objects.create(name="HR")])
+    run("ingest", str(documents_dir / "handbook.md"))
+    assert Document.objects.get().collection == collection_default()
+
+    (documents_dir / "handbook.md").write_text("# Handbook\n\nA changed version of it.\n")
+    run("ingest", str(documents_dir / "handbook.md"), "--collection", "HR only")
+    assert Document.objects.get().collection == collection_default()  # kept: moving is explicit
+    assert hr.documents.count() == 0
+
+
+def test_ingest_into_an_unknown_collection_is_a_command_error_and_writes_nothing(documents_dir):
+    error, _ = run_failing("ingest", str(documents_dir), "--collection", "Payroll")
+
+    assert "No collection is named “Payroll”" in str(error)
+    assert not Document.objects.exists()

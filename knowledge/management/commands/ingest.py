@@ -13,6 +13,8 @@ from django.utils import timezone
 from tqdm import tqdm
 
 from knowledge import embedding
+from knowledge.collections import collection_default
+from knowledge.models import Collection
 from knowledge.parsers import SUPPORTED_TYPES_LABEL, is_supported
 from knowledge.services.ingest import documents_ingest
 from knowledge.services.paths import paths_expand
@@ -39,6 +41,12 @@ class Command(BaseCommand):
             help="Parse and chunk, report what would change, write nothing.",
         )
         parser.add_argument(
+            "--collection",
+            metavar="NAME",
+            help="Create new documents in the collection NAME (default: General, readable by "
+            "all staff); documents already ingested keep their collection.",
+        )
+        parser.add_argument(
             "--expires-in",
             type=float,
             metavar="DAYS",
@@ -54,6 +62,7 @@ class Command(BaseCommand):
         disabled: bool,
         dry_run: bool,
         expires_in: float | None = None,
+        collection: str | None = None,
         **opts,
     ) -> None:
         missing = [str(path) for path in paths if not path.exists()]
@@ -63,6 +72,11 @@ class Command(BaseCommand):
             raise CommandError("--title can only be used with a single file.")
         if title is not None and not title.strip():
             raise CommandError("--title must not be blank.")
+        target = collection_default()
+        if collection is not None:
+            target = Collection.objects.filter(name__iexact=collection.strip()).first()
+            if target is None:
+                raise CommandError(f"No collection is named “{collection}”.")
         expires_at = None
         if expires_in is not None:
             if not (0 < expires_in <= MAX_EXPIRY_DAYS):
@@ -99,6 +113,7 @@ class Command(BaseCommand):
                 dry_run=dry_run,
                 progress=bar.update,
                 expires_at=expires_at,
+                collection=target,
             )
         seconds = time.monotonic() - started
         self._report(outcomes, skipped=len(skipped), seconds=seconds, dry_run=dry_run)
