@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: run test setup migrate browser redis lint format css stop-db
 
 ## make run: set everything up, seed the demo, serve on http://127.0.0.1:8000 (Ctrl-C stops).
-## The demo login is made only when HOST is a loopback address (demo_setup --host).
+## The demo logins (demo, in HR; demo2, not) are made only when HOST is a loopback address.
 run: setup migrate
 	$(PY) manage.py demo_setup --host "$(or $(HOST),127.0.0.1)"
 	bin/serve

@@ -11,7 +11,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from knowledge.management.commands.demo_setup import DEMO_PASSWORD, DEMO_USERNAME, host_is_loopback
+from knowledge.management.commands.demo_setup import (
+    DEMO2_PASSWORD,
+    DEMO2_USERNAME,
+    DEMO_PASSWORD,
+    DEMO_USERNAME,
+    host_is_loopback,
+)
 from knowledge.models import Document
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +56,8 @@ def test_on_loopback_the_demo_login_is_created():
 def test_on_another_address_it_is_not_created_and_says_how_to_make_an_admin():
     out, err = run("--host", "0.0.0.0")
     assert not get_user_model().objects.filter(username=DEMO_USERNAME).exists()
-    assert DEMO_PASSWORD not in out + err
+    assert not get_user_model().objects.filter(username=DEMO2_USERNAME).exists()
+    assert DEMO_PASSWORD not in out + err and DEMO2_PASSWORD not in out + err
     assert "not on loopback" in err and "manage.py createsuperuser" in err
 
 
@@ -59,6 +66,8 @@ def test_on_another_address_an_existing_demo_password_is_removed():
     _, err = run("--host", "10.0.0.5")
     user = get_user_model().objects.get(username=DEMO_USERNAME)
     assert not user.check_password(DEMO_PASSWORD) and not user.has_usable_password()
+    second = get_user_model().objects.get(username=DEMO2_USERNAME)
+    assert not second.check_password(DEMO2_PASSWORD) and not second.has_usable_password()
     assert "can no longer log in" in err and "manage.py createsuperuser" in err
 
 

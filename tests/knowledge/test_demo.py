@@ -8,11 +8,19 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 
-from knowledge.access import OPERATOR
-from knowledge.management.commands.demo_setup import DEMO_PASSWORD, DEMO_USERNAME
-from knowledge.models import Chunk, Document
+from knowledge.access import OPERATOR, Reader, documents_readable, reader_for
+from knowledge.management.commands.demo_setup import (
+    DEMO2_PASSWORD,
+    DEMO2_USERNAME,
+    DEMO_PASSWORD,
+    DEMO_USERNAME,
+    HR_COLLECTION,
+    HR_GROUP,
+)
+from knowledge.models import Chunk, Collection, Document
 from tests.support.knowledge_base import document_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -31,6 +39,10 @@ DEMO_FILES = {
         "application/vnd.openxmlformats-officedocument.presentationml.presentation"
     ),
 }
+
+
+HR_FILE = "pay-bands-2026.md"  # in demo/hr-only/, the "HR only" collection
+PAY_QUESTION = "What is the salary band for a Grade 7 analyst?"
 
 
 def run(command: str, *args: str) -> str:
@@ -57,13 +69,15 @@ def demo_setup_output(django_db_setup, django_db_blocker) -> str:
         output = run("demo_setup")
         yield output
         Document.objects.all().delete()
-        get_user_model().objects.filter(username=DEMO_USERNAME).delete()
+        get_user_model().objects.filter(username__in=[DEMO_USERNAME, DEMO2_USERNAME]).delete()
+        Collection.objects.filter(name=HR_COLLECTION).delete()
+        Group.objects.filter(name=HR_GROUP).delete()
 
 
 def start_from_an_empty_database() -> None:
     """Inside the test's transaction: undo what the module fixture may have committed."""
     Document.objects.all().delete()
-    get_user_model().objects.filter(username=DEMO_USERNAME).delete()
+    get_user_model().objects.filter(username__in=[DEMO_USERNAME, DEMO2_USERNAME]).delete()
 
 
 def test_demo_setup_creates_the_staff_user_and_ingests_every_demo_file(demo_setup_output):
@@ -73,7 +87,7 @@ def test_demo_setup_creates_the_staff_user_and_ingests_every_demo_file(demo_setu
     assert f"{DEMO_USERNAME} / {DEMO_PASSWORD}" in demo_setup_output
 
     documents = {Path(doc.source).name: doc for doc in Document.objects.all()}
-    assert set(documents) == set(DEMO_FILES)
+    assert set(documents) == set(DEMO_FILES) | {HR_FILE}
     for name, media_type in DEMO_FILES.items():
         document = documents[name]
         assert document.status == Document.Status.READY, (name, document.error)
@@ -111,7 +125,7 @@ def test_demo_setup_run_again_changes_nothing(demo_setup_output):
     output = run("demo_setup")
 
     assert "already exists" in output
-    assert f"already has {len(DEMO_FILES)} document(s)" in output
+    assert f"already has {len(DEMO_FILES) + 1} document(s)" in output
     assert list(get_user_model().objects.values_list("pk", "password")) == user_ids
     assert sorted(Chunk.objects.values_list("pk", flat=True)) == chunk_ids
 
@@ -148,19 +162,19 @@ def test_search_ranks_the_handbook_annual_leave_chunk_first(demo_setup_output):
     assert "25 days of annual leave" in output.splitlines()[1]
 
 
-def ask(question: str) -> tuple[str, list[tuple[int, str]]]:
-    """The extractive answer to `question` as the pipeline builds it (retrieval, the evidence
-    check, the answer from the qualifying chunks): its text and its cited chunks' texts."""
+def decide(question: str, reader: Reader = OPERATOR):
+    """Retrieval and the evidence check for `question` as the pipeline runs them for `reader`:
+    (the qualifying chunks, the refusal or None, the query vector)."""
     from chat.answering.evidence import evidence_threshold
     from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess, evidence_outcome
-    from chat.answering.extractive import extractive_answer, sentence_vectors_preload
+    from chat.answering.extractive import sentence_vectors_preload
     from knowledge.retrieval import chunks_search
 
-    search = chunks_search(reader=OPERATOR, query=question, top_k=5)
+    search = chunks_search(reader=reader, query=question, top_k=5)
     sentence_vectors_preload(search.chunks)
     threshold = evidence_threshold()
     decision = evidence_assess(
-        reader=OPERATOR,
+        reader=reader,
         question=question,
         question_vector=search.query_vector,
         chunks=search.chunks,
@@ -168,10 +182,17 @@ def ask(question: str) -> tuple[str, list[tuple[int, str]]]:
         threshold_on=THRESHOLD_ON,
     )
     chunks, refusal = evidence_outcome(search.chunks, decision, threshold)
+    return chunks, refusal, search.query_vector
+
+
+def ask(question: str) -> tuple[str, list[tuple[int, str]]]:
+    """The extractive answer to `question` as the pipeline builds it (retrieval, the evidence
+    check, the answer from the qualifying chunks): its text and its cited chunks' texts."""
+    from chat.answering.extractive import extractive_answer
+
+    chunks, refusal, vector = decide(question)
     assert refusal is None, question
-    answer = extractive_answer(
-        question=question, question_vector=search.query_vector, chunks=chunks
-    )
+    answer = extractive_answer(question=question, question_vector=vector, chunks=chunks)
     return answer.text, [(n, chunk.text) for n, chunk in answer.cited_chunks]
 
 
@@ -195,3 +216,29 @@ def test_demo_answer_opens_with_the_sentence_that_answers(
     first = text.split(" [1]")[0]
     assert answer in first and not_first not in first, text
     assert citations[0][0] == 1 and answer in citations[0][1]
+
+
+def test_the_pay_bands_are_answered_for_the_demo_login_in_hr_and_refused_for_demo2(
+    demo_setup_output,
+):
+    from chat.answering.evidence import NO_EVIDENCE_REFUSAL
+    from chat.answering.extractive import extractive_answer
+
+    demo = get_user_model().objects.get(username=DEMO_USERNAME)
+    demo2 = get_user_model().objects.get(username=DEMO2_USERNAME)
+    assert demo.groups.filter(name=HR_GROUP).exists()
+    assert demo2.is_staff and not demo2.is_superuser and not demo2.groups.exists()
+    assert authenticate(username=DEMO2_USERNAME, password=DEMO2_PASSWORD) == demo2
+    assert f"{DEMO2_USERNAME} / {DEMO2_PASSWORD}" in demo_setup_output
+    pay = Document.objects.get(source__endswith=HR_FILE)
+    assert pay.collection.name == HR_COLLECTION
+    assert list(pay.collection.reader_groups.values_list("name", flat=True)) == [HR_GROUP]
+    assert pay not in documents_readable(user=demo2)
+
+    chunks, refusal, vector = decide(PAY_QUESTION, reader_for(demo))
+    assert refusal is None
+    answer = extractive_answer(question=PAY_QUESTION, question_vector=vector, chunks=chunks)
+    assert "£41,200 to £48,900" in answer.text
+
+    chunks, refusal, _ = decide(PAY_QUESTION, reader_for(demo2))
+    assert refusal == NO_EVIDENCE_REFUSAL and chunks == []

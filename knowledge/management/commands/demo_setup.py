@@ -1,6 +1,11 @@
-"""`manage.py demo_setup`: a demo login and the demo knowledge base, once (run by `make run`).
-The demo login's password is public (README), so it exists only while Sourced is served on
-loopback: with `--host` another address, it is not created, and one already made is locked."""
+"""`manage.py demo_setup`: the demo logins and the demo knowledge base, once (run by `make run`).
+
+The knowledge base: `demo/` in General, readable by all staff, and `demo/hr-only/` in the "HR
+only" collection, readable by the "HR" group only (the pay bands). The logins: `demo`, an
+administrator in HR, and `demo2`, staff outside HR, so that the same question ("What is the
+salary band for a Grade 7 analyst?") is answered for one and refused for the other. Their
+passwords are public (README), so they exist only while Sourced is served on loopback: with
+`--host` another address, they are not created, and ones already made are locked."""
 
 from __future__ import annotations
 
@@ -12,16 +17,24 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from knowledge.models import Document
+from knowledge.collections import collection_create
+from knowledge.models import Collection, Document
 from knowledge.services.ingest import documents_ingest
 from knowledge.services.paths import paths_expand
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-pass-2026"
 DEMO_DIR = settings.BASE_DIR / "demo"
+# A second, ordinary staff login outside HR: what the pay bands look like to everyone else.
+DEMO2_USERNAME = "demo2"
+DEMO2_PASSWORD = "demo2-pass-2026"
+HR_GROUP = "HR"
+HR_COLLECTION = "HR only"
+HR_DIR_NAME = "hr-only"  # the demo folder's sub-folder ingested into HR_COLLECTION
 
 
 def host_is_loopback(host: str) -> bool:
@@ -37,9 +50,12 @@ def host_is_loopback(host: str) -> bool:
 
 class Command(BaseCommand):
     help = (
-        f"Create the demo staff user '{DEMO_USERNAME}' if no user of that name exists and "
-        "--host is a loopback address, and ingest the demo knowledge base (demo/) if the "
-        "knowledge base has no documents. Safe to run again: it only does what is missing."
+        f"Create the demo logins '{DEMO_USERNAME}' (an administrator in the {HR_GROUP} group) "
+        f"and '{DEMO2_USERNAME}' (staff outside it) if no users of those names exist and "
+        "--host is a loopback address, and ingest the demo knowledge base (demo/, its "
+        f"{HR_DIR_NAME}/ folder into the '{HR_COLLECTION}' collection readable by "
+        f"{HR_GROUP} only) if the knowledge base has no documents. Safe to run again: it only "
+        "does what is missing."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -58,21 +74,31 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, demo_dir: Path, host: str, **options) -> None:
+        hr = self._hr_ensure()
         if host_is_loopback(host):
-            self._user_ensure()
+            self._user_ensure(hr)
         else:
             self._user_refuse(host)
         self._documents_ensure(demo_dir)
 
+    def _hr_ensure(self) -> Group:
+        """The HR group and the "HR only" collection it reads (created when missing)."""
+        group, _ = Group.objects.get_or_create(name=HR_GROUP)
+        if not Collection.objects.filter(name__iexact=HR_COLLECTION).exists():
+            collection_create(name=HR_COLLECTION, groups=[group])
+        return group
+
     def _user_refuse(self, host: str) -> None:
-        user = get_user_model().objects.filter(username=DEMO_USERNAME).first()
-        done = "The demo login is not created"
-        if user is not None and user.check_password(DEMO_PASSWORD):
-            user.set_unusable_password()
-            user.save(update_fields=["password"])
-            done = (
-                f"The demo login '{DEMO_USERNAME}' can no longer log in (its password was removed)"
-            )
+        done = "The demo logins are not created"
+        for username, password in (
+            (DEMO_USERNAME, DEMO_PASSWORD),
+            (DEMO2_USERNAME, DEMO2_PASSWORD),
+        ):
+            user = get_user_model().objects.filter(username=username).first()
+            if user is not None and user.check_password(password):
+                user.set_unusable_password()
+                user.save(update_fields=["password"])
+                done = "The demo logins can no longer log in (their passwords were removed)"
         self.stderr.write(
             self.style.WARNING(
                 f"Serving on {host}, not on loopback: {done}, since its password is public. "
@@ -81,19 +107,36 @@ class Command(BaseCommand):
             )
         )
 
-    def _user_ensure(self) -> None:
+    def _user_ensure(self, hr: Group) -> None:
         user_model = get_user_model()
         if user_model.objects.filter(username=DEMO_USERNAME).exists():
             self.stdout.write(f"Demo user '{DEMO_USERNAME}' already exists (left unchanged).")
+        else:
+            user = user_model.objects.create_superuser(
+                username=DEMO_USERNAME,
+                email="demo@northwind-analytics.example",
+                password=DEMO_PASSWORD,
+            )
+            user.groups.add(hr)
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"Created the demo staff user. Log in as {DEMO_USERNAME} / {DEMO_PASSWORD}"
+                    f" (in {HR_GROUP}: reads the '{HR_COLLECTION}' collection)"
+                )
+            )
+        if user_model.objects.filter(username=DEMO2_USERNAME).exists():
+            self.stdout.write(f"Demo user '{DEMO2_USERNAME}' already exists (left unchanged).")
             return
-        user_model.objects.create_superuser(
-            username=DEMO_USERNAME,
-            email="demo@northwind-analytics.example",
-            password=DEMO_PASSWORD,
+        user_model.objects.create_user(
+            username=DEMO2_USERNAME,
+            email="demo2@northwind-analytics.example",
+            password=DEMO2_PASSWORD,
+            is_staff=True,
         )
         self.stdout.write(
             self.style.SUCCESS(
-                f"Created the demo staff user. Log in as {DEMO_USERNAME} / {DEMO_PASSWORD}"
+                f"Created a second login outside {HR_GROUP}: {DEMO2_USERNAME} / {DEMO2_PASSWORD}"
+                f" (ask both: What is the salary band for a Grade 7 analyst?)"
             )
         )
 
@@ -109,13 +152,27 @@ class Command(BaseCommand):
         files, _skipped = paths_expand([demo_dir])
         if not files:
             raise CommandError(f"No supported documents in {demo_dir}")
+        hr_dir = demo_dir / HR_DIR_NAME
+        restricted = [file for file in files if file.is_relative_to(hr_dir)]
+        general = [file for file in files if not file.is_relative_to(hr_dir)]
 
         self.stdout.write(f"Ingesting {len(files)} demo document(s) from {demo_dir} ...")
         started = time.monotonic()
+        outcomes = []
         with tqdm(total=len(files), unit="file", file=sys.stderr, leave=False) as bar:
-            outcomes = documents_ingest(
-                paths=files, title=None, enabled=True, dry_run=False, progress=bar.update
-            )
+            for paths, collection in (
+                (general, None),
+                (restricted, Collection.objects.get(name__iexact=HR_COLLECTION)),
+            ):
+                if paths:
+                    outcomes += documents_ingest(
+                        paths=paths,
+                        title=None,
+                        enabled=True,
+                        dry_run=False,
+                        progress=bar.update,
+                        collection=collection,
+                    )
         seconds = time.monotonic() - started
         for outcome in outcomes:
             name = Path(outcome.source).name
