@@ -8,6 +8,10 @@
   chunks, each reduced to some of its content words); the POSITIVE_QUANTILE of their passage
   similarities is the *probe floor* — how close the passage that does answer comes.
 
+The knowledge base measured is what all staff may read (`knowledge.access.reader_of_all_staff`:
+the collections readable by all staff): the one threshold every asker is checked against is
+never shaped by text only some may read (docs/decisions/0076-statistics-per-reader.md).
+
 The automatic threshold is the noise floor, never above the probe floor (a knowledge base whose
 own questions match weakly keeps answering them). The values are stored (`EvidenceCalibration`,
 one row) with the fingerprint of the knowledge base they were measured on, recomputed by a
@@ -32,10 +36,10 @@ from chat.answering.features import best_passage, compared_sentences, generic_qu
 from chat.answering.terms import STOP_WORDS
 from chat.models import EvidenceCalibration
 from knowledge import embedding
-from knowledge.access import OPERATOR
+from knowledge.access import Reader, reader_of_all_staff
 from knowledge.retrieval import chunks_search, searchable_chunks
 from knowledge.sentences import answerable_sentences
-from knowledge.vocabulary import knowledge_base_fingerprint
+from knowledge.vocabulary import knowledge_base_fingerprint, vocabulary_scope
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +66,10 @@ class CalibrationValues:
 
 
 def fingerprint_key() -> str:
-    """The knowledge base's fingerprint (knowledge/vocabulary.py) without the database name."""
-    return ",".join(str(part) for part in knowledge_base_fingerprint()[1:])
+    """The fingerprint (knowledge/vocabulary.py) of what all staff may read (the calibration's
+    scope), without the database name."""
+    scope = vocabulary_scope(reader_of_all_staff())
+    return ",".join(str(part) for part in knowledge_base_fingerprint(scope)[1:])
 
 
 @cache
@@ -73,7 +79,7 @@ def _bank_vectors() -> np.ndarray:
 
 
 def passage_similarities_of(
-    questions: Sequence[str], vectors: np.ndarray | None = None
+    questions: Sequence[str], vectors: np.ndarray | None = None, *, reader: Reader
 ) -> list[float]:
     """The best passage similarity retrieval finds for each question (those that retrieve
     nothing left out). The compared sentences of all questions are embedded in one batch (the
@@ -81,7 +87,7 @@ def passage_similarities_of(
     if vectors is None:
         vectors = embedding.embed_texts(list(questions))
     searches = [
-        (question, chunks_search(query=question, reader=OPERATOR, top_k=5, query_vector=vector))
+        (question, chunks_search(query=question, reader=reader, top_k=5, query_vector=vector))
         for question, vector in zip(questions, vectors, strict=True)
     ]
     searches = [(question, search) for question, search in searches if search.chunks]
@@ -93,17 +99,17 @@ def passage_similarities_of(
     ]
 
 
-def probe_questions(limit: int = PROBES) -> list[str]:
+def probe_questions(limit: int = PROBES, *, reader: Reader) -> list[str]:
     """Up to `limit` probes: chunks spread evenly over the knowledge base (in id order), from
     each its longest sentence, reduced to PROBE_WORDS of its content words taken every other
     word — a keyword question about something the sentence says, not the sentence itself."""
-    ids = list(searchable_chunks(reader=OPERATOR).order_by("pk").values_list("pk", flat=True))
+    ids = list(searchable_chunks(reader=reader).order_by("pk").values_list("pk", flat=True))
     if not ids:
         return []
     step = max(1, len(ids) // limit)
     chosen = ids[::step][:limit]
     probes = []
-    for chunk in searchable_chunks(reader=OPERATOR).filter(pk__in=chosen).order_by("pk"):
+    for chunk in searchable_chunks(reader=reader).filter(pk__in=chosen).order_by("pk"):
         sentences = answerable_sentences(chunk.text, sheet=bool(chunk.sheet))
         if not sentences:
             continue
@@ -117,12 +123,14 @@ def probe_questions(limit: int = PROBES) -> list[str]:
 
 
 def calibration_compute() -> CalibrationValues | None:
-    """Measure the current knowledge base (None when it is empty). Embeds every generic
-    question and probe: seconds, for a background task."""
-    negatives = passage_similarities_of(generic_questions(), _bank_vectors())
+    """Measure what all staff may read (`reader_of_all_staff`: a restricted collection's text
+    never moves the threshold everyone is checked against); None when that is empty. Embeds
+    every generic question and probe: seconds, for a background task."""
+    reader = reader_of_all_staff()
+    negatives = passage_similarities_of(generic_questions(), _bank_vectors(), reader=reader)
     if not negatives:
         return None
-    positives = passage_similarities_of(probe_questions())
+    positives = passage_similarities_of(probe_questions(reader=reader), reader=reader)
     noise = float(np.quantile(negatives, NEGATIVE_QUANTILE))
     probe = None
     if len(positives) >= MIN_SAMPLES:

@@ -219,3 +219,12 @@ def collections_readable(*, user: UserLike) -> QuerySet[Collection]:
 # calibration) act for nobody in particular and search every available document; a request
 # from a user always passes that user's `reader_for(user)` instead.
 OPERATOR = Reader(user_id=None, is_superuser=True, can_manage=True)
+
+
+def reader_of_all_staff() -> Reader:
+    """What every member of staff reads: the available documents of the collections readable
+    by all staff (one query). For statistics shared by every reader (the evidence check's
+    calibration, the vocabulary a server builds at start-up), so that nothing only some
+    readers may read shapes them (docs/decisions/0076-statistics-per-reader.md)."""
+    ids = Collection.objects.filter(all_staff=True).values_list("pk", flat=True)
+    return Reader(user_id=None, collection_ids=frozenset(ids))

@@ -66,10 +66,14 @@ NUMERIC_ALIASES = frozenset({"int", "uint", "float", "sfloat", "version", "scien
 _EDIT_LETTERS = string.ascii_lowercase + string.digits
 
 _FINGERPRINT_SQL = """
-    SELECT count(*), coalesce(sum(id), 0), max(updated_at),
-           (SELECT coalesce(max(id), 0) FROM knowledge_chunk)
+    SELECT count(*), coalesce(sum(id), 0), max(updated_at), {chunks}
     FROM knowledge_document d WHERE enabled AND status = %s {scope}
 """
+_MAX_CHUNK_SQL = "(SELECT coalesce(max(id), 0) FROM knowledge_chunk)"
+_MAX_CHUNK_IN_SCOPE_SQL = (
+    "(SELECT coalesce(max(c.id), 0) FROM knowledge_chunk c "
+    "JOIN knowledge_document d ON d.id = c.document_id WHERE TRUE {scope})"
+)
 _SEARCHABLE_VECTORS_SQL = (
     "SELECT c.search_vector FROM knowledge_chunk c "
     "JOIN knowledge_document d ON d.id = c.document_id "
@@ -257,10 +261,14 @@ def _cache_of(scope: Scope) -> _Cache:
 
 def knowledge_base_fingerprint(scope: Scope = None) -> tuple:
     """Changes whenever the searchable chunks of `scope` (default: every collection) may have
-    changed (one cheap round trip): a document added, deleted, disabled, enabled, moved or
-    saved, or chunks written."""
+    changed (one cheap round trip): a document of the scope added, deleted, disabled,
+    enabled, moved or saved, or chunks written to one; never for a change outside it."""
     with connection.cursor() as cursor:
-        cursor.execute(_FINGERPRINT_SQL.format(scope=_scope_sql(scope)), [Document.Status.READY])
+        condition = _scope_sql(scope)
+        in_scope = _MAX_CHUNK_IN_SCOPE_SQL.format(scope=condition)
+        chunks = _MAX_CHUNK_SQL if scope is None else in_scope
+        sql = _FINGERPRINT_SQL.format(chunks=chunks, scope=condition)
+        cursor.execute(sql, [Document.Status.READY])
         count, id_sum, updated, max_chunk = cursor.fetchone()
     return (connection.settings_dict["NAME"], count, id_sum, updated, max_chunk)
 

@@ -9,9 +9,8 @@ import threading
 from django.conf import settings
 from django.db import connection
 
-from knowledge.access import Reader
+from knowledge.access import reader_of_all_staff
 from knowledge.embedding import embedding_warm_up
-from knowledge.models import Collection
 from knowledge.vocabulary import vocabulary_get
 
 _warm_up_started = threading.Event()
@@ -36,8 +35,7 @@ def embedding_warm_up_start() -> None:
         # built on a process's first search for that scope (seconds at 100k chunks): build now
         # the one most staff share, of the collections readable by all staff.
         try:
-            all_staff = Collection.objects.filter(all_staff=True).values_list("pk", flat=True)
-            vocabulary_get(reader=Reader(user_id=None, collection_ids=frozenset(all_staff)))
+            vocabulary_get(reader=reader_of_all_staff())
         except Exception:  # e.g. not migrated yet: the first question builds it
             logger.exception("Building the knowledge base's vocabulary failed")
         finally:

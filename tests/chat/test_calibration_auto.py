@@ -5,6 +5,7 @@ and shown on the Chat settings page next to the admin's threshold."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from chat.answering.features import generic_questions
@@ -15,7 +16,10 @@ from chat.calibration import (
     probe_questions,
 )
 from chat.models import ChatSettings
+from knowledge.access import reader_of_all_staff
+from knowledge.collections import collection_create
 from knowledge.services import documents_set_enabled
+from tests.support.knowledge_base import document_create
 
 IMMEDIATE = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
 
@@ -44,7 +48,7 @@ def test_calibration_is_measured_stored_and_follows_the_knowledge_base(
 
 
 def test_probes_are_keyword_questions_from_the_knowledge_base_own_sentences(policies_kb):
-    probes = probe_questions()
+    probes = probe_questions(reader=reader_of_all_staff())
     assert probes
     for probe in probes:
         words = probe.split()
@@ -70,3 +74,26 @@ def test_the_settings_page_shows_the_automatic_values_next_to_the_threshold(
     assert f"Automatic threshold: <strong>{row.threshold:.3f}</strong>" in page
     assert f"{row.noise_floor:.3f}" in page
     assert page.index("Evidence threshold") < page.index("Automatic threshold")
+
+
+@pytest.mark.slow
+def test_a_restricted_collection_never_moves_the_calibration_everyone_is_checked_against(
+    policies_kb,
+):
+    row = calibration_refresh()
+    hr = collection_create(name="HR only", groups=[Group.objects.create(name="HR")])
+
+    document_create(
+        title="Pay bands",
+        texts=["The salary band for a Grade 7 analyst is 41,200 to 48,900 pounds a year."] * 3,
+        collection=hr,
+    )
+
+    assert calibration_is_current(row)  # the restricted document changed nothing it measures
+    again = calibration_refresh(force=True)
+    assert (again.noise_floor, again.probe_floor, again.threshold) == (
+        row.noise_floor,
+        row.probe_floor,
+        row.threshold,
+    )
+    assert not any("Grade" in probe for probe in probe_questions(reader=reader_of_all_staff()))
