@@ -244,4 +244,32 @@ def report_text(figures: dict[str, Any]) -> str:
             + (f"{peak:.0f} MB" if peak is not None else "unavailable")
             + (f" ({' + '.join(each)} MB)" if len(each) > 1 else ""),
         ]
+
+    if "collections" in figures:
+        case = figures["collections"]
+        recall = (
+            f"{case['recall_at_5_restricted']:.3f} restricted vs "
+            f"{case['recall_at_5_unrestricted']:.3f} unrestricted"
+            if case["own_questions"]
+            else "no question of theirs in the dataset"
+        )
+        lines += [
+            "",
+            f"Collections: the corpus in {case['collections']} collections, a reader of "
+            f"{case['readable']} ({case['reader_chunks']:,} chunks); hybrid, top_k "
+            f"{RETRIEVAL_TOP_K}, {case['questions']} questions, in turns "
+            f"(load {case['load_average_start']} → {case['load_average_end']})",
+        ]
+        lines += _table(
+            [
+                ("who", "p50 / p95"),
+                ("the reader of 3", _pair(case, "p50_restricted", "p95_restricted")),
+                ("unrestricted", _pair(case, "p50_unrestricted", "p95_unrestricted")),
+            ]
+        )
+        lines.append(
+            f"  p95 ratio restricted / unrestricted: {case['p95_ratio']}; recall@5 of the "
+            f"reader's {case['own_questions']} questions: {recall}; full top {RETRIEVAL_TOP_K} "
+            f"for {case['own_full_top_k']} of them."
+        )
     return "\n".join(lines)

@@ -5,7 +5,10 @@ Ctrl-C or SIGTERM):
 2. for each corpus size: grow the corpus (synthetic copies), time retrieval;
 3. at the largest size, against a running daphne: answers over the WebSocket and over SSE
    at each concurrency, then the load of a 200-message conversation, then the server's peak
-   memory.
+   memory (left out with `retrieval_only`);
+4. at the largest size, the collections case: the corpus spread over 20 collections, hybrid
+   retrieval for a reader of 3 of them vs. unrestricted, and that reader's recall@5
+   (lab/benchmark/collections.py). Last, since it moves every document out of General.
 
 How answers are timed and the CPU per question counted:
 docs/decisions/0058-bench-first-event-latency-and-cpu-per-question.md.
@@ -32,6 +35,7 @@ from django.db import connection
 from tqdm import tqdm
 
 from lab.benchmark import clients as bench_clients
+from lab.benchmark.collections import collections_measure
 from lab.benchmark.conversation import PAIRS, LongConversation, conversation_build
 from lab.benchmark.corpus import (
     NOISE_SIGMA,
@@ -72,6 +76,7 @@ class BenchOptions:
     # Also measure the answers with each of these process counts, in turns (--compare-processes)
     compare_processes: tuple[int, ...] = ()
     compare_rounds: int = 2
+    retrieval_only: bool = False  # ingestion, retrieval and the collections case; no server
 
 
 # Asked once per transport before measuring: not one of the measured questions.
@@ -138,6 +143,10 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
         figures["corpus"], figures["retrieval_ms"] = _retrieval_steps(
             corpus, options.sizes, sample, vectors
         )
+        if options.retrieval_only:
+            figures["collections"] = _collections_step(dataset, sample, vectors)
+            figures["load_average"]["end"] = _load_average()
+            return figures
 
         clients = bench_clients.clients_create(max(options.concurrency) + 1)
         owner = get_user_model().objects.get(username=clients[0].username)
@@ -164,8 +173,18 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
             figures["process_comparison"] = _processes_compare(
                 clients=clients, samples=[pool[run::runs] for run in range(runs)], options=options
             )
+        figures["collections"] = _collections_step(dataset, sample, vectors)
         figures["load_average"]["end"] = _load_average()
     return figures
+
+
+def _collections_step(dataset: Dataset, sample: list[str], vectors: np.ndarray) -> dict[str, Any]:
+    """The collections case at the corpus's current (largest) size, with the load average
+    around it."""
+    started_load = _load_average()
+    with _bar(len(sample), "collections: restricted vs unrestricted", "q") as bar:
+        figures = collections_measure(dataset, sample, vectors, progress=bar.update)
+    return {**figures, "load_average_start": started_load, "load_average_end": _load_average()}
 
 
 def _processes_compare(

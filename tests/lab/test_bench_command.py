@@ -151,3 +151,40 @@ def test_questions_are_spread_over_the_dataset_and_shared_by_the_clients(tiny_da
     assert questions_per_client(sample, 2) == [["a", "b", "c"], ["d", "e", "a"]]
     # More clients than questions: each still asks one.
     assert questions_per_client(["a", "b"], 3) == [["a"], ["b"], ["a"]]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_bench_retrieval_only_measures_the_collections_case_without_a_server(
+    tiny_dataset, tmp_path
+):
+    json_path = tmp_path / "bench.json"
+    out = StringIO()
+
+    call_command(
+        "bench",
+        "--dataset",
+        str(tiny_dataset),
+        "--chunks",
+        "200",
+        "--questions",
+        "3",
+        "--retrieval-only",
+        "--json",
+        str(json_path),
+        stdout=out,
+        stderr=StringIO(),
+    )
+
+    figures = json.loads(json_path.read_text())
+    assert "first_event_ms" not in figures and "server" not in figures
+    case = figures["collections"]
+    assert (case["collections"], case["readable"], case["questions"]) == (20, 3, 3)
+    assert 0 < case["reader_chunks"] < figures["retrieval_ms"]["200"]["chunks"]
+    assert case["p95_restricted"] > 0 and case["p95_unrestricted"] > 0
+    # Both real documents lie in the reader's collections: their questions are the reader's,
+    # and the filter inside the ranking queries never costs them their answer.
+    assert case["own_questions"] >= 1
+    assert case["recall_at_5_restricted"] >= case["recall_at_5_unrestricted"]
+    assert "Collections: the corpus in 20 collections" in out.getvalue()
+    assert f"sourced_bench_{os.getpid()}" not in databases()

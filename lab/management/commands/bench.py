@@ -85,6 +85,12 @@ class Command(BaseCommand):
             default=2,
             help="Rounds of --compare-processes (default 2).",
         )
+        parser.add_argument(
+            "--retrieval-only",
+            action="store_true",
+            help="Measure only ingestion, retrieval at each size and the collections case "
+            "(20 collections, a reader of 3 vs. unrestricted); no server, no answers.",
+        )
         parser.add_argument("--json", type=Path, help="Also write the figures to this file.")
 
     def handle(self, *args, **options) -> None:
@@ -128,6 +134,7 @@ class Command(BaseCommand):
             web_processes=options["web_processes"],
             compare_processes=tuple(compare),
             compare_rounds=options["compare_rounds"],
+            retrieval_only=options["retrieval_only"],
         )
         try:
             figures = bench_run(dataset, run_options, say=self.stderr.write)
