@@ -92,9 +92,9 @@ def _questions_of(dataset: Dataset, reader: Reader) -> list[tuple[str, tuple[str
     ]
 
 
-def _search(question: str, vector: np.ndarray, reader: Reader) -> list[str]:
+def _search(question: str, vector: np.ndarray, reader: Reader, mode: str = "hybrid") -> list[str]:
     result = chunks_search(
-        query=question, reader=reader, top_k=RETRIEVAL_TOP_K, query_vector=vector
+        query=question, reader=reader, top_k=RETRIEVAL_TOP_K, query_vector=vector, mode=mode
     )
     return [chunk.text for chunk in result.chunks]
 
@@ -114,12 +114,18 @@ def collections_measure(
     for question, vector in pairs[:WARM_UP_QUESTIONS]:
         _search(question, vector, reader)
         _search(question, vector, OPERATOR)
-    timings: dict[str, list[float]] = {"restricted": [], "unrestricted": []}
+    runs = [
+        (f"{who_name}{suffix}", who, mode)
+        for mode, suffix in (("hybrid", ""), ("vector", "_vector"), ("lexical", "_lexical"))
+        for who_name, who in (("restricted", reader), ("unrestricted", OPERATOR))
+    ]
+    timings: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     for i, (question, vector) in enumerate(pairs):
-        order = [("restricted", reader), ("unrestricted", OPERATOR)]
-        for name, who in order if i % 2 == 0 else order[::-1]:
+        # Rotated from one question to the next, so that none always runs on pages the
+        # previous one just read.
+        for name, who, mode in runs[i % len(runs) :] + runs[: i % len(runs)]:
             started = time.perf_counter()
-            _search(question, vector, who)
+            _search(question, vector, who, mode)
             timings[name].append((time.perf_counter() - started) * 1000)
         if progress:
             progress(1)
@@ -150,6 +156,14 @@ def collections_measure(
         "p50_unrestricted": summaries["unrestricted"]["p50"],
         "p95_unrestricted": summaries["unrestricted"]["p95"],
         "p95_ratio": ratio,
+        "p50_restricted_vector": summaries["restricted_vector"]["p50"],
+        "p95_restricted_vector": summaries["restricted_vector"]["p95"],
+        "p50_unrestricted_vector": summaries["unrestricted_vector"]["p50"],
+        "p95_unrestricted_vector": summaries["unrestricted_vector"]["p95"],
+        "p50_restricted_lexical": summaries["restricted_lexical"]["p50"],
+        "p95_restricted_lexical": summaries["restricted_lexical"]["p95"],
+        "p50_unrestricted_lexical": summaries["unrestricted_lexical"]["p50"],
+        "p95_unrestricted_lexical": summaries["unrestricted_lexical"]["p95"],
         "own_questions": len(own),
         "own_full_top_k": full,
         "recall_at_5_restricted": round(hits["restricted"] / len(own), 3) if own else None,
