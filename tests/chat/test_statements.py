@@ -25,6 +25,7 @@ from django.test import AsyncClient
 
 from chat.routing import websocket_urlpatterns
 from knowledge import embedding
+from knowledge.access import reader_of_all_staff
 from knowledge.vocabulary import text_search_parse, vocabulary_get
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,9 +34,11 @@ LEAVE_QUESTION = "How many days of paid annual leave do full-time employees rece
 MEAL_QUESTION = "What is the daily meal allowance while travelling?"
 # Upper bounds on the round trips of one answered question (statements, BEGIN, COMMIT), in a
 # new conversation and in one with an earlier turn: WebSocket from connect to close, SSE from
-# the request to the last frame. Before this bound: 48 and 32 for the first question.
-WEBSOCKET_MAX = 19
-SSE_MAX = 12
+# the request to the last frame. Before this bound: 48 and 32 for the first question. One more
+# each since answers are searched for the asker: the asker's Reader, read once per exchange
+# (docs/decisions/0070-the-one-read-rule.md).
+WEBSOCKET_MAX = 21  # 20, and the vocabulary's fingerprint when its 2 s recheck falls inside
+SSE_MAX = 13
 
 
 @contextmanager
@@ -92,7 +95,8 @@ def print_statements(title: str, statements: list[str]) -> None:
 async def warm(policies_kb):
     """The model loaded and the vocabulary built (once per process in a server, not per
     question)."""
-    await sync_to_async(vocabulary_get)()
+    reader = await sync_to_async(reader_of_all_staff)()  # the askers' scope: General
+    await sync_to_async(vocabulary_get)(reader=reader)
     await sync_to_async(embedding.embed_query)("warm up")
     text_search_parse.cache_clear()  # each test parses its question
 
