@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from enum import StrEnum
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
 from django.db.models import (
@@ -472,13 +473,14 @@ def message_answer_with_citations(answer_id: uuid.UUID) -> Message | None:
 def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
     """The (at most `limit`) questions asked in `question`'s conversation before it, oldest
     first, each with what became of it: its answer's text, status, search query and cited
-    documents. One query (the questions, their answers joined, the cited documents as an
-    array)."""
+    documents; an answer its asker (the conversation's owner) may not read now
+    (`messages_withheld`) as if it had not been answered. One query (the questions, their
+    answers joined, the cited documents as an array), two more when an answer cites."""
     messages = connection.ops.quote_name(Message._meta.db_table)
     citations = connection.ops.quote_name(Citation._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT q.content, a.status, a.content, a.search_query, "
+            f"SELECT a.id, q.content, a.status, a.content, a.search_query, "
             f"ARRAY(SELECT c.document_id_snapshot FROM {citations} c WHERE c.message_id = a.id "
             f"AND c.document_id_snapshot IS NOT NULL ORDER BY c.n) "
             f"FROM (SELECT id, content, created_at FROM {messages} WHERE conversation_id = %s "
@@ -491,10 +493,27 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
             ],
         )  # fmt: skip
         rows = cursor.fetchall()
+    withheld = _withheld_from_asker(
+        question.conversation_id, [row[0] for row in rows if row[0] is not None and row[5]]
+    )
     return [
         _turn(content, status or "", answer or "", search_query or "", cited or ())
-        for content, status, answer, search_query, cited in rows
+        if answer_id not in withheld
+        else _turn(content, "", "", "", ())
+        for answer_id, content, status, answer, search_query, cited in rows
     ]
+
+
+def _withheld_from_asker(
+    conversation_id: uuid.UUID, answer_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, Withheld]:
+    """`messages_withheld` of the answers `answer_ids` for the conversation's owner (who asked
+    them): none and no query when there are none."""
+    if not answer_ids:
+        return {}
+    owner_id = Conversation.objects.filter(pk=conversation_id).values_list("owner_id", flat=True)
+    owner = get_user_model()(pk=owner_id.first())  # reader_for reads the user by its pk
+    return messages_withheld(user=owner, message_ids=answer_ids)
 
 
 def _turn(question: str, status: str, answer: str, search_query: str, cited: Sequence[int]) -> Turn:
@@ -509,7 +528,9 @@ def _turn(question: str, status: str, answer: str, search_query: str, cited: Seq
 
 
 def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, Turn]]:
-    """(id, Turn) of each (id, text) question, in the given order: two queries."""
+    """(id, Turn) of each (id, text) question, in the given order, an answer its asker may not
+    read now (`_withheld_from_asker`) as if unanswered: two queries, three more when an answer
+    cites."""
     if not questions:
         return []
     answers = {
@@ -526,9 +547,15 @@ def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, T
         .values_list("message_id", "document_id_snapshot")
     ):
         cited.setdefault(message_id, []).append(document_id)
+    conversation_id = Message.objects.filter(pk=questions[0][0]).values_list(
+        "conversation_id", flat=True
+    )
+    withheld = _withheld_from_asker(conversation_id.first(), list(cited)) if cited else {}
     turns = []
     for pk, content in questions:
         answer_id, status, answer, search_query = answers.get(pk, (None, "", "", ""))
+        if answer_id in withheld:  # as if unanswered: its asker may not read it now
+            answer_id, status, answer, search_query = None, "", "", ""
         turns.append((pk, _turn(content, status, answer, search_query, cited.get(answer_id, ()))))
     return turns
 

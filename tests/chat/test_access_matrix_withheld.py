@@ -312,3 +312,24 @@ def test_withheld_messages_are_decided_in_one_query_for_a_whole_conversation(
     with django_assert_num_queries(4):  # the reader, citations, messages, withheld
         rows = conversation_transcript(conversation, user=people["staff"])
     assert not any(SECRET in row.content for row in rows)
+
+
+def test_a_follow_up_remembers_only_the_answers_its_asker_may_read_now(people, shared):
+    from chat.selectors import conversation_memory, conversation_turns_before
+
+    conversation = shared["conversation"]
+    asked, _ = exchange_create(conversation, question="And for Grade 8?", answer="")
+
+    def remembered() -> list[str]:
+        turns = conversation_turns_before(asked, limit=10)
+        older = conversation_memory(asked.pk, window=0).unfolded
+        assert [t.answer for t in turns] == [t.answer for _, t in older]
+        return [t.answer for t in turns]
+
+    assert remembered() == [RESTRICTED_ANSWER, OPEN_ANSWER]
+
+    people["asker"].groups.remove(people["hr"])
+
+    assert remembered() == ["", OPEN_ANSWER]
+    turn = conversation_turns_before(asked, limit=10)[0]
+    assert (turn.answered, turn.cited_document_ids, turn.question) == (False, (), QUESTION)
