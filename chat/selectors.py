@@ -78,6 +78,17 @@ def conversations_admin_filter(user: AbstractBaseUser, *, prefix: str = "") -> Q
     return conversations_visible_filter(user, prefix=prefix)
 
 
+def messages_admin_filter(user: AbstractBaseUser, *, prefix: str = "") -> Q:
+    """What the admin shows of messages (through `prefix`, e.g. "message__" for feedback):
+    those of the conversations `conversations_admin_filter` shows, less the answers withheld
+    from `user` (`messages_withheld_filter`), so the admin is no way around a collection's
+    readers either. Every message for a superuser."""
+    visible = conversations_admin_filter(user, prefix=f"{prefix}conversation__")
+    if user.is_active and user.is_superuser:
+        return visible
+    return visible & ~messages_withheld_filter(user=user, prefix=prefix)
+
+
 def conversations_visible_to(user: AbstractBaseUser) -> QuerySet[Conversation]:
     """Every conversation `user` may read, newest first."""
     return (

@@ -333,3 +333,34 @@ def test_a_follow_up_remembers_only_the_answers_its_asker_may_read_now(people, s
     assert remembered() == ["", OPEN_ANSWER]
     turn = conversation_turns_before(asked, limit=10)[0]
     assert (turn.answered, turn.cited_document_ids, turn.question) == (False, (), QUESTION)
+
+
+def _admin_shows(client: Client, url: str, needle: str) -> bool:
+    response = client.get(url, follow=True)
+    assert response.status_code == 200, url
+    body = response.content.decode()
+    # A search page repeats its query: only what it lists counts.
+    body = body.replace(f'value="{SECRET}"', "").replace(f"q={SECRET}", "")
+    return needle in body.replace(f"“{SECRET}”", "")
+
+
+@pytest.mark.parametrize("role", ["reader by group", "staff", "document manager", "superuser"])
+def test_the_admin_shows_a_withheld_answer_to_nobody_it_is_withheld_from(people, shared, role):
+    user = people[role]
+    for codename in ("view_conversation", "view_message", "view_feedback"):
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    Feedback.objects.create(user=people["asker"], message=shared["answer"], rating=1)
+    client = client_for(user)
+    answer = f"/admin/chat/message/{shared['answer'].pk}/change/"
+    conversation = f"/admin/chat/conversation/{shared['conversation'].pk}/change/"
+    reads = role in READS
+
+    assert _admin_shows(client, "/admin/chat/message/", answer) == reads
+    assert _admin_shows(client, f"/admin/chat/message/?q={SECRET}", answer) == reads
+    assert _admin_shows(client, answer, SECRET) == reads  # else "doesn't exist"
+    assert _admin_shows(client, conversation, SECRET) == reads  # its messages inline
+    assert _admin_shows(client, f"/admin/chat/conversation/?q={SECRET}", conversation) == reads
+    # The feedback list names the answer's sources.
+    assert _admin_shows(client, "/admin/chat/feedback/?rating=all", "Pay bands") == reads
+    # The conversation itself, and its question, stay visible to all of them.
+    assert _admin_shows(client, conversation, QUESTION)
