@@ -364,3 +364,23 @@ def test_the_admin_shows_a_withheld_answer_to_nobody_it_is_withheld_from(people,
     assert _admin_shows(client, "/admin/chat/feedback/?rating=all", "Pay bands") == reads
     # The conversation itself, and its question, stay visible to all of them.
     assert _admin_shows(client, conversation, QUESTION)
+
+
+def test_a_replayed_answer_carries_nothing_of_the_answer_for_who_may_not_read_it(people, shared):
+    """What a repeated message id replays, over SSE (`/api/chat`) as over the WebSocket."""
+    from chat.answering.replay import stored_answer_events
+    from chat.selectors import message_answer_with_citations
+
+    answer = message_answer_with_citations(shared["answer"].pk)
+
+    readable = json.dumps([e.data for e in stored_answer_events(answer, user=people["asker"])])
+    people["asker"].groups.remove(people["hr"])
+    events = stored_answer_events(answer, user=people["asker"])
+
+    assert SECRET in readable
+    assert SECRET not in json.dumps([e.data for e in events])
+    assert "Pay bands" not in json.dumps([e.data for e in events])
+    assert [e.type for e in events] == ["answer_start", "answer_delta", "sources", "answer_end"]
+    assert events[1].data == {"text": ACCESS_NOTICE}
+    assert events[2].data["citations"] == []
+    assert events[3].data["withheld"] == events[0].data["withheld"] == "access"
