@@ -486,44 +486,46 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
     first, each with what became of it: its answer's text, status, search query and cited
     documents; an answer its asker (the conversation's owner) may not read now
     (`messages_withheld`) as if it had not been answered. One query (the questions, their
-    answers joined, the cited documents as an array), two more when an answer cites."""
+    answers joined, the cited documents as an array, the owner), two more when an answer
+    cites (the owner's reader, the answers withheld from them)."""
     messages = connection.ops.quote_name(Message._meta.db_table)
     citations = connection.ops.quote_name(Citation._meta.db_table)
+    conversations = connection.ops.quote_name(Conversation._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT a.id, q.content, a.status, a.content, a.search_query, "
             f"ARRAY(SELECT c.document_id_snapshot FROM {citations} c WHERE c.message_id = a.id "
-            f"AND c.document_id_snapshot IS NOT NULL ORDER BY c.n) "
+            f"AND c.document_id_snapshot IS NOT NULL ORDER BY c.n), "
+            f"(SELECT owner_id FROM {conversations} WHERE id = %s) "
             f"FROM (SELECT id, content, created_at FROM {messages} WHERE conversation_id = %s "
             f"AND role = %s AND created_at < %s ORDER BY created_at DESC, id DESC LIMIT %s) q "
             f"LEFT JOIN {messages} a ON a.reply_to_id = q.id AND a.role = %s "
             f"ORDER BY q.created_at, q.id",
             [
-                question.conversation_id, Message.Role.USER, question.created_at, limit,
-                Message.Role.ASSISTANT,
+                question.conversation_id, question.conversation_id, Message.Role.USER,
+                question.created_at, limit, Message.Role.ASSISTANT,
             ],
         )  # fmt: skip
         rows = cursor.fetchall()
     withheld = _withheld_from_asker(
-        question.conversation_id, [row[0] for row in rows if row[0] is not None and row[5]]
+        rows[0][6] if rows else None, [row[0] for row in rows if row[0] is not None and row[5]]
     )
     return [
         _turn(content, status or "", answer or "", search_query or "", cited or ())
         if answer_id not in withheld
         else _turn(content, "", "", "", ())
-        for answer_id, content, status, answer, search_query, cited in rows
+        for answer_id, content, status, answer, search_query, cited, _ in rows
     ]
 
 
 def _withheld_from_asker(
-    conversation_id: uuid.UUID, answer_ids: list[uuid.UUID]
+    owner_id: int | None, answer_ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, Withheld]:
-    """`messages_withheld` of the answers `answer_ids` for the conversation's owner (who asked
-    them): none and no query when there are none."""
+    """`messages_withheld` of the answers `answer_ids` for the conversation's owner `owner_id`
+    (who asked them): none and no query when there are none."""
     if not answer_ids:
         return {}
-    owner_id = Conversation.objects.filter(pk=conversation_id).values_list("owner_id", flat=True)
-    owner = get_user_model()(pk=owner_id.first())  # reader_for reads the user by its pk
+    owner = get_user_model()(pk=owner_id)  # reader_for reads the user's flags by its pk
     return messages_withheld(user=owner, message_ids=answer_ids)
 
 
@@ -558,10 +560,10 @@ def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, T
         .values_list("message_id", "document_id_snapshot")
     ):
         cited.setdefault(message_id, []).append(document_id)
-    conversation_id = Message.objects.filter(pk=questions[0][0]).values_list(
-        "conversation_id", flat=True
+    owner_id = Message.objects.filter(pk=questions[0][0]).values_list(
+        "conversation__owner_id", flat=True
     )
-    withheld = _withheld_from_asker(conversation_id.first(), list(cited)) if cited else {}
+    withheld = _withheld_from_asker(owner_id.first(), list(cited)) if cited else {}
     turns = []
     for pk, content in questions:
         answer_id, status, answer, search_query = answers.get(pk, (None, "", "", ""))
