@@ -40,6 +40,7 @@ from chat.api.transcript import message_list_json, renders_compact_json
 from chat.ids import uuid_parse
 from chat.models import Feedback
 from chat.ratelimit import Throttled, chat_throttled, search_rate_limited, throttled_message
+from knowledge.access import reader_for
 from knowledge.retrieval import chunks_search
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -184,7 +185,7 @@ class ConversationMessagesApi(APIView):
             request.user, uuid_parse(conversation_id, "conversation_id")
         )
         services.answers_release_stale(conversation=conversation)
-        messages = selectors.conversation_transcript(conversation)
+        messages = selectors.conversation_transcript(conversation, user=reader_for(request.user))
         if renders_compact_json(request):
             return HttpResponse(
                 message_list_json(conversation, messages, request=request),
