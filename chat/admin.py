@@ -4,13 +4,15 @@ messages (read only), feedback review and the unanswered questions report.
 Privacy policy: the content of a private conversation (its messages, the feedback on them,
 its refused questions) is shown in the admin to superusers only; other staff with admin
 access see what the chat shows them, shared conversations and their own private ones
-(`chat.selectors.conversations_admin_filter`)."""
+(`chat.selectors.conversations_admin_filter`). Nor is it a way around a collection's readers:
+an answer withheld from them in the chat is absent from their admin too
+(`chat.selectors.messages_admin_filter`, docs/decisions/0080-withheld-answers.md)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -27,7 +29,7 @@ from chat.models import (
     Feedback,
     Message,
 )
-from chat.selectors import conversations_admin_filter
+from chat.selectors import conversations_admin_filter, messages_admin_filter
 from chat.unanswered import unanswered_groups
 
 
@@ -204,6 +206,9 @@ class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
     show_change_link = True
     ordering = ("created_at",)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        return super().get_queryset(request).filter(messages_admin_filter(request.user))
+
     @admin.display(description="Text")
     def text(self, obj: Message) -> str:
         return _excerpt(obj.content, 60)
@@ -213,7 +218,7 @@ class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
 class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("title", "owner", "is_private", "message_count", "updated_at")
     list_filter = ("is_private", "created_at")
-    search_fields = ("title", "owner__username", "messages__content")
+    search_fields = ("title", "owner__username", "messages__content")  # see get_search_results
     date_hierarchy = "updated_at"
     readonly_fields = ("id", "title", "owner", "is_private", "created_at", "updated_at")
     inlines = [MessageInline]
@@ -226,6 +231,24 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             .filter(conversations_admin_filter(request.user))
             .annotate(message_count=Count("messages"))
         )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
+    ) -> tuple[QuerySet[Conversation], bool]:
+        """Conversations whose title, owner's username or a message the user may read
+        (`messages_admin_filter`) contains `search_term`."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        readable = Message.objects.filter(
+            messages_admin_filter(request.user), conversation_id=OuterRef("pk")
+        )
+        matching = (
+            Q(title__icontains=term)
+            | Q(owner__username__icontains=term)
+            | Exists(readable.filter(content__icontains=term))
+        )
+        return queryset.filter(matching), False
 
     @admin.display(description="Messages", ordering="message_count")
     def message_count(self, obj: Conversation) -> int:
@@ -273,8 +296,7 @@ class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     inlines = [CitationInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
-        visible = conversations_admin_filter(request.user, prefix="conversation__")
-        return super().get_queryset(request).filter(visible)
+        return super().get_queryset(request).filter(messages_admin_filter(request.user))
 
     @admin.display(description="Message")
     def short_content(self, obj: Message) -> str:
@@ -364,7 +386,7 @@ class FeedbackAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Feedback]:
         citations = Citation.objects.order_by("n")
-        visible = conversations_admin_filter(request.user, prefix="message__conversation__")
+        visible = messages_admin_filter(request.user, prefix="message__")
         return (
             super()
             .get_queryset(request)

@@ -9,7 +9,8 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from chat.models import Conversation, Message
-from chat.selectors import conversations_visible_to
+from chat.selectors import conversations_visible_to, messages_withheld_filter
+from knowledge.access import Reader, reader_for
 
 SEARCH_MAX_CHARS = 200
 SNIPPET_CHARS = 180
@@ -21,14 +22,18 @@ class HistoryItem:
     snippet: str = ""
 
 
-def conversations_search(*, user: AbstractBaseUser, query: str = "") -> QuerySet[Conversation]:
+def conversations_search(
+    *, user: AbstractBaseUser, reader: Reader | None = None, query: str = ""
+) -> QuerySet[Conversation]:
     """Conversations `user` may see, newest first; with a query, those whose title or any
-    message (question or answer) contains it, case-insensitively. Someone else's private
-    conversations are never included, whatever matches."""
+    message (question or answer) `user` may read contains it, case-insensitively. Someone
+    else's private conversations are never included, whatever matches; an answer withheld from
+    `user` (`chat.selectors.messages_withheld_filter`, in the same SQL) never matches.
+    `reader`: `user`'s `Reader`, when the caller has computed it."""
     conversations = conversations_visible_to(user)
     query = query_clean(query)
     if query:
-        matching_message = Message.objects.filter(
+        matching_message = _messages_readable(reader or reader_for(user)).filter(
             conversation_id=OuterRef("pk"), content__icontains=query
         )
         conversations = conversations.filter(Q(title__icontains=query) | Exists(matching_message))
@@ -39,15 +44,22 @@ def query_clean(query: str) -> str:
     return " ".join((query or "").split())[:SEARCH_MAX_CHARS]
 
 
-def history_items(conversations: Sequence[Conversation], *, query: str = "") -> list[HistoryItem]:
-    """The page's conversations, each with the text around the first message matching."""
+def _messages_readable(reader: Reader) -> QuerySet[Message]:
+    """The messages whose text `reader` may read (none withheld from them)."""
+    return Message.objects.exclude(messages_withheld_filter(user=reader))
+
+
+def history_items(
+    conversations: Sequence[Conversation], *, reader: Reader, query: str = ""
+) -> list[HistoryItem]:
+    """The page's conversations, each with the text around the first message matching that
+    `reader` may read."""
     query = query_clean(query)
     if not query or not conversations:
         return [HistoryItem(conversation=c) for c in conversations]
     first_matches = (
-        Message.objects.filter(
-            conversation_id__in=[c.pk for c in conversations], content__icontains=query
-        )
+        _messages_readable(reader)
+        .filter(conversation_id__in=[c.pk for c in conversations], content__icontains=query)
         .order_by("conversation_id", "created_at", "id")
         .distinct("conversation_id")
         .values_list("conversation_id", "content")

@@ -33,11 +33,17 @@ def transcript_html(
     """The messages of a conversation (`rows`, in order) as its page shows them, as UTF-8:
     each the partial of `message_html` without an out-of-band swap (see `page_with_parts`).
 
+    `rows` are as the reader may read them (`chat.selectors.conversation_transcript`): a row
+    withheld from them holds the notice, not the answer, so it is another key than the full
+    row and a rendering is never served to a reader it is withheld from
+    (docs/decisions/0080-withheld-answers.md).
+
     A message rendered before from the same inputs comes from `rendered_messages`: its row
-    (text, status, citations and whether each is stale), the question it answers, the
-    reader's rating, whether the reader may post, the state of the cited documents (still
-    there, original file available), the time zone and the URL prefix. Reopening a long
-    conversation renders only what changed; a streaming message is always rendered."""
+    (text, status, citations and whether each is stale, withheld or not), the question it
+    answers, the reader's rating, whether the reader may post, the state of the cited
+    documents (still there, original file available), the time zone and the URL prefix.
+    Reopening a long conversation renders only what changed; a streaming message is always
+    rendered."""
     around = surroundings_read(rows, user, conversation_id=conversation_id)
     prefix, zone = get_script_prefix(), timezone.get_current_timezone_name()
     rendered = []

@@ -35,7 +35,9 @@ from chat.selectors import (
     documents_file_state,
     message_row,
     messages_text,
+    messages_withheld,
     ratings_given,
+    rows_for_reader,
 )
 from knowledge.retrieval import excerpt_of
 from pages import safe_external_url
@@ -130,6 +132,7 @@ class MessageView:
     can_post: bool = True
     search_query: str = ""  # for an answer: what retrieval searched for
     mode: str = ""  # the message's Message.Mode ("" while streaming: plain text)
+    withheld: str = ""  # a chat.selectors.Withheld reason: `content` is its notice
 
     @property
     def is_user(self) -> bool:
@@ -382,6 +385,7 @@ def view_of_row(row: MessageRow, around: Surroundings, *, can_post: bool) -> Mes
         can_post=can_post,
         search_query=row.search_query,
         mode=row.mode,
+        withheld=row.withheld,
     )
 
 
@@ -392,9 +396,14 @@ def message_views(
     can_post: bool = True,
     questions: dict[uuid.UUID, str] | None = None,
 ) -> list[MessageView]:
-    """Views of saved messages (citations prefetched or loaded here in one query each).
-    `questions`: the text of questions the caller already knows, by id (not read again)."""
+    """Views of saved messages (citations prefetched or loaded here in one query each), as
+    the reader `user` may read them: an answer citing a document they may not read is
+    withheld (`chat.selectors.messages_withheld`, one query). `questions`: the text of
+    questions the caller already knows, by id (not read again)."""
     rows = [message_row(message) for message in messages]
+    cited = [row.id for row in rows if row.citations]
+    if cited:
+        rows = rows_for_reader(rows, messages_withheld(user=user, message_ids=cited))
     around = surroundings_read(rows, user, questions=questions)
     return [view_of_row(row, around, can_post=can_post) for row in rows]
 

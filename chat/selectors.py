@@ -5,29 +5,38 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from enum import StrEnum
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
+    Exists,
     ExpressionWrapper,
     F,
+    OuterRef,
     Prefetch,
     Q,
     QuerySet,
     Window,
 )
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Coalesce, RowNumber
 
 from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
 from chat.answering.followups import Turn
 from chat.models import Citation, Conversation, Feedback, Message
-from knowledge.access import Reader, documents_readable, reader_for
+from knowledge.access import (
+    Reader,
+    UserLike,
+    documents_readable,
+    documents_readable_filter,
+    reader_for,
+)
 from knowledge.models import Document
 from knowledge.retrieval import not_expired
 from knowledge.selectors import (
@@ -73,6 +82,17 @@ def conversations_admin_filter(user: AbstractBaseUser, *, prefix: str = "") -> Q
     if user.is_active and user.is_superuser:
         return Q()
     return conversations_visible_filter(user, prefix=prefix)
+
+
+def messages_admin_filter(user: AbstractBaseUser, *, prefix: str = "") -> Q:
+    """What the admin shows of messages (through `prefix`, e.g. "message__" for feedback):
+    those of the conversations `conversations_admin_filter` shows, less the answers withheld
+    from `user` (`messages_withheld_filter`), so the admin is no way around a collection's
+    readers either. Every message for a superuser."""
+    visible = conversations_admin_filter(user, prefix=f"{prefix}conversation__")
+    if user.is_active and user.is_superuser:
+        return visible
+    return visible & ~messages_withheld_filter(user=user, prefix=prefix)
 
 
 def conversations_visible_to(user: AbstractBaseUser) -> QuerySet[Conversation]:
@@ -202,6 +222,7 @@ class MessageRow:
     error_code: str
     created_at: datetime
     citations: tuple[CitationRow, ...]
+    withheld: str = ""  # a `Withheld` reason: the row then holds the notice, not the answer
 
     @property
     def pk(self) -> uuid.UUID:
@@ -209,13 +230,132 @@ class MessageRow:
 
 
 # Columns read, in the order of the rows' fields.
-_MESSAGE_COLUMNS = tuple(f.name for f in fields(MessageRow) if f.name != "citations")
+_MESSAGE_COLUMNS = tuple(
+    f.name for f in fields(MessageRow) if f.name not in {"citations", "withheld"}
+)
 _CITATION_COLUMNS = tuple(f.name for f in fields(CitationRow) if f.name != "stale")
 _SUGGESTIONS = _MESSAGE_COLUMNS.index("suggestions")
 
 
 def _suggestions(value: object) -> tuple[str, ...]:
     return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+
+class Withheld(StrEnum):
+    """Why an answer is withheld from a reader (docs/decisions/0080-withheld-answers.md)."""
+
+    ACCESS = "access"  # it cites a document of a collection the reader may not read
+    WITHDRAWN = "withdrawn"  # it cites a disabled, expired or deleted document
+
+    @property
+    def notice(self) -> str:
+        """What the reader sees in the answer's place."""
+        if self == Withheld.ACCESS:
+            return "This answer draws on documents you don't have access to."
+        return "This answer draws on a document that has been withdrawn."
+
+
+def _cited_document_id() -> Coalesce:
+    """A citation's document: its snapshot, else (citations stored before the snapshot) its
+    chunk's; NULL when neither is known."""
+    return Coalesce("document_id_snapshot", "chunk__document_id")
+
+
+def _document_readable(reader: Reader, *, withdrawn_too: bool = False) -> Exists:
+    """The rule (`documents_readable_filter`) on the document of the citation row annotated
+    `cited_document`; `withdrawn_too`: as if the reader managed documents (only the
+    collection decides)."""
+    if withdrawn_too:
+        reader = replace(reader, can_manage=True)
+    return Exists(
+        Document.objects.filter(
+            documents_readable_filter(user=reader), pk=OuterRef("cited_document")
+        )
+    )
+
+
+def messages_withheld_filter(*, user: UserLike, prefix: str = "") -> Q:
+    """The messages (through `prefix`, e.g. "messages__") whose text `user` may not read: they
+    cite a document `user` may not read (`knowledge.access`), or one that no longer exists.
+    Nothing for a superuser; every message with a citation for someone who reads nothing.
+    `messages_withheld` says why, for messages in hand."""
+    reader = reader_for(user)
+    if reader.is_superuser:
+        return Q(pk__in=[])
+    citations = Citation.objects.filter(message_id=OuterRef(f"{prefix}pk"))
+    if not reader.reads_nothing:
+        citations = citations.annotate(cited_document=_cited_document_id()).filter(
+            ~_document_readable(reader)
+        )
+    return Q(Exists(citations))
+
+
+def messages_withheld(
+    *,
+    user: UserLike,
+    message_ids: Iterable[uuid.UUID] | None = None,
+    conversation_id: uuid.UUID | str | None = None,
+) -> dict[uuid.UUID, Withheld]:
+    """{message id: why it is withheld from `user`} for the messages of `message_ids`, or of
+    the conversation `conversation_id`, that `user` may not read (absent: readable). One query
+    whatever the number of messages, none for a superuser.
+
+    A message is withheld when one of its citations' documents (`Citation.document_id_snapshot`,
+    the chunk may be gone) is one `user` may not read by `knowledge.access`: `ACCESS` when one
+    of them is in a collection `user` may not read, else `WITHDRAWN` (disabled, expired or no
+    longer processed, for a reader who does not manage documents; deleted, for anyone but a
+    superuser, since its collection is no longer known). Decided from the documents as they
+    are now: a revocation or a move is seen on the next call.
+    """
+    reader = reader_for(user)
+    if reader.is_superuser:
+        return {}
+    citations = Citation.objects.all()
+    if conversation_id is not None:
+        citations = citations.filter(message__conversation_id=conversation_id)
+    if message_ids is not None:
+        citations = citations.filter(message_id__in=list(message_ids))
+    if reader.reads_nothing:
+        return dict.fromkeys(citations.values_list("message_id", flat=True), Withheld.ACCESS)
+    rows = (
+        citations.annotate(cited_document=_cited_document_id())
+        .annotate(
+            readable=_document_readable(reader),
+            in_collection=_document_readable(reader, withdrawn_too=True),
+            exists=Exists(Document.objects.filter(pk=OuterRef("cited_document"))),
+        )
+        .filter(readable=False)
+        .values_list("message_id", "in_collection", "exists")
+    )
+    withheld: dict[uuid.UUID, Withheld] = {}
+    for message_id, in_collection, exists in rows:
+        if exists and not in_collection:
+            withheld[message_id] = Withheld.ACCESS
+        else:
+            withheld.setdefault(message_id, Withheld.WITHDRAWN)
+    return withheld
+
+
+def row_withheld(row: MessageRow, reason: Withheld) -> MessageRow:
+    """`row` as shown to a reader it is withheld from: the notice for text, and nothing of the
+    answer (no citations, search query, warning or suggestions)."""
+    return replace(
+        row,
+        content=reason.notice,
+        mode="",
+        suggestions=(),
+        warning="",
+        search_query="",
+        citations=(),
+        withheld=str(reason),
+    )
+
+
+def rows_for_reader(
+    rows: Sequence[MessageRow], withheld: dict[uuid.UUID, Withheld]
+) -> list[MessageRow]:
+    """`rows`, those of `withheld` replaced by what their reader sees (`row_withheld`)."""
+    return [row_withheld(row, withheld[row.id]) if row.id in withheld else row for row in rows]
 
 
 def citation_fresh() -> ExpressionWrapper:
@@ -233,9 +373,11 @@ def citation_fresh() -> ExpressionWrapper:
     )
 
 
-def conversation_transcript(conversation: Conversation) -> list[MessageRow]:
-    """The conversation's messages in order with their citations, as rows: two queries of
-    plain values whatever the length (no model instances, the stale check done in SQL)."""
+def conversation_transcript(conversation: Conversation, *, user: UserLike) -> list[MessageRow]:
+    """The conversation's messages in order with their citations, as rows, as `user` may read
+    them: an answer citing a document `user` may not read is withheld (`row_withheld`). Three
+    queries of plain values whatever the length (no model instances, the stale check done in
+    SQL), none more for a superuser."""
     cited: dict[uuid.UUID, list[CitationRow]] = {}
     citations = (
         Citation.objects.filter(message__conversation=conversation)
@@ -250,7 +392,7 @@ def conversation_transcript(conversation: Conversation) -> list[MessageRow]:
         .order_by("created_at", "id")
         .values_list(*_MESSAGE_COLUMNS)
     )
-    return [
+    rows = [
         MessageRow(
             *values[:_SUGGESTIONS],
             _suggestions(values[_SUGGESTIONS]),
@@ -259,6 +401,8 @@ def conversation_transcript(conversation: Conversation) -> list[MessageRow]:
         )
         for values in messages
     ]
+    withheld = messages_withheld(user=user, conversation_id=conversation.pk) if cited else {}
+    return rows_for_reader(rows, withheld)
 
 
 def message_row(message: Message) -> MessageRow:
@@ -287,9 +431,11 @@ def message_row(message: Message) -> MessageRow:
 
 
 def message_get_for(user: AbstractBaseUser, message_id: uuid.UUID) -> Message:
-    """A message of a conversation `user` may read (404 / 403 like its conversation)."""
+    """A message of a conversation `user` may read (404 / 403 like its conversation); an
+    answer withheld from `user` (`messages_withheld`) is answered like a message that does
+    not exist (404)."""
     message = Message.objects.select_related("conversation").filter(pk=message_id).first()
-    if message is None:
+    if message is None or messages_withheld(user=user, message_ids=[message_id]):
         raise AnswerError.not_found("There is no message with this id.")
     if conversation_access(user, message.conversation) == ConversationAccess.NONE:
         raise AnswerError.forbidden("This message belongs to a private conversation.")
@@ -344,29 +490,49 @@ def message_answer_with_citations(answer_id: uuid.UUID) -> Message | None:
 def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
     """The (at most `limit`) questions asked in `question`'s conversation before it, oldest
     first, each with what became of it: its answer's text, status, search query and cited
-    documents. One query (the questions, their answers joined, the cited documents as an
-    array)."""
+    documents; an answer its asker (the conversation's owner) may not read now
+    (`messages_withheld`) as if it had not been answered. One query (the questions, their
+    answers joined, the cited documents as an array, the owner), two more when an answer
+    cites (the owner's reader, the answers withheld from them)."""
     messages = connection.ops.quote_name(Message._meta.db_table)
     citations = connection.ops.quote_name(Citation._meta.db_table)
+    conversations = connection.ops.quote_name(Conversation._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT q.content, a.status, a.content, a.search_query, "
+            f"SELECT a.id, q.content, a.status, a.content, a.search_query, "
             f"ARRAY(SELECT c.document_id_snapshot FROM {citations} c WHERE c.message_id = a.id "
-            f"AND c.document_id_snapshot IS NOT NULL ORDER BY c.n) "
+            f"AND c.document_id_snapshot IS NOT NULL ORDER BY c.n), "
+            f"(SELECT owner_id FROM {conversations} WHERE id = %s) "
             f"FROM (SELECT id, content, created_at FROM {messages} WHERE conversation_id = %s "
             f"AND role = %s AND created_at < %s ORDER BY created_at DESC, id DESC LIMIT %s) q "
             f"LEFT JOIN {messages} a ON a.reply_to_id = q.id AND a.role = %s "
             f"ORDER BY q.created_at, q.id",
             [
-                question.conversation_id, Message.Role.USER, question.created_at, limit,
-                Message.Role.ASSISTANT,
+                question.conversation_id, question.conversation_id, Message.Role.USER,
+                question.created_at, limit, Message.Role.ASSISTANT,
             ],
         )  # fmt: skip
         rows = cursor.fetchall()
+    withheld = _withheld_from_asker(
+        rows[0][6] if rows else None, [row[0] for row in rows if row[0] is not None and row[5]]
+    )
     return [
         _turn(content, status or "", answer or "", search_query or "", cited or ())
-        for content, status, answer, search_query, cited in rows
+        if answer_id not in withheld
+        else _turn(content, "", "", "", ())
+        for answer_id, content, status, answer, search_query, cited, _ in rows
     ]
+
+
+def _withheld_from_asker(
+    owner_id: int | None, answer_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, Withheld]:
+    """`messages_withheld` of the answers `answer_ids` for the conversation's owner `owner_id`
+    (who asked them): none and no query when there are none."""
+    if not answer_ids:
+        return {}
+    owner = get_user_model()(pk=owner_id)  # reader_for reads the user's flags by its pk
+    return messages_withheld(user=owner, message_ids=answer_ids)
 
 
 def _turn(question: str, status: str, answer: str, search_query: str, cited: Sequence[int]) -> Turn:
@@ -381,7 +547,9 @@ def _turn(question: str, status: str, answer: str, search_query: str, cited: Seq
 
 
 def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, Turn]]:
-    """(id, Turn) of each (id, text) question, in the given order: two queries."""
+    """(id, Turn) of each (id, text) question, in the given order, an answer its asker may not
+    read now (`_withheld_from_asker`) as if unanswered: two queries, three more when an answer
+    cites."""
     if not questions:
         return []
     answers = {
@@ -398,9 +566,15 @@ def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, T
         .values_list("message_id", "document_id_snapshot")
     ):
         cited.setdefault(message_id, []).append(document_id)
+    owner_id = Message.objects.filter(pk=questions[0][0]).values_list(
+        "conversation__owner_id", flat=True
+    )
+    withheld = _withheld_from_asker(owner_id.first(), list(cited)) if cited else {}
     turns = []
     for pk, content in questions:
         answer_id, status, answer, search_query = answers.get(pk, (None, "", "", ""))
+        if answer_id in withheld:  # as if unanswered: its asker may not read it now
+            answer_id, status, answer, search_query = None, "", "", ""
         turns.append((pk, _turn(content, status, answer, search_query, cited.get(answer_id, ()))))
     return turns
 

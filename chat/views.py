@@ -155,7 +155,7 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
         return conversation_not_found(request)
     can_post = conversation_access(request.user, found) == ConversationAccess.OWNER
     answers_release_stale(conversation=found)
-    messages = conversation_transcript(found)
+    messages = conversation_transcript(found, user=reader_for(request.user))
     last_question = next((m.content for m in reversed(messages) if m.role == Message.Role.USER), "")
     context = {
         "conversation": found,
@@ -287,9 +287,10 @@ def conversation_rename_view(request: HttpRequest, conversation_id: uuid.UUID) -
 @staff_required
 def history(request: HttpRequest) -> HttpResponse:
     query = query_clean(request.GET.get("q", ""))
-    paginator = Paginator(conversations_search(user=request.user, query=query), HISTORY_PAGE_SIZE)
-    page_obj = paginator.get_page(request.GET.get("page"))
-    page_obj.object_list = history_items(list(page_obj.object_list), query=query)
+    reader = reader_for(request.user)
+    found = conversations_search(user=request.user, reader=reader, query=query)
+    page_obj = Paginator(found, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    page_obj.object_list = history_items(list(page_obj.object_list), reader=reader, query=query)
     context = {"page_obj": page_obj, "query": query, "nav": "history"}
     context.update(sidebar_context(request.user))
     return render(request, "chat/history.html", context)

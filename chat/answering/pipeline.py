@@ -145,7 +145,7 @@ async def answer_stream(
         if embedded is not None:
             embedded.cancel()
         answer = await stored_answer_wait(stored.begun)
-        for event in stored_answer_events(answer):
+        for event in await database_sync_to_async(stored_answer_events)(answer, user=user):
             yield exchange.event(event.type, event.data)
         replay_log(exchange, answer, user=user)
         return

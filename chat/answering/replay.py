@@ -16,6 +16,7 @@ from chat.answering.errors import AnswerError
 from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.models import Message
+from knowledge.access import UserLike
 
 POLL_SECONDS = 0.1
 
@@ -44,11 +45,16 @@ async def stored_answer_wait(existing: services.ExchangeExisting) -> Message:
     return stored
 
 
-def stored_answer_events(answer: Message) -> list[Event]:
+def stored_answer_events(answer: Message, *, user: UserLike) -> list[Event]:
     """The events of a stored assistant message, as its first request streamed them (the
-    content as a single delta). Expects conversation and citations (with chunk__document)
-    to be loaded, e.g. by `selectors.message_answer_with_citations`."""
+    content as a single delta), for `user` (the asker, as they may read now): an answer
+    withheld from them (`selectors.messages_withheld`) is replayed as its notice, with no
+    citations, search query or warning. Expects conversation and citations (with
+    chunk__document) to be loaded, e.g. by `selectors.message_answer_with_citations`."""
     conversation = answer.conversation
+    withheld = selectors.messages_withheld(user=user, message_ids=[answer.pk]).get(answer.pk)
+    if withheld is not None:
+        return _withheld_events(answer, withheld)
     ids = {
         "conversation_id": str(conversation.pk),
         "message_id": str(answer.pk),
@@ -92,6 +98,34 @@ def stored_answer_events(answer: Message) -> list[Event]:
         Event("answer_end", {"message_id": ids["message_id"], "status": str(answer.status)})
     )
     return events
+
+
+def _withheld_events(answer: Message, withheld: selectors.Withheld) -> list[Event]:
+    ids = {
+        "conversation_id": str(answer.conversation_id),
+        "message_id": str(answer.pk),
+        "reply_to": str(answer.reply_to_id),
+    }
+    start = {
+        **ids,
+        "title": answer.conversation.title,
+        "is_private": answer.conversation.is_private,
+        "search_query": "",
+        "withheld": str(withheld),
+    }
+    return [
+        Event("answer_start", start),
+        Event("answer_delta", {"text": withheld.notice}),
+        Event("sources", {"message_id": ids["message_id"], "citations": []}),
+        Event(
+            "answer_end",
+            {
+                "message_id": ids["message_id"],
+                "status": str(answer.status),
+                "withheld": str(withheld),
+            },
+        ),
+    ]
 
 
 def replay_log(exchange: ExchangeTrace, answer: Message, *, user: AbstractBaseUser) -> None:

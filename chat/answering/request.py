@@ -17,6 +17,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 
 from chat.answering.errors import AnswerError
 from chat.answering.questions import question_normalize
+from chat.ids import uuid_parse
 from knowledge import embedding
 from knowledge.retrieval import TOP_K_MAX, TOP_K_MIN
 
@@ -50,17 +51,6 @@ class ValidatedRequest:
     document_ids: list[int] | None
     supplied_vector: np.ndarray | None
     regenerate: bool
-
-
-def _uuid(value: object, name: str) -> uuid.UUID:
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value))
-    except (TypeError, ValueError, AttributeError):
-        raise AnswerError.bad_request(
-            f"{name} is not a valid UUID.", details={name: ["Must be a valid UUID."]}
-        ) from None
 
 
 def _top_k_validate(top_k: object) -> int | None:
@@ -122,9 +112,9 @@ def request_validate(
     """Every input checked before anything is stored (AnswerError otherwise)."""
     return ValidatedRequest(
         user=user,
-        message_id=_uuid(message_id, "message_id"),
+        message_id=uuid_parse(message_id, "message_id"),
         conversation_id=(
-            None if conversation_id is None else _uuid(conversation_id, "conversation_id")
+            None if conversation_id is None else uuid_parse(conversation_id, "conversation_id")
         ),
         is_private=is_private,
         question=None if options.regenerate else question_normalize(question),

@@ -233,6 +233,12 @@ class MessageSerializer(serializers.Serializer):
     )
     created_at = serializers.DateTimeField()
     citations = serializers.SerializerMethodField()
+    withheld = serializers.CharField(
+        default="",
+        help_text='Answers citing a document the reader may not read: "access" (a collection '
+        'they may not read) or "withdrawn" (a disabled, expired or deleted document); the '
+        "content is then the notice, with no citations. Empty otherwise.",
+    )
 
     def get_citations(self, message) -> list[dict]:
         from chat.answering.citations import citation_as_dict

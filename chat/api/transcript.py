@@ -2,8 +2,10 @@
 
 Each message is serialized by `MessageSerializer` and rendered by DRF's `JSONRenderer`, as the
 whole response would be; the rendered piece is kept (per process) under the message's row,
-which holds everything the piece shows (text, status, citations and whether each is stale),
-so reloading a long conversation serializes only what changed. Compact JSON pieces joined
+which holds everything the piece shows (text, status, citations and whether each is stale;
+for a reader an answer is withheld from, the notice instead: another key,
+docs/decisions/0080-withheld-answers.md), so reloading a long conversation serializes only
+what changed. Compact JSON pieces joined
 with "," are byte for byte the JSON of the whole list.
 """
 

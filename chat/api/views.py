@@ -185,7 +185,7 @@ class ConversationMessagesApi(APIView):
             request.user, uuid_parse(conversation_id, "conversation_id")
         )
         services.answers_release_stale(conversation=conversation)
-        messages = selectors.conversation_transcript(conversation)
+        messages = selectors.conversation_transcript(conversation, user=reader_for(request.user))
         if renders_compact_json(request):
             return HttpResponse(
                 message_list_json(conversation, messages, request=request),

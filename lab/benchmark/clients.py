@@ -20,7 +20,13 @@ from importlib import import_module
 
 import httpx
 from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.auth import (
+    BACKEND_SESSION_KEY,
+    HASH_SESSION_KEY,
+    SESSION_KEY,
+    get_user_model,
+    load_backend,
+)
 from rest_framework.authtoken.models import Token
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus, WebSocketException
@@ -63,7 +69,11 @@ def clients_create(count: int) -> list[Client]:
     """`count` staff users, each with an API token and a logged-in session (in the current
     database, which the server shares)."""
     session_store = import_module(settings.SESSION_ENGINE).SessionStore
-    backend = settings.AUTHENTICATION_BACKENDS[0]
+    # The backend a session names must be able to load its user (`get_user`): the first such
+    # one, as Django's test client chooses (the login-throttling backend only refuses logins).
+    backend = next(
+        path for path in settings.AUTHENTICATION_BACKENDS if hasattr(load_backend(path), "get_user")
+    )
     clients = []
     for i in range(count):
         user, _ = get_user_model().objects.get_or_create(

@@ -188,7 +188,7 @@ def test_a_crash_is_a_500_in_the_envelope(api, monkeypatch):
 # --- Messages and feedback -----------------------------------------------------------------------
 @pytest.mark.django_db(transaction=True)
 def test_messages_come_with_citations_identical_after_reingest_and_deletion(
-    policies_kb, staff_user
+    policies_kb, staff_user, django_user_model
 ):
     from asgiref.sync import async_to_sync
 
@@ -212,7 +212,14 @@ def test_messages_come_with_citations_identical_after_reingest_and_deletion(
     assert [{**c, "stale": False} for c in after] == streamed
     assert any(c["stale"] for c in after)
 
+    # Deleted: the answer is withheld from all but superusers, who read its snapshot
+    # (docs/decisions/0080-withheld-answers.md).
     policies_kb["handbook"].delete()
+    withheld = answer_of(client.get(url).json())
+    assert (withheld["withheld"], withheld["citations"]) == ("withdrawn", [])
+    client.force_login(
+        django_user_model.objects.create_superuser(username="root", email="", password=None)
+    )
     after = answer_of(client.get(url).json())["citations"]
     assert [{**c, "stale": False} for c in after] == streamed
 

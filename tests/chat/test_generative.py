@@ -322,7 +322,10 @@ async def test_turns_beyond_the_window_are_folded_into_a_stored_summary(
                 "content", "reply_to__content"
             )
         )
-        shown = [row.role for row in selectors.conversation_transcript(conversation)]
+        shown = [
+            row.role
+            for row in selectors.conversation_transcript(conversation, user=conversation.owner)
+        ]
         return summaries, shown
 
     summaries, shown = await sync_to_async(stored)()

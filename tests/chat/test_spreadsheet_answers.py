@@ -146,7 +146,7 @@ def test_a_spreadsheet_source_is_excerpted_by_the_rows_the_answer_quotes():
 
 
 def test_an_expired_spreadsheet_is_not_cited_and_purged_answers_keep_their_snapshot(
-    sheets_kb, staff_user
+    sheets_kb, staff_user, django_user_model
 ):
     from asgiref.sync import async_to_sync
 
@@ -170,8 +170,15 @@ def test_an_expired_spreadsheet_is_not_cited_and_purged_answers_keep_their_snaps
     assert "Deleted 1 expired document(s)." in out.getvalue()
     assert not Document.objects.filter(pk=inventory.pk).exists()
 
+    # Purged: its answers are withheld from the asker, and kept whole for superusers
+    # (docs/decisions/0080-withheld-answers.md).
     client = Client()
     client.force_login(staff_user)
+    messages = client.get(f"/api/conversations/{conversation_id}/messages").json()["messages"]
+    assert messages[1]["withheld"] == "withdrawn" and QX_2207_ROW not in str(messages)
+    client.force_login(
+        django_user_model.objects.create_superuser(username="root", email="", password=None)
+    )
     messages = client.get(f"/api/conversations/{conversation_id}/messages").json()["messages"]
     kept = messages[1]["citations"][0]
     assert messages[1]["content"] == content

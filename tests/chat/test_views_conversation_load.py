@@ -14,6 +14,7 @@ from chat.api.serializers import MessageListSerializer
 from chat.models import Conversation, Feedback, Message
 from chat.render_cache import RenderCache
 from chat.selectors import conversation_messages, conversation_transcript, message_row
+from knowledge.access import Reader
 from knowledge.models import Chunk, Document
 from tests.support.conversations import exchange_create
 from tests.support.knowledge_base import basis, document_create
@@ -22,6 +23,10 @@ pytestmark = pytest.mark.django_db
 
 STALE_NOTE = "The document has changed since this answer."
 GONE_NOTE = "This document is no longer in the knowledge base."
+
+# A reader of every document (a superuser's Reader): the rows as stored, nothing withheld
+# (withheld rows: tests/chat/test_access_matrix_withheld.py).
+EVERYTHING = Reader(user_id=None, is_superuser=True)
 
 
 @pytest.fixture
@@ -91,7 +96,11 @@ def expected_api_body(conversation: Conversation, user) -> bytes:
 
 
 def stale_flags(conversation: Conversation) -> list[bool]:
-    return [c.stale for row in conversation_transcript(conversation) for c in row.citations]
+    return [
+        c.stale
+        for row in conversation_transcript(conversation, user=EVERYTHING)
+        for c in row.citations
+    ]
 
 
 # --- Rows -----------------------------------------------------------------------------------
@@ -99,7 +108,7 @@ def test_transcript_rows_equal_the_stored_messages_and_tell_stale_sources_alike(
     conversation, handbook, expenses
 ):
     def assert_rows_match() -> None:
-        rows = conversation_transcript(conversation)
+        rows = conversation_transcript(conversation, user=EVERYTHING)
         assert rows == [message_row(m) for m in conversation_messages(conversation)]
 
     assert_rows_match()
@@ -121,7 +130,7 @@ def test_transcript_rows_equal_the_stored_messages_and_tell_stale_sources_alike(
     handbook.delete()
     assert_rows_match()
     assert stale_flags(conversation) == [True, True, True, True]
-    rows = conversation_transcript(conversation)
+    rows = conversation_transcript(conversation, user=EVERYTHING)
     assert [c.document_title for c in rows[1].citations] == ["Staff handbook", "Staff handbook"]
 
 
@@ -132,7 +141,7 @@ def test_transcript_takes_two_queries_whatever_the_length(
     for i in range(20):
         exchange_create(conversation, question=f"Q{i}?", answer="A [1]. B [2].", cited=chunks[:2])
     with django_assert_num_queries(2):
-        rows = conversation_transcript(conversation)
+        rows = conversation_transcript(conversation, user=EVERYTHING)
     assert len(rows) == 6 + 40
 
 
@@ -171,7 +180,7 @@ def test_api_is_owner_follows_the_reader(conversation, staff_user, other_staff_u
 
 # --- Page -------------------------------------------------------------------------------------
 def test_page_reload_shows_current_sources_ratings_and_permissions(
-    conversation, staff_user, other_staff_user, handbook, expenses
+    conversation, staff_user, other_staff_user, handbook, expenses, django_user_model
 ):
     owner, reader = client_of(staff_user), client_of(other_staff_user)
     url = f"/c/{conversation.pk}/"
@@ -202,10 +211,15 @@ def test_page_reload_shows_current_sources_ratings_and_permissions(
     Chunk.objects.filter(document=expenses).update(text="Meals are no longer paid.")
     changed = page(owner)
     assert changed.count(STALE_NOTE) == 1 and GONE_NOTE not in changed
+    # A deleted document's answers are withheld from all but superusers
+    # (docs/decisions/0080-withheld-answers.md), who see its citations as gone.
     handbook.delete()
-    gone = page(owner)
+    root = django_user_model.objects.create_superuser(username="root", email="", password=None)
+    gone = page(client_of(root))
     assert gone.count(GONE_NOTE) == 3 and gone.count(STALE_NOTE) == 1
     assert f"/documents/{handbook.pk}/" not in gone
+    withheld = page(owner)
+    assert withheld.count('data-withheld="withdrawn"') == 2 and "25 days" not in withheld
 
 
 def csrf_token(page: str) -> str:
