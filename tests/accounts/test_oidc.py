@@ -13,7 +13,10 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from accounts.models import OidcIdentity
+from knowledge.access import documents_readable
+from knowledge.collections import collection_create
 from tests.accounts.provider import Provider, provider_sign_in
+from tests.support.knowledge_base import document_create
 
 pytestmark = pytest.mark.django_db
 
@@ -62,6 +65,9 @@ def test_a_group_removed_at_the_provider_is_gone_at_the_next_sign_in(provider):
     provider.user_set("bea", password=PASSWORD, groups=["finance", "legal"])
     sign_in(Client(), provider, "bea")
     user = User.objects.get(username="bea")
+    legal_only = collection_create(name="Legal only", groups=[Group.objects.get(name="legal")])
+    contracts = document_create(title="Contracts", texts=["Clause 7."], collection=legal_only)
+    assert list(documents_readable(user=user)) == [contracts]
     local = Group.objects.create(name="made-in-sourced")
     user.groups.add(local)
     assert set(user.groups.values_list("name", flat=True)) == {
@@ -78,6 +84,8 @@ def test_a_group_removed_at_the_provider_is_gone_at_the_next_sign_in(provider):
     assert set(user.groups.values_list("name", flat=True)) == {"finance", "made-in-sourced"}
     assert user.email == "bea@example.org"
     assert User.objects.filter(username__startswith="bea").count() == 1
+    # And with the group, the collection it gave: the next request reads without it.
+    assert not documents_readable(user=user).exists()
 
 
 def test_groups_only_in_the_userinfo_response_are_read_there(provider, settings):
