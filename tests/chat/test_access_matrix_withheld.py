@@ -13,7 +13,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
@@ -23,6 +23,7 @@ from knowledge.collections import collection_create
 from knowledge.models import collection_default_id
 from tests.support.conversations import exchange_create
 from tests.support.knowledge_base import document_create
+from tests.support.readers import readers_create
 
 pytestmark = pytest.mark.django_db
 
@@ -43,27 +44,8 @@ READS = {"asker", "reader by group", "reader by user", "superuser"}
 
 
 @pytest.fixture
-def people(django_user_model):
-    hr = Group.objects.create(name="HR")
-    made = {
-        "asker": django_user_model.objects.create_user(username="asker", is_staff=True),
-        "reader by group": django_user_model.objects.create_user(username="hr2", is_staff=True),
-        "reader by user": django_user_model.objects.create_user(username="named", is_staff=True),
-        "staff": django_user_model.objects.create_user(username="staff", is_staff=True),
-        "superuser": django_user_model.objects.create_superuser(
-            username="root", email="", password=None
-        ),
-        "document manager": django_user_model.objects.create_user(
-            username="manager", is_staff=True
-        ),
-        "non-staff": django_user_model.objects.create_user(username="visitor"),
-        "anonymous": None,
-    }
-    made["document manager"].user_permissions.add(Permission.objects.get(codename="view_document"))
-    made["asker"].groups.add(hr)
-    made["reader by group"].groups.add(hr)
-    made["hr"] = hr
-    return made
+def people(db):
+    return readers_create()
 
 
 @pytest.fixture

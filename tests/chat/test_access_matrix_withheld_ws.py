@@ -10,7 +10,6 @@ import json
 
 import pytest
 from channels.db import database_sync_to_async
-from django.contrib.auth.models import Group, Permission
 
 from chat.models import Conversation
 from chat.selectors import Withheld
@@ -18,6 +17,7 @@ from knowledge.collections import collection_create
 from tests.support.clients import fragments_until_idle, socket_for
 from tests.support.conversations import exchange_create
 from tests.support.knowledge_base import document_create
+from tests.support.readers import readers_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,25 +27,9 @@ RESTRICTED_ANSWER = "Grade 7 analysts are paid on the Quetzal band, 41,000 to 48
 SECRET = "Quetzal"
 
 
-def _setup(django_user_model) -> dict:
-    hr = Group.objects.create(name="HR")
-    people = {
-        "asker": django_user_model.objects.create_user(username="asker", is_staff=True),
-        "reader by group": django_user_model.objects.create_user(username="hr2", is_staff=True),
-        "reader by user": django_user_model.objects.create_user(username="named", is_staff=True),
-        "staff": django_user_model.objects.create_user(username="staff", is_staff=True),
-        "superuser": django_user_model.objects.create_superuser(
-            username="root", email="", password=None
-        ),
-        "document manager": django_user_model.objects.create_user(
-            username="manager", is_staff=True
-        ),
-    }
-    people["document manager"].user_permissions.add(
-        Permission.objects.get(codename="view_document")
-    )
-    people["asker"].groups.add(hr)
-    people["reader by group"].groups.add(hr)
+def _setup() -> dict:
+    people = readers_create(with_outsiders=False)
+    hr = people.pop("hr")
     hr_only = collection_create(name="HR only", groups=[hr], users=[people["reader by user"]])
     document = document_create(title="Pay bands", texts=[RESTRICTED_CHUNK], collection=hr_only)
     conversation = Conversation.objects.create(
@@ -60,7 +44,7 @@ def _setup(django_user_model) -> dict:
 
 @pytest.fixture
 def shared(django_user_model):
-    return _setup(django_user_model)
+    return _setup()
 
 
 def repeated(shared, action: str = "send") -> str:
