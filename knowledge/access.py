@@ -155,9 +155,15 @@ def document_is_available(document: Document) -> bool:
     return document.enabled and document.status == Document.Status.READY and not document.is_expired
 
 
-def documents_readable_filter(*, user: UserLike, prefix: str = "") -> Q:
+def documents_readable_filter(
+    *, user: UserLike, prefix: str = "", collection_field: str | None = None
+) -> Q:
     """The documents `user` may read, as a filter on the model reached through `prefix`
     ("" for documents, "document__" for chunks, "chunk__document__" for embeddings).
+
+    `collection_field` names the field holding the document's collection, by default the
+    document's own (`<prefix>collection_id`); chunks and embeddings carry a copy the database
+    keeps equal to it (`collection_id`), which retrieval tests on the row itself.
 
     Everything for a superuser (an empty `Q`); for anyone who reads nothing, a filter that
     matches nothing (Django skips the query, or raises EmptyResultSet when compiling it).
@@ -165,7 +171,8 @@ def documents_readable_filter(*, user: UserLike, prefix: str = "") -> Q:
     reader = reader_for(user)
     if reader.is_superuser:
         return Q()
-    readable = Q(**{f"{prefix}collection_id__in": sorted(reader.collection_ids)})
+    field = collection_field or f"{prefix}collection_id"
+    readable = Q(**{f"{field}__in": sorted(reader.collection_ids)})
     if reader.can_manage:
         return readable
     return readable & documents_available_filter(prefix)

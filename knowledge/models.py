@@ -154,8 +154,23 @@ class Document(models.Model):
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
+def _row_collection() -> models.ForeignKey:
+    """A chunk's or embedding's copy of its document's collection, which retrieval filters on
+    without reaching the document. The database keeps it equal to the document's (triggers
+    of migration 0007; docs/decisions/0077-the-collection-on-every-searched-row.md): whatever
+    is written here is replaced, so rows are created without it."""
+    return models.ForeignKey(
+        Collection,
+        on_delete=models.PROTECT,
+        related_name="+",
+        editable=False,
+        help_text="Its document's collection, kept equal to it by the database.",
+    )
+
+
 class Chunk(models.Model):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    collection = _row_collection()
     index = models.PositiveIntegerField(help_text="Order of the chunk in its document.")
     text = models.TextField()
     page = models.PositiveIntegerField(null=True, blank=True)
@@ -186,6 +201,16 @@ class Chunk(models.Model):
 
 class Embedding(models.Model):
     chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="embeddings")
+    # Copies of the chunk's document and collection, kept equal to them by the database
+    # (`_row_collection`): the k-NN filters on the row without reaching the chunk.
+    document = models.ForeignKey(
+        Document,
+        on_delete=models.CASCADE,
+        related_name="+",
+        editable=False,
+        help_text="Its chunk's document, kept equal to it by the database.",
+    )
+    collection = _row_collection()
     vector = VectorField(dimensions=EMBEDDING_DIMENSIONS)
     model = models.CharField(max_length=200, help_text="Embedding model name and version.")
 

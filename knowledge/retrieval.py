@@ -50,7 +50,7 @@ import numpy as np
 from django.contrib.postgres.search import SearchQuery
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import FloatField, Q, QuerySet
+from django.db.models import FloatField, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pgvector.django import CosineDistance
@@ -67,6 +67,9 @@ EXCERPT_CHARS = 200
 # Lexical candidates: the chunks holding the question's rarest terms, as many terms as hold
 # together at most this many chunks (the cost of the lexical side grows with it).
 LEXICAL_CANDIDATE_BUDGET = 1000
+# A reader who may search at most this many embeddings is searched exactly, row by row, not
+# through the HNSW index (docs/decisions/0077-the-collection-on-every-searched-row.md).
+EXACT_SEARCH_MAX_ROWS = 20_000
 # Reciprocal rank fusion's constant (docs/product.md §4), for a follow-up's preferred documents.
 RRF_K = 60
 # Score fusion: cosine similarity + LEXICAL_WEIGHT × lexical score / best candidate's lexical score.
@@ -140,11 +143,14 @@ def reader_required(reader: object) -> Reader:
 def _searchable(*, reader: Reader, prefix: str = "") -> Q:
     """Documents (through `prefix`) that are searched for `reader`: those they may read that
     are available (enabled, ready and not expired; withdrawn ones are never searched, even for
-    those who may read them)."""
+    those who may read them). Through a prefix (chunks, embeddings), the collection is tested
+    on the row's own copy, so the k-NN and full-text scans drop unreadable rows before they
+    reach the document (docs/decisions/0077-the-collection-on-every-searched-row.md)."""
     reader_required(reader)
-    return documents_readable_filter(user=reader, prefix=prefix) & documents_available_filter(
-        prefix
+    readable = documents_readable_filter(
+        user=reader, prefix=prefix, collection_field="collection_id" if prefix else None
     )
+    return readable & documents_available_filter(prefix)
 
 
 def searchable_documents(*, reader: Reader) -> QuerySet[Document]:
@@ -179,23 +185,47 @@ def vector_search_queryset(
     limit: int,
     reader: Reader,
     document_ids: Sequence[int] | None = None,
+    exact: bool = False,
 ) -> QuerySet[Embedding]:
-    """The k-NN query: `ORDER BY vector <=> q LIMIT limit`, the shape the HNSW index serves.
+    """The k-NN query, yielding (chunk id, cosine distance) rows, nearest first.
 
-    Yields (chunk id, cosine distance) rows. It must run under the HNSW scan settings:
-    `chunks_search_vector` sends them in the same query string; `vector_search_settings()`
-    sets them for the rest of a transaction (to EXPLAIN the query as it runs).
+    By default `ORDER BY vector <=> q LIMIT limit`, the shape the HNSW index serves; it must
+    run under the HNSW scan settings: `chunks_search_vector` sends them in the same query
+    string; `vector_search_settings()` sets them for the rest of a transaction (to EXPLAIN the
+    query as it runs). `exact`: the distance is ordered as an expression the index cannot
+    serve, so every row that passes the filters is compared (the plan for a reader who may
+    search few rows, `exact_search_suits`).
     """
     queryset = Embedding.objects.filter(
-        _searchable(reader=reader, prefix="chunk__document__"), model=embedding.model_version()
+        _searchable(reader=reader, prefix="document__"), model=embedding.model_version()
     )
     if document_ids is not None:
-        queryset = queryset.filter(chunk__document_id__in=list(document_ids))
+        queryset = queryset.filter(document_id__in=list(document_ids))
+    distance = CosineDistance("vector", query_vector.tolist())
+    if exact:
+        distance = distance + Value(0.0, output_field=FloatField())
     return (
-        queryset.annotate(distance=CosineDistance("vector", query_vector.tolist()))
+        queryset.annotate(distance=distance)
         .order_by("distance")
         .values_list("chunk_id", "distance")[:limit]
     )
+
+
+def exact_search_suits(*, reader: Reader, document_ids: Sequence[int] | None = None) -> bool:
+    """Whether the k-NN for `reader` is cheaper compared row by row than through the HNSW
+    index: when the rows they may search (their collections' embeddings, or the embeddings of
+    `document_ids`) are at most EXACT_SEARCH_MAX_ROWS. Never for a reader of every collection.
+    The rows are counted on the collection index (docs/decisions/0077-…)."""
+    if document_ids is None and reader.is_superuser:
+        return False
+    # Counted on the collection and document indexes alone (rows of every embedding model: an
+    # upper bound, and no row is read from the table).
+    rows = Embedding.objects.all()
+    if not reader.is_superuser:
+        rows = rows.filter(collection_id__in=sorted(reader.collection_ids))
+    if document_ids is not None:
+        rows = rows.filter(document_id__in=list(document_ids))
+    return rows[: EXACT_SEARCH_MAX_ROWS + 1].count() <= EXACT_SEARCH_MAX_ROWS
 
 
 def _vector_search_settings_sql(limit: int) -> str:
@@ -220,18 +250,25 @@ def chunks_search_vector(
     reader: Reader,
     document_ids: Sequence[int] | None = None,
 ) -> list[tuple[int, float]]:
-    """(chunk id, cosine similarity) best first, through the HNSW index.
+    """(chunk id, cosine similarity) best first, among the rows `reader` may search.
 
-    HNSW applies WHERE filters after the index scan, so a filter could starve the result;
-    pgvector's iterative scan keeps scanning until `limit` rows pass the filters. Both settings
-    are SET LOCAL in the same query string as the k-NN query: PostgreSQL runs a string of
-    several statements as one transaction (an implicit block, where SET LOCAL holds), so they
-    never leak to a pooled connection, and the search is one round trip instead of five
-    (BEGIN, two SETs, the query, COMMIT). Inside a caller's transaction they last, as before,
-    until that transaction ends.
+    When those are few (`exact_search_suits`), every one is compared: exact, and cheaper than
+    an index scan that must pass over the many rows the reader may not search. Otherwise
+    through the HNSW index, which applies WHERE filters after the index scan, so a filter could
+    starve the result; pgvector's iterative scan keeps scanning until `limit` rows pass the
+    filters. Both settings are SET LOCAL in the same query string as the k-NN query:
+    PostgreSQL runs a string of several statements as one transaction (an implicit block,
+    where SET LOCAL holds), so they never leak to a pooled connection, and the search is one
+    round trip instead of five (BEGIN, two SETs, the query, COMMIT). Inside a caller's
+    transaction they last, as before, until that transaction ends.
     """
+    exact = exact_search_suits(reader=reader, document_ids=document_ids)
     queryset = vector_search_queryset(
-        query_vector=query_vector, limit=limit, reader=reader, document_ids=document_ids
+        query_vector=query_vector,
+        limit=limit,
+        reader=reader,
+        document_ids=document_ids,
+        exact=exact,
     )
     try:
         sql, params = queryset.query.sql_with_params()
@@ -241,9 +278,12 @@ def chunks_search_vector(
     # (Django's default) sends them as one simple query. With the database option
     # `server_side_binding` on, PostgreSQL refuses several statements in one prepared query.
     with connection.cursor() as cursor:
-        cursor.execute(f"{_vector_search_settings_sql(limit)}; {sql}", params)
-        cursor.nextset()  # past the two SETs' empty results
-        cursor.nextset()
+        if exact:
+            cursor.execute(sql, params)
+        else:
+            cursor.execute(f"{_vector_search_settings_sql(limit)}; {sql}", params)
+            cursor.nextset()  # past the two SETs' empty results
+            cursor.nextset()
         rows = cursor.fetchall()
     # relaxed_order may return rows slightly out of order: re-sort (ties by chunk id).
     rows.sort(key=lambda row: (row[1], row[0]))

@@ -21,10 +21,10 @@ from django.db import connection
 from knowledge import embedding
 from knowledge.access import OPERATOR, Reader, reader_for
 from knowledge.collections import collection_create
-from knowledge.models import Document
+from knowledge.models import Chunk, Document
 from knowledge.retrieval import chunks_search
 from knowledge.vocabulary import vocabulary_get
-from lab.benchmark.corpus import RETRIEVAL_TOP_K, SYNTHETIC_PREFIX
+from lab.benchmark.corpus import RETRIEVAL_TOP_K, SYNTHETIC_PREFIX, bulk_indexes_rebuilt
 from lab.benchmark.stats import latency_summary
 from lab.evaluation.dataset import Dataset, contains_gold
 
@@ -49,7 +49,8 @@ def collections_spread(count: int = COLLECTIONS) -> list[int]:
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-    with connection.cursor() as cursor:
+    # The database moves each document's chunks and embeddings with it (migration 0007).
+    with bulk_indexes_rebuilt(chunks=Chunk.objects.count()), connection.cursor() as cursor:
         cursor.execute(
             "UPDATE knowledge_document SET collection_id = (%s::bigint[])[1 + id %% %s]",
             [ids, count],
@@ -59,7 +60,9 @@ def collections_spread(count: int = COLLECTIONS) -> list[int]:
                 "UPDATE knowledge_document SET collection_id = %s WHERE id = %s",
                 [ids[position % count], pk],
             )
-        cursor.execute("ANALYZE knowledge_document")
+    with connection.cursor() as cursor:
+        for table in ("knowledge_document", "knowledge_chunk", "knowledge_embedding"):
+            cursor.execute(f"ANALYZE {table}")
     return ids
 
 

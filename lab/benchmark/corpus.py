@@ -10,7 +10,8 @@ rebuilt afterwards. Why, and what it inflates: docs/decisions/0059-bench-synthet
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -350,6 +351,17 @@ def _indexes_drop() -> list[str]:
                 definitions.append(row[0])
                 cursor.execute(f'DROP INDEX IF EXISTS "{name}"')
     return definitions
+
+
+@contextmanager
+def bulk_indexes_rebuilt(*, chunks: int) -> Iterator[None]:
+    """Drop the HNSW and full-text indexes for a bulk write to the corpus's rows (every row
+    updated would otherwise be inserted into the graph again), and build them after it."""
+    definitions = _indexes_drop()
+    try:
+        yield
+    finally:
+        _indexes_create(definitions, chunks=chunks)
 
 
 def index_build_memory_mb(chunks: int) -> int:
