@@ -48,3 +48,23 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key_prefix}…)"
+
+
+class Preferences(models.Model):
+    """A user's display preferences, kept on the server so that they follow the user from
+    one browser to another (accounts.services.preferences_update). A user without a row has
+    the defaults (accounts.selectors.preferences_of)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preferences"
+    )
+    show_citations = models.BooleanField(
+        default=True, help_text="Show the numbered citation markers inside answers."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "preferences"
+
+    def __str__(self) -> str:
+        return f"Preferences of user {self.user_id}"

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, Preferences
 from accounts.services import API_KEY_PREFIX, api_key_hash
 
 
@@ -56,3 +56,10 @@ def api_token_user(*, key: str) -> AbstractBaseUser:
 def api_tokens_of(*, user: AbstractBaseUser) -> QuerySet[ApiToken]:
     """`user`'s personal tokens, newest first."""
     return ApiToken.objects.filter(user=user).order_by("-created")
+
+
+def preferences_of(*, user: AbstractBaseUser) -> Preferences:
+    """The user's display preferences: their stored row, or an unsaved one holding the
+    defaults when they never changed any."""
+    found = Preferences.objects.filter(user_id=user.pk).first()
+    return found or Preferences(user_id=user.pk)

@@ -15,7 +15,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import ApiToken, OidcIdentity
+from accounts.models import ApiToken, OidcIdentity, Preferences
 
 USERNAME_MAX = 150
 # A personal token's key starts with this, so that its lookup knows its table.
@@ -158,3 +158,11 @@ def api_token_revoke(*, user: AbstractBaseUser, token_id: int) -> bool:
     """Delete `user`'s token `token_id`; False when `user` has no such token."""
     deleted, _ = ApiToken.objects.filter(user=user, pk=token_id).delete()
     return bool(deleted)
+
+
+def preferences_update(*, user: AbstractBaseUser, show_citations: bool) -> Preferences:
+    """Store the user's display preferences (one row per user, created on first change)."""
+    preferences, _ = Preferences.objects.update_or_create(
+        user=user, defaults={"show_citations": show_citations}
+    )
+    return preferences

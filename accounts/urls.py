@@ -10,4 +10,5 @@ urlpatterns = [
     path("oidc/login/", views.oidc_login, name="oidc_login"),
     path("oidc/callback/", views.oidc_callback, name="oidc_callback"),
     path("account/tokens/", views.api_tokens, name="api_tokens"),
+    path("account/preferences/", views.preferences, name="preferences"),
 ]

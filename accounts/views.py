@@ -9,6 +9,7 @@ import math
 from datetime import timedelta
 
 from axes.models import AccessAttempt
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login, logout
@@ -29,6 +30,7 @@ from accounts.services import (
     api_token_create,
     api_token_revoke,
     oidc_user_sync,
+    preferences_update,
 )
 from pages import sidebar_context, staff_required
 
@@ -225,3 +227,20 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
             **sidebar_context(request.user),
         },
     )
+
+
+class PreferencesForm(forms.Form):
+    """The settings dialog's display options; an unticked checkbox is not sent: False."""
+
+    show_citations = forms.BooleanField(required=False)
+
+
+@staff_required
+@require_POST
+def preferences(request: HttpRequest) -> HttpResponse:
+    """Store the signed-in user's display preferences (the settings dialog posts here when a
+    toggle changes); 204 with nothing to swap."""
+    form = PreferencesForm(request.POST)
+    form.is_valid()  # always: a BooleanField reads any value, absent or empty as False
+    preferences_update(user=request.user, show_citations=form.cleaned_data["show_citations"])
+    return HttpResponse(status=204)
