@@ -362,7 +362,15 @@ class RatingFilter(admin.SimpleListFilter):
 
 @admin.register(Feedback)
 class FeedbackAdmin(admin.ModelAdmin):
-    list_display = ("rating_display", "question", "answer", "sources", "user", "created_at")
+    list_display = (
+        "rating_display",
+        "question",
+        "answer",
+        "comment_excerpt",
+        "sources",
+        "user",
+        "created_at",
+    )
     list_filter = (RatingFilter, "created_at")
     search_fields = ("message__content", "message__reply_to__content", "comment")
     date_hierarchy = "created_at"
@@ -413,6 +421,10 @@ class FeedbackAdmin(admin.ModelAdmin):
         return format_html(
             "<div style='white-space:pre-wrap;max-width:60em'>{}</div>", obj.message.content
         )
+
+    @admin.display(description="Comment")
+    def comment_excerpt(self, obj: Feedback) -> str:
+        return _excerpt(obj.comment, 30) if obj.comment else "—"
 
     @admin.display(description="Sources")
     def sources(self, obj: Feedback) -> str:

@@ -7,6 +7,7 @@ from chat import views
 app_name = "chat"
 urlpatterns = [
     path("", views.home, name="home"),
+    path("c/new/", views.conversation_new, name="conversation_new"),
     path("c/<uuid:conversation_id>/", views.conversation, name="conversation"),
     path(
         "c/<uuid:conversation_id>/delete/",

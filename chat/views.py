@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.selectors import preferences_of
 from chat.answering.errors import AnswerError
 from chat.answering.evidence import chat_settings_get
 from chat.fragments import conversation_renamed_html, conversation_title_html, sidebar_item_html
@@ -46,6 +47,8 @@ from knowledge.retrieval import knowledge_base_is_empty, searchable_documents
 from pages import no_access, sidebar_context, staff_required
 
 HISTORY_PAGE_SIZE = 25
+# The Feedback model's comment limit (the API's too).
+FEEDBACK_COMMENT_MAX_CHARS = Feedback._meta.get_field("comment").max_length
 
 SUGGESTIONS = [
     {
@@ -110,6 +113,14 @@ def conversation_not_found(request: HttpRequest) -> HttpResponse:
 def home(request: HttpRequest) -> HttpResponse:
     """A new chat: greeting, suggestion cards, the composer. The conversation is created by the
     first question, under the id chosen here."""
+    return new_chat_page(request)
+
+
+def new_chat_page(
+    request: HttpRequest, *, prefill: str = "", autosend: bool = False, notice: str = ""
+) -> HttpResponse:
+    """The new chat's page; `prefill` is put in the composer, which sends it once the page's
+    socket is open when `autosend` is set; `notice` is shown above the composer."""
     conversation_id = str(uuid.uuid4())
     last_question = question_last_asked_by(request.user)
     reader = reader_for(request.user)
@@ -122,10 +133,32 @@ def home(request: HttpRequest) -> HttpResponse:
         "suggestions": SUGGESTIONS,
         "knowledge_ready": not knowledge_base_is_empty(reader=reader),
         "autofocus": True,
+        "prefill": prefill,
+        "autosend": autosend,
+        "link_notice": notice,
         **composer_context(reader, is_new=True, last_question=last_question),
         **sidebar_context(request.user),
     }
     return conversation_page(request, context)
+
+
+@staff_required
+@require_GET
+def conversation_new(request: HttpRequest) -> HttpResponse:
+    """`/c/new?q=...`: a new chat whose composer holds `q` and whose page sends it itself,
+    over its WebSocket, once loaded; nothing is stored by this request
+    (docs/decisions/0125-a-question-in-a-link.md). Without `q`, the new chat; a `q` longer
+    than CHAT_MAX_MESSAGE_CHARS is put in the composer, cut to that length, unsent, with a
+    notice saying so."""
+    question = request.GET.get("q", "").strip()
+    limit = settings.CHAT_MAX_MESSAGE_CHARS
+    if len(question) > limit:
+        notice = (
+            f"The question in the link is longer than {limit} characters: "
+            "it was cut and not sent. Shorten it, then send it."
+        )
+        return new_chat_page(request, prefill=question[:limit], notice=notice)
+    return new_chat_page(request, prefill=question, autosend=bool(question))
 
 
 @staff_required
@@ -142,7 +175,9 @@ def conversation_page(
     request: HttpRequest, context: dict, *, messages_html: bytes = b""
 ) -> HttpResponse:
     """The chat page; its long parts (messages, the documents of the settings dialog) are
-    rendered apart and spliced in (see `page_with_parts`)."""
+    rendered apart and spliced in (see `page_with_parts`). Whether the answers show their
+    citation markers is the user's stored preference (accounts.selectors.preferences_of)."""
+    context["show_citations"] = preferences_of(user=request.user).show_citations
     parts = {"messages_html": messages_html}
     return page_with_parts(request, "chat/conversation.html", context, parts)
 
@@ -299,16 +334,40 @@ def history(request: HttpRequest) -> HttpResponse:
 @staff_required
 @require_POST
 def message_feedback(request: HttpRequest, message_id: uuid.UUID) -> HttpResponse:
-    """Thumbs up / down on an answer; returns the rating buttons, pressed as chosen."""
+    """Thumbs up / down on an answer, and the comment a thumbs down may carry; returns the
+    rating buttons, pressed as chosen, with a comment box after a thumbs down given without
+    one. A comment longer than FEEDBACK_COMMENT_MAX_CHARS is refused (422, the box again with
+    the error and the text kept); the rating is then left unchanged."""
     try:
         message = message_get_for(request.user, message_id)
         rating = int(request.POST.get("rating", ""))
         if rating not in (Feedback.Rating.UP, Feedback.Rating.DOWN):
             raise ValueError(rating)
-        feedback_give(user=request.user, message=message, rating=rating)
     except AnswerError as error:
         return HttpResponse(error.message, status=error.status, content_type="text/plain")
     except ValueError:
         return HttpResponse("The rating must be 1 or -1.", status=400, content_type="text/plain")
+    comment = request.POST.get("comment")
+    if comment is not None:
+        comment = comment.strip()
+    context = {"comment_max_chars": FEEDBACK_COMMENT_MAX_CHARS}
+    if comment is not None and len(comment) > FEEDBACK_COMMENT_MAX_CHARS:
+        view = message_views([message], user=request.user)[0]
+        context.update(
+            m=view,
+            comment_open=True,
+            comment=comment,
+            comment_error=f"At most {FEEDBACK_COMMENT_MAX_CHARS} characters, please.",
+        )
+        return render(request, "chat/conversation.html#feedback", context, status=422)
+    try:
+        feedback_give(user=request.user, message=message, rating=rating, comment=comment or "")
+    except AnswerError as error:
+        return HttpResponse(error.message, status=error.status, content_type="text/plain")
     view = message_views([message], user=request.user)[0]
-    return render(request, "chat/conversation.html#feedback", {"m": view, "feedback_saved": True})
+    context.update(
+        m=view,
+        feedback_saved=True,
+        comment_open=rating == Feedback.Rating.DOWN and comment is None,
+    )
+    return render(request, "chat/conversation.html#feedback", context)

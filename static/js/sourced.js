@@ -113,7 +113,18 @@
     };
   }
 
+  /* "New chat" is disabled while the chat is empty: enabled by its first question. */
+  function enableNewChat() {
+    var link = $("#new-chat-button");
+    if (!link || !link.hasAttribute("aria-disabled")) return;
+    link.setAttribute("href", link.getAttribute("data-href"));
+    link.removeAttribute("aria-disabled");
+    link.removeAttribute("role");
+    link.classList.remove("btn-disabled");
+  }
+
   function afterFirstSend() {
+    enableNewChat();
     var empty = $("#empty-state");
     if (empty) empty.remove();
     var privacy = $("#privacy-control");
@@ -270,6 +281,7 @@
 
   document.addEventListener("htmx:wsAfterMessage", function () {
     applyState();
+    clampAnswers();
     if (state.stickToBottom) scrollToBottom();
   });
 
@@ -292,6 +304,7 @@
   document.addEventListener("htmx:wsOpen", function (event) {
     state.socket = event.detail.socketWrapper;
     showConnection(null);
+    autosend();
   });
 
   /* htmx reconnects by itself after an abnormal closure (1006, 1011-1013); a server going
@@ -322,6 +335,48 @@
       }, 1000);
     }
   });
+
+  /* A page opened as /c/new?q=... sends its pre-filled question once, over the socket
+     (docs/decisions/0125-a-question-in-a-link.md). */
+  function autosend() {
+    var form = $("#composer");
+    if (!form || !form.hasAttribute("data-autosend")) return;
+    form.removeAttribute("data-autosend");
+    var input = composer();
+    if (input && input.value.trim() !== "") form.requestSubmit();
+  }
+
+  /* ---------------------------------------------------------------- long answers */
+
+  /* A finished answer taller than CLAMP_ABOVE pixels is clamped (.answer-clamped) with a
+     "Show more" button after it; the button toggles the whole answer. */
+  var CLAMP_ABOVE = 560;
+
+  function clampAnswers() {
+    $all('#messages [data-role="assistant"]:not([data-status="streaming"]) .answer-body').forEach(function (body) {
+      if (body.hasAttribute("data-clamp-checked")) return;
+      body.setAttribute("data-clamp-checked", "");
+      if (body.scrollHeight <= CLAMP_ABOVE) return;
+      body.classList.add("answer-clamped");
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "btn btn-ghost btn-xs mt-1";
+      button.setAttribute("data-clamp-toggle", body.id);
+      button.setAttribute("aria-controls", body.id);
+      button.setAttribute("aria-expanded", "false");
+      button.textContent = "Show more";
+      body.insertAdjacentElement("afterend", button);
+    });
+  }
+
+  function toggleClamp(button) {
+    var body = document.getElementById(button.getAttribute("data-clamp-toggle"));
+    if (!body) return;
+    var expand = body.classList.contains("answer-clamped");
+    body.classList.toggle("answer-clamped", !expand);
+    button.setAttribute("aria-expanded", expand ? "true" : "false");
+    button.textContent = expand ? "Show less" : "Show more";
+  }
 
   /* ---------------------------------------------------------------- clicks */
 
@@ -394,7 +449,7 @@
     var el = event.target.closest(
       "[data-cite], [data-suggestion], [data-rephrase], [data-copy], [data-regenerate], [data-retry], " +
         "#stop-button, [data-show-more], [data-open-dialog], [data-close-dialog], [data-delete-url], " +
-        "[data-history-back], [data-reset-settings]"
+        "[data-history-back], [data-reset-settings], [data-clamp-toggle], [data-drawer-toggle]"
     );
     if (!el) return;
     if (el.hasAttribute("data-cite")) {
@@ -451,6 +506,11 @@
     } else if (el.hasAttribute("data-history-back")) {
       if (window.history.length > 1) window.history.back();
       else window.location.href = "/";
+    } else if (el.hasAttribute("data-drawer-toggle")) {
+      var toggle = document.getElementById("sidebar-toggle");
+      if (toggle) toggle.checked = !toggle.checked;
+    } else if (el.hasAttribute("data-clamp-toggle")) {
+      toggleClamp(el);
     } else if (el.hasAttribute("data-reset-settings")) {
       var value = el.getAttribute("data-default-top-k");
       $all("#top-k-input, #top-k-range").forEach(function (node) {
@@ -497,6 +557,11 @@
   document.addEventListener("change", function (event) {
     var el = event.target;
     if (el.name === "document_ids") updateSettingsSummary();
+    if (el.id === "show-citations") {
+      /* Shown at once; the dialog's form stores it for the account (hx-trigger="change"). */
+      var chat = $("#chat");
+      if (chat) chat.setAttribute("data-show-citations", el.checked ? "true" : "false");
+    }
     if (el.id === "top-k-input") {
       el.value = Math.max(1, Math.min(20, parseInt(el.value, 10) || 1));
       updateSettingsSummary();
@@ -504,6 +569,14 @@
   });
 
   document.addEventListener("keydown", function (event) {
+    var drawer = document.getElementById("sidebar-toggle");
+    if (event.key === "Escape" && drawer && drawer.checked) {
+      /* Escape closes the conversation list's drawer (small screens). */
+      drawer.checked = false;
+      var opener = $("[data-drawer-toggle]");
+      if (opener) opener.focus();
+      return;
+    }
     if (event.target && event.target.id === "composer-input") {
       onComposerKeydown(event);
     } else if (event.key === "Escape" && event.target.hasAttribute && event.target.hasAttribute("data-rename-input")) {
@@ -511,12 +584,6 @@
       event.preventDefault();
       var cancel = event.target.form && $("[data-rename-cancel]", event.target.form);
       if (cancel) cancel.click();
-    } else if (event.target && event.target.hasAttribute && event.target.hasAttribute("data-drawer-toggle")) {
-      if (event.key === "Enter" || event.key === " ") {
-        event.preventDefault();
-        var toggle = document.getElementById("sidebar-toggle");
-        if (toggle) toggle.checked = !toggle.checked;
-      }
     }
   });
 
@@ -536,6 +603,7 @@
     autosize();
     updateControls();
     updateSettingsSummary();
+    clampAnswers();
     if ($("#messages")) scrollToBottom();
     var highlighted = $("[data-highlighted]");
     if (highlighted) highlighted.scrollIntoView({ block: "center", behavior: "instant" });
