@@ -20,12 +20,13 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 from django_tasks_db.compat import TaskResultStatus
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 
-from knowledge.services.sync import watched_folders_enqueue_due
+from knowledge.services.sync import watched_folders_claim_due
+from knowledge.tasks import watched_folder_sync_task
 
 logger = logging.getLogger(__name__)
 
@@ -69,14 +70,18 @@ class ResilientWorker(Worker):
             logger.warning("Queued again %s task(s) interrupted by the outage.", requeued)
 
     def _watched_folders_enqueue(self) -> None:
-        """Queue a re-scan of each watched folder that is due."""
-        queued = watched_folders_enqueue_due()
+        """Claim the watched folders due for a re-scan and queue a re-scan task for each, in
+        one transaction: a folder is never claimed without its task."""
+        with transaction.atomic():
+            queued = watched_folders_claim_due()
+            for folder_id in queued:
+                watched_folder_sync_task.enqueue(folder_id)
         if queued:
             logger.info("Queued the re-scan of %s watched folder(s).", len(queued))
 
     def _watched_folders_poll(self) -> None:
-        """Every SYNC_POLL_SECONDS while the worker runs: queue the re-scans that are due. A
-        database error is logged and the next poll tries again."""
+        """Every SYNC_POLL_SECONDS while the worker runs: queue the re-scans that are due. Any
+        failure is logged and the next poll tries again."""
         while self.running:
             time.sleep(settings.SYNC_POLL_SECONDS)
             try:
@@ -87,5 +92,7 @@ class ResilientWorker(Worker):
                     " ".join(str(exc).split())[:200],
                     settings.SYNC_POLL_SECONDS,
                 )
+            except Exception:  # the poll must outlive anything; logged in full
+                logger.exception("Looking for watched folders to re-scan failed")
             finally:
                 connections.close_all()  # this thread's connections only

@@ -372,20 +372,6 @@ def watched_folders_claim_due(*, now: datetime | None = None) -> list[int]:
     return claimed
 
 
-def watched_folders_enqueue_due(*, now: datetime | None = None) -> list[int]:
-    """Claim the watched folders due for a re-scan (`watched_folders_claim_due`) and queue a
-    re-scan task for each, in one transaction: a folder is never claimed without its task.
-    Returns the folders' ids."""
-    # Imported here: the task imports this module.
-    from knowledge.tasks import watched_folder_sync_task
-
-    with transaction.atomic():
-        claimed = watched_folders_claim_due(now=now)
-        for folder_id in claimed:
-            watched_folder_sync_task.enqueue(folder_id)
-    return claimed
-
-
 def watched_folder_sync(*, folder_id: int) -> SyncRun | None:
     """Re-scan one watched folder (`folder_sync` into its collection), then set its next
     re-scan one interval after this one ended. Returns the run recorded, or None when the
