@@ -110,8 +110,9 @@ def folder_sync(
     Otherwise the run is recorded (`SyncRun`, linked to `folder` when given) whatever its
     end. Raises `SyncError`, having changed nothing, when the folder is missing or
     unreadable, when another sync of it is running (`SyncBusy`, then no run is recorded), or
-    when it holds no file at all while
-    the sync owns documents (an unmounted share looks like that) unless `allow_empty`.
+    when it holds no file at all while the sync owns documents (an unmounted share looks like
+    that) unless `allow_empty`. Any other exception is recorded on the run and raised; what
+    was done before it stays done, each document whole (the next run finishes the job).
     `progress(1)` as each file to ingest is done."""
     root = folder_root(path)
     if dry_run:

@@ -259,3 +259,15 @@ def test_only_superusers_manage_watched_folders(shared, client, django_user_mode
     assert client.get(change_url(folder)).status_code == 403
     assert client.post(ADD_URL, {"path": "/etc", "interval_minutes": 1}).status_code == 403
     assert "watchedfolder" not in client.get(reverse("admin:index")).content.decode()
+
+
+@pytest.mark.django_db
+def test_a_document_page_says_which_folder_it_is_synced_from(shared, admin_client):
+    call_command("sync", str(shared), stdout=StringIO(), stderr=StringIO())
+    document = Document.objects.get(title="Annual leave")
+
+    page = admin_client.get(
+        reverse("admin:knowledge_document_change", args=[document.pk])
+    ).content.decode()
+
+    assert "Synced from" in page and folder_root(shared) in page
