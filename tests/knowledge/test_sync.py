@@ -58,6 +58,13 @@ def sync(*args: str) -> str:
     return out.getvalue()
 
 
+def sync_failing(*args: str) -> tuple[CommandError, str]:
+    out = StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command("sync", *args, stdout=out, stderr=StringIO())
+    return caught.value, out.getvalue()
+
+
 def texts_of(path: Path) -> list[str]:
     document = Document.objects.get(source=str(path.resolve()))
     return list(document.chunks.order_by("index").values_list("text", flat=True))
@@ -266,6 +273,31 @@ def test_a_folder_emptied_like_an_unmounted_share_removes_nothing_unless_allowed
     assert SyncRun.objects.latest("started_at").status == SyncRun.Status.FAILED
     assert "3 removed" in sync(str(folder), "--allow-empty")
     assert not Document.objects.exists()
+
+
+def test_files_under_a_folder_that_cannot_be_listed_are_kept(folder, monkeypatch):
+    sync(str(folder))
+    real_walk = os.walk
+
+    def walk_without_travel(top, *args, onerror=None, **kwargs):
+        # As os.walk does for a sub-folder it may not list (root reads any folder here).
+        for root, dirs, names in real_walk(top, *args, onerror=onerror, **kwargs):
+            if "travel" in dirs:
+                dirs.remove("travel")
+                onerror(PermissionError(13, "Permission denied", str(Path(root) / "travel")))
+            yield root, dirs, names
+
+    monkeypatch.setattr(os, "walk", walk_without_travel)
+    planned = sync(str(folder), "--dry-run")
+    error, output = sync_failing(str(folder))
+
+    assert not [line for line in planned.splitlines() if line.startswith("remove")]
+    assert "Would add 0, update 0, move 0, remove 0" in planned
+
+    assert "0 removed" in output and "Could not list the folder" in output
+    assert Document.objects.filter(title="Expenses").exists()
+    monkeypatch.undo()
+    assert "0 removed, 3 unchanged" in sync(str(folder))
 
 
 def test_a_file_that_fails_is_reported_and_the_others_are_synced(folder):
