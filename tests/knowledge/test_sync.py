@@ -428,3 +428,16 @@ def test_a_sync_process_killed_mid_run_leaves_each_document_whole_and_the_next_r
         "interrupted",
         "finished",
     ]
+
+
+def test_a_synced_document_disabled_in_the_admin_stays_disabled_when_its_file_changes(folder):
+    sync(str(folder))
+    leave = Document.objects.get(source=str((folder / "leave.md").resolve()))
+    Document.objects.filter(pk=leave.pk).update(enabled=False)
+    (folder / "leave.md").write_text("# Annual leave\n\nIt is 26 days now.\n", "utf-8")
+
+    assert "1 updated" in sync(str(folder))
+
+    leave.refresh_from_db()
+    assert not leave.enabled
+    assert "26 days" in leave.chunks.get().text
