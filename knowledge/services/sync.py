@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 _DELETE_BATCH = 100  # documents deleted per transaction
 _ERRORS_KEPT = 200  # failed files listed on a run record
+_RUNS_KEPT = 100  # runs of a folder kept; older ones are deleted when a run starts
 _LOCK_NAMESPACE = b"sourced-folder-sync:"
 
 
@@ -330,10 +331,13 @@ def _folder_locked(root: str) -> Iterator[None]:
 
 def _run_start(*, root: str, folder: WatchedFolder | None, trigger: str) -> SyncRun:
     """Record a run of `root`; earlier runs of it still marked running were interrupted (the
-    caller holds the folder's lock, so none of them is running)."""
+    caller holds the folder's lock, so none of them is running). Only the last `_RUNS_KEPT`
+    runs of a folder are kept."""
     SyncRun.objects.filter(root=root, status=SyncRun.Status.RUNNING).update(
         status=SyncRun.Status.INTERRUPTED
     )
+    older = SyncRun.objects.filter(root=root).order_by("-started_at", "-pk")[_RUNS_KEPT - 1 :]
+    SyncRun.objects.filter(pk__in=list(older.values_list("pk", flat=True))).delete()
     if folder is None:
         folder = WatchedFolder.objects.filter(path=root).first()
     return SyncRun.objects.create(root=root, folder=folder, trigger=trigger)

@@ -441,3 +441,17 @@ def test_a_synced_document_disabled_in_the_admin_stays_disabled_when_its_file_ch
     leave.refresh_from_db()
     assert not leave.enabled
     assert "26 days" in leave.chunks.get().text
+
+
+def test_only_the_last_hundred_runs_of_a_folder_are_kept(folder, tmp_path):
+    root = folder_root(folder)
+    other = SyncRun.objects.create(root=str(tmp_path / "other"), trigger="command")
+    SyncRun.objects.bulk_create(
+        SyncRun(root=root, trigger="worker", status="finished") for _ in range(120)
+    )
+
+    sync(str(folder))
+
+    assert SyncRun.objects.filter(root=root).count() == 100
+    assert SyncRun.objects.filter(root=root).latest("started_at").added == 3
+    assert SyncRun.objects.filter(pk=other.pk).exists()
