@@ -303,6 +303,11 @@ TASKS = {
         "BACKEND": os.environ.get("TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
     }
 }
+# Seconds between two looks of the ingestion worker for watched folders due for a re-scan
+# (knowledge/worker.py); each folder's own interval is set in the admin.
+SYNC_POLL_SECONDS = float(os.environ.get("SYNC_POLL_SECONDS", "30"))
+if not 0 < SYNC_POLL_SECONDS <= 3600:
+    raise ValueError(f"SYNC_POLL_SECONDS must be seconds in (0, 3600], got {SYNC_POLL_SECONDS}")
 
 # --- API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {

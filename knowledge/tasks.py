@@ -36,3 +36,15 @@ def document_process_task(document_id: int) -> str:
         outcome.chunks,
     )
     return outcome.action
+
+
+@task()
+def watched_folder_sync_task(folder_id: int) -> str:
+    """Re-scan one watched folder (knowledge/services/sync.py, `watched_folder_sync`); returns
+    the run's status, or "skipped" when the folder was deleted or disabled meanwhile or
+    another sync of it was running. A folder that cannot be synced gets a failed run with the
+    reason, and the task still succeeds."""
+    from knowledge.services.sync import watched_folder_sync
+
+    run = watched_folder_sync(folder_id=folder_id)
+    return run.status if run is not None else "skipped"

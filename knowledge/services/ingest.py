@@ -116,6 +116,7 @@ def document_ingest(
     source: str | None = None,
     expires_at: datetime | None = None,
     collection: Collection | None = None,
+    sync_root: str = "",
 ) -> IngestOutcome:
     """Ingest one file. New → created; changed → chunks replaced; unchanged → untouched
     (but for `expires_at`, which is set whenever it is given).
@@ -139,6 +140,7 @@ def document_ingest(
             source=source,
             expires_at=expires_at,
             collection=collection,
+            sync_root=sync_root,
         )
     )
     return window.outcomes()[0]
@@ -186,12 +188,13 @@ def documents_ingest(
     progress: Progress | None = None,
     expires_at: datetime | None = None,
     collection: Collection | None = None,
+    sync_root: str = "",
 ) -> list[IngestOutcome]:
     """Ingest files and directories (walked recursively; files of unsupported types inside a
     directory are skipped, see `paths_expand`). One file failing never stops the others.
     Outcomes in file order; `progress(1)` as each file is done. `expires_at`: when every
-    ingested document expires (see `Document.expires_at`); `collection`: where new documents
-    are created (see `document_ingest`)."""
+    ingested document expires (see `Document.expires_at`); `collection`, `sync_root`: where
+    new documents are created and which sync owns them (see `document_ingest`)."""
     files, _skipped = paths_expand(paths)
     window = _Window(progress=progress)
     for file in files:
@@ -203,6 +206,7 @@ def documents_ingest(
                 dry_run=dry_run,
                 expires_at=expires_at,
                 collection=collection,
+                sync_root=sync_root,
             )
         except Exception as exc:  # one broken file must not stop a batch; logged in full
             logger.exception("Ingesting %s failed", file)
@@ -291,6 +295,7 @@ def _ingest_job(
     source: str | None = None,
     expires_at: datetime | None = None,
     collection: Collection | None = None,
+    sync_root: str = "",
 ) -> IngestOutcome | _Job:
     """Read, check, parse and chunk one file: a final outcome, or a job to embed and write."""
     source = source or str(path.resolve())
@@ -328,6 +333,8 @@ def _ingest_job(
             fields.update(enabled=enabled, uploaded_by=uploaded_by)
             if collection is not None:
                 fields["collection"] = collection
+            if sync_root:
+                fields["sync_root"] = sync_root
         elif not enabled:
             fields["enabled"] = False
         if expires_at is not None:
