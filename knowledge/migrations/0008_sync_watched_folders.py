@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('knowledge', '0006_collection'),
+        ('knowledge', '0007_row_collection'),
     ]
 
     operations = [
