@@ -93,6 +93,8 @@ class Message(models.Model):
             models.Index(fields=["conversation", "created_at"], name="message_conv_created"),
             models.Index(fields=["role", "status", "-created_at"], name="message_role_status"),
         ]
+        # The insights page and its export (chat/insights/), beside superusers.
+        permissions = [("view_insights", "Can view the insights and export the exchanges")]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
