@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 WIDTH, HEIGHT = 640, 220
-LEFT, RIGHT, TOP, BOTTOM = 48, 12, 12, 28
+LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 28
 MAX_X_LABELS = 8
 
 Format = Callable[[float], str]
@@ -36,7 +36,8 @@ class Reference:
 
 
 def number(value: float) -> str:
-    return f"{value:,.0f}"
+    """12,345; 2.5 (a half is kept: the middle grid line of a scale of 5)."""
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
 
 
 def percent(value: float) -> str:
@@ -44,7 +45,8 @@ def percent(value: float) -> str:
 
 
 def milliseconds(value: float) -> str:
-    return f"{value:,.0f} ms"
+    """ "850 ms" below a second, "1.2 s" from there."""
+    return f"{value:,.0f} ms" if value < 1000 else f"{value / 1000:,.1f} s"
 
 
 def nice_ceiling(value: float) -> float:

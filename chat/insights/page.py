@@ -13,16 +13,14 @@ from django.utils.safestring import SafeString
 from chat.insights import charts
 from chat.insights.selectors import (
     REFUSAL_TARGET,
-    CitedCount,
+    DocumentFigures,
     ExchangeFigures,
     Figures,
-    NotCited,
     Period,
     UnansweredTop,
-    collections_top_cited,
-    documents_not_cited,
-    documents_top_cited,
+    documents_cited,
     exchanges_figures,
+    exchanges_totals,
     unanswered_top,
 )
 from knowledge.access import reader_for
@@ -62,9 +60,7 @@ class InsightsPage:
     previous: Figures
     rows: list[BucketRow]
     charts: list[Chart]
-    documents: list[CitedCount]
-    collections: list[CitedCount]
-    not_cited: NotCited
+    documents: DocumentFigures
     unanswered: list[UnansweredTop]
     refusal_target: float = REFUSAL_TARGET
 
@@ -142,7 +138,7 @@ def _charts(period: Period, rows: list[BucketRow]) -> list[Chart]:
 
 def insights_page(*, period: Period, user: AbstractBaseUser) -> InsightsPage:
     """Every figure of `period` as `user` may see them (the caller has checked
-    `insights_allowed`): a handful of statements, whatever the number of exchanges."""
+    `insights_allowed`): seven statements, whatever the number of exchanges."""
     reader = reader_for(user)
     figures = exchanges_figures(period=period)
     rows = [
@@ -152,11 +148,9 @@ def insights_page(*, period: Period, user: AbstractBaseUser) -> InsightsPage:
     return InsightsPage(
         period=period,
         figures=figures,
-        previous=exchanges_figures(period=period.previous()).total,
+        previous=exchanges_totals(period=period.previous()),
         rows=rows,
         charts=_charts(period, rows),
-        documents=documents_top_cited(period=period, user=reader),
-        collections=collections_top_cited(period=period, user=reader),
-        not_cited=documents_not_cited(period=period, user=reader),
+        documents=documents_cited(period=period, user=reader),
         unanswered=unanswered_top(period=period, user=user),
     )

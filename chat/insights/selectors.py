@@ -21,15 +21,17 @@ the SQL before ranking); unanswered questions only from the conversations the ad
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Literal
 
 import numpy as np
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import connection
-from django.db.models import Count, Exists, F, Max, OuterRef, Q, TextField, Value, Window
-from django.db.models.expressions import Func
+from django.core.exceptions import EmptyResultSet
+from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Max, Q
 from django.db.models.functions import Lower, Trim
 from django.utils import timezone
 
@@ -40,7 +42,6 @@ from knowledge.access import (
     Reader,
     documents_available_filter,
     documents_readable_filter,
-    readable_documents_sql,
     reader_for,
 )
 from knowledge.models import Collection, Document
@@ -60,6 +61,9 @@ TOP_UNANSWERED = 8
 # Distinct wordings of refused questions (the most asked) grouped by meaning on the page.
 UNANSWERED_WORDINGS = 40
 UNANSWERED_SIMILARITY = 0.85  # as chat/unanswered.py groups them
+# Memory for the sorts of one statement (PostgreSQL's default, 4MB, spills to disk at 100,000
+# exchanges).
+WORK_MEM = "64MB"
 
 
 class PeriodError(ValueError):
@@ -189,27 +193,49 @@ def _table(model) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
-def _exchanges_sql() -> str:
-    """One scan of the period's exchanges, grouped three ways at once (GROUPING SETS): per
-    bucket, per answering mode, and the whole period. Parameters: granularity, time zone,
-    start, end."""
+@contextmanager
+def _cursor() -> Iterator[CursorWrapper]:
+    """A cursor in a transaction whose sorts (percentiles, distinct counts) get WORK_MEM, so
+    that they stay in memory (docs/decisions/0120-insights-aggregated-in-sql.md)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
+        yield cursor
+
+
+# The period's exchanges (parameters: granularity, time zone, start, end).
+_EXCHANGES = """
+    SELECT date_trunc(%s, m.created_at AT TIME ZONE %s)::date AS bucket, m.mode,
+           {columns}
+    FROM {message} m {join}
+    WHERE m.role = 'assistant' AND m.reply_to_id IS NOT NULL
+      AND m.created_at >= %s AND m.created_at < %s
+"""
+
+
+def _grouped(grouping_sets: str) -> tuple[str, str]:
+    """The key columns (GROUPING(bucket), GROUPING(mode), bucket, mode) and GROUP BY clause
+    for `grouping_sets` of `bucket` and `mode`; for "()" (everything together) constants and
+    no GROUP BY."""
+    if grouping_sets == "()":
+        return "1, 1, NULL::date, NULL", ""
+    return (
+        "GROUPING(bucket), GROUPING(mode), bucket, mode",
+        f"GROUP BY GROUPING SETS ({grouping_sets})",
+    )
+
+
+def _exchanges_sql(*, grouping_sets: str) -> str:
+    """The exchanges' figures in one scan, grouped by `grouping_sets` (of `bucket`, `mode`):
+    GROUPING(bucket), GROUPING(mode), bucket, mode, exchanges, answered, refused, users, p50,
+    p95."""
+    keys, group_by = _grouped(grouping_sets)
+    exchanges = _EXCHANGES.format(
+        columns="m.status, m.first_event_ms, c.owner_id",
+        message=_table(Message),
+        join=f"JOIN {_table(Conversation)} c ON c.id = m.conversation_id",
+    )
     return f"""
-        WITH exchange AS (
-            SELECT date_trunc(%s, m.created_at AT TIME ZONE %s)::date AS bucket,
-                   m.mode, m.status, m.first_event_ms, c.owner_id,
-                   coalesce(fb.up, 0) AS up, coalesce(fb.down, 0) AS down
-            FROM {_table(Message)} m
-            JOIN {_table(Conversation)} c ON c.id = m.conversation_id
-            LEFT JOIN (
-                SELECT message_id,
-                       count(*) FILTER (WHERE rating > 0) AS up,
-                       count(*) FILTER (WHERE rating < 0) AS down
-                FROM {_table(Feedback)} GROUP BY message_id
-            ) fb ON fb.message_id = m.id
-            WHERE m.role = 'assistant' AND m.reply_to_id IS NOT NULL
-              AND m.created_at >= %s AND m.created_at < %s
-        )
-        SELECT GROUPING(bucket), GROUPING(mode), bucket, mode,
+        SELECT {keys},
                count(*),
                count(*) FILTER (WHERE status = 'complete'),
                count(*) FILTER (WHERE status = 'refused'),
@@ -217,47 +243,74 @@ def _exchanges_sql() -> str:
                percentile_cont(0.5) WITHIN GROUP (ORDER BY first_event_ms)
                    FILTER (WHERE status = 'complete'),
                percentile_cont(0.95) WITHIN GROUP (ORDER BY first_event_ms)
-                   FILTER (WHERE status = 'complete'),
-               sum(up), sum(down)
-        FROM exchange
-        GROUP BY GROUPING SETS ((bucket), (mode), ())
+                   FILTER (WHERE status = 'complete')
+        FROM ({exchanges}) exchange
+        {group_by}
     """
+
+
+def _ratings_sql(*, grouping_sets: str) -> str:
+    """The ratings of the exchanges, grouped like `_exchanges_sql`: GROUPING(bucket),
+    GROUPING(mode), bucket, mode, thumbs up, thumbs down."""
+    keys, group_by = _grouped(grouping_sets)
+    rated = _EXCHANGES.format(
+        columns="f.rating",
+        message=_table(Message),
+        join=f"JOIN {_table(Feedback)} f ON f.message_id = m.id",
+    )
+    return f"""
+        SELECT {keys},
+               count(*) FILTER (WHERE rating > 0), count(*) FILTER (WHERE rating < 0)
+        FROM ({rated}) rated
+        {group_by}
+    """
+
+
+def _figures_grouped(period: Period, grouping_sets: str) -> dict[tuple, Figures]:
+    """{(bucket or None, mode or None): Figures} for `grouping_sets`; two statements."""
+    params = [period.by, timezone.get_current_timezone_name(), period.start, period.end]
+    figures: dict[tuple, Figures] = {}
+    with _cursor() as cursor:
+        cursor.execute(_exchanges_sql(grouping_sets=grouping_sets), params)
+        for by_bucket, by_mode, bucket, mode, *values in cursor.fetchall():
+            exchanges, answered, refused, users, p50, p95 = values
+            figures[(None if by_bucket else bucket, None if by_mode else mode)] = Figures(
+                exchanges=exchanges,
+                answered=answered,
+                refused=refused,
+                users=users,
+                first_event_p50_ms=p50,
+                first_event_p95_ms=p95,
+            )
+        cursor.execute(_ratings_sql(grouping_sets=grouping_sets), params)
+        for by_bucket, by_mode, bucket, mode, up, down in cursor.fetchall():
+            key = (None if by_bucket else bucket, None if by_mode else mode)
+            if key in figures:
+                figures[key].thumbs_up, figures[key].thumbs_down = up, down
+    return figures
 
 
 def exchanges_figures(*, period: Period) -> ExchangeFigures:
     """The period's exchanges: the totals, each day or week (every bucket, empty ones as
-    zeros), and each answering mode (most used first). One statement."""
-    params = [period.by, timezone.get_current_timezone_name(), period.start, period.end]
-    with connection.cursor() as cursor:
-        cursor.execute(_exchanges_sql(), params)
-        rows = cursor.fetchall()
-    total = Figures()
-    buckets: dict[date, Figures] = {}
-    modes: list[tuple[str, Figures]] = []
-    for grouped_bucket, grouped_mode, bucket, mode, *values in rows:
-        exchanges, answered, refused, users, p50, p95, up, down = values
-        figures = Figures(
-            exchanges=exchanges,
-            answered=answered,
-            refused=refused,
-            users=users,
-            first_event_p50_ms=p50,
-            first_event_p95_ms=p95,
-            thumbs_up=int(up or 0),
-            thumbs_down=int(down or 0),
-        )
-        if grouped_bucket and grouped_mode:
-            total = figures
-        elif grouped_mode:
-            buckets[bucket] = figures
-        else:
-            modes.append((mode or "unknown", figures))
+    zeros), and each answering mode (most used first). Two statements, each one scan
+    grouped three ways at once (GROUPING SETS)."""
+    grouped = _figures_grouped(period, "(bucket), (mode), ()")
+    modes = [
+        (mode or "unknown", figures)
+        for (bucket, mode), figures in grouped.items()
+        if bucket is None and mode is not None
+    ]
     modes.sort(key=lambda item: (-item[1].exchanges, item[0]))
     return ExchangeFigures(
-        total=total,
-        by_bucket=[(day, buckets.get(day, Figures())) for day in period.buckets()],
+        total=grouped.get((None, None), Figures()),
+        by_bucket=[(day, grouped.get((day, None), Figures())) for day in period.buckets()],
         by_mode=modes,
     )
+
+
+def exchanges_totals(*, period: Period) -> Figures:
+    """The period's exchanges taken together (`exchanges_figures(...).total` alone)."""
+    return _figures_grouped(period, "()").get((None, None), Figures())
 
 
 # --- Documents and collections --------------------------------------------------------------
@@ -269,76 +322,112 @@ class CitedCount:
     citations: int
 
 
-def _cited_sql(*, reader: Reader, by_collection: bool) -> tuple[str, list]:
-    readable, params = readable_documents_sql(user=reader, document_id="d.id")
-    if by_collection:
-        key, join = "col.id, col.name", f"JOIN {_table(Collection)} col ON col.id = d.collection_id"
-    else:
-        key, join = "d.id, d.title", ""
-    sql = f"""
-        SELECT {key}, count(DISTINCT ci.message_id) AS answers, count(*) AS citations
-        FROM {_table(Citation)} ci
-        JOIN {_table(Message)} m ON m.id = ci.message_id
-        JOIN {_table(Document)} d ON d.id = ci.document_id_snapshot
-        {join}
-        WHERE m.created_at >= %s AND m.created_at < %s AND {readable}
-        GROUP BY {key}
-        ORDER BY answers DESC, citations DESC, 2
-        LIMIT %s
-    """
-    return sql, params
-
-
-def _cited_top(
-    *, period: Period, user: AbstractBaseUser | Reader, by_collection: bool, limit: int
-) -> list[CitedCount]:
-    sql, readable_params = _cited_sql(reader=reader_for(user), by_collection=by_collection)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [period.start, period.end, *readable_params, limit])
-        return [CitedCount(*row) for row in cursor.fetchall()]
-
-
-def documents_top_cited(
-    *, period: Period, user: AbstractBaseUser | Reader, limit: int = TOP_DOCUMENTS
-) -> list[CitedCount]:
-    """The documents cited by the most answers of the period, among those `user` may read
-    (filtered before ranking; documents since deleted are left out)."""
-    return _cited_top(period=period, user=user, by_collection=False, limit=limit)
-
-
-def collections_top_cited(
-    *, period: Period, user: AbstractBaseUser | Reader, limit: int = TOP_COLLECTIONS
-) -> list[CitedCount]:
-    """The collections whose documents the most answers of the period cite, counting only
-    the documents `user` may read."""
-    return _cited_top(period=period, user=user, by_collection=True, limit=limit)
-
-
 @dataclass(frozen=True)
 class NotCited:
     count: int  # every such document
     shown: list[tuple[int, str]]  # (id, title) of the first few, by title
 
 
-def documents_not_cited(
-    *, period: Period, user: AbstractBaseUser | Reader, limit: int = NOT_CITED_SHOWN
-) -> NotCited:
-    """The available documents (enabled, ready, not expired) `user` may read that no answer
-    of the period cites: how many, and the first `limit` by title."""
-    cited = Citation.objects.filter(
-        document_id_snapshot=OuterRef("pk"),
-        message__created_at__gte=period.start,
-        message__created_at__lt=period.end,
-    )
+@dataclass(frozen=True)
+class DocumentFigures:
+    documents: list[CitedCount]  # the most cited first
+    collections: list[CitedCount]
+    not_cited: NotCited
+
+
+def _readable_sql(reader: Reader) -> tuple[str, list] | None:
+    """The documents `reader` may read as an SQL query (id, title, collection_id, available)
+    with its parameters, compiled by Django from `knowledge.access`'s filter; None when they
+    read nothing."""
+    available = ExpressionWrapper(documents_available_filter(), output_field=BooleanField())
     documents = (
-        Document.objects.filter(documents_readable_filter(user=user), documents_available_filter())
-        .filter(~Exists(cited))
-        .order_by("title", "pk")
+        Document.objects.filter(documents_readable_filter(user=reader))
+        .annotate(available=available)
+        .values("id", "title", "collection_id", "available")
+        .order_by()
     )
-    rows = list(
-        documents.annotate(total=Window(Count("pk"))).values_list("pk", "title", "total")[:limit]
+    try:
+        sql, params = documents.query.sql_with_params()
+    except EmptyResultSet:
+        return None
+    return sql, list(params)
+
+
+def _documents_sql(readable: str) -> str:
+    """Parameters: start, end, the readable query's, not-cited limit, top limit, top limit.
+    Every count is a hash aggregate over (answer, document) pairs: no DISTINCT to sort."""
+    return f"""
+        WITH pairs AS MATERIALIZED (
+            SELECT ci.message_id, ci.document_id_snapshot AS document_id,
+                   count(*) AS citations
+            FROM {_table(Citation)} ci JOIN {_table(Message)} m ON m.id = ci.message_id
+            WHERE m.role = 'assistant' AND m.created_at >= %s AND m.created_at < %s
+              AND ci.document_id_snapshot IS NOT NULL
+            GROUP BY ci.message_id, ci.document_id_snapshot
+        ), readable AS MATERIALIZED ({readable}),
+        per_document AS MATERIALIZED (
+            SELECT p.document_id AS id, count(*) AS answers, sum(p.citations) AS citations
+            FROM pairs p JOIN readable r ON r.id = p.document_id
+            GROUP BY p.document_id
+        ),
+        per_collection AS (
+            SELECT collection_id AS id, count(*) AS answers, sum(citations) AS citations
+            FROM (
+                SELECT p.message_id, r.collection_id, sum(p.citations) AS citations
+                FROM pairs p JOIN readable r ON r.id = p.document_id
+                GROUP BY p.message_id, r.collection_id
+            ) answer_collection
+            GROUP BY collection_id
+        )
+        (SELECT 'not cited', r.id, r.title, count(*) OVER (), 0
+         FROM readable r
+         WHERE r.available AND NOT EXISTS (SELECT 1 FROM per_document d WHERE d.id = r.id)
+         ORDER BY r.title, r.id LIMIT %s)
+        UNION ALL
+        (SELECT 'document', d.id, r.title, d.answers, d.citations
+         FROM per_document d JOIN readable r ON r.id = d.id
+         ORDER BY d.answers DESC, d.citations DESC, r.title LIMIT %s)
+        UNION ALL
+        (SELECT 'collection', k.id, k.name, c.answers, c.citations
+         FROM per_collection c JOIN {_table(Collection)} k ON k.id = c.id
+         ORDER BY c.answers DESC, c.citations DESC, k.name LIMIT %s)
+    """
+
+
+def documents_cited(
+    *,
+    period: Period,
+    user: AbstractBaseUser | Reader,
+    top: int = TOP_DOCUMENTS,
+    not_cited_shown: int = NOT_CITED_SHOWN,
+) -> DocumentFigures:
+    """Of the documents `user` may read (the rule applied before anything is counted or
+    ranked; documents since deleted are left out): the `top` cited by the most answers of
+    the period, the `top` collections likewise, and the available ones (enabled, ready, not
+    expired) that no answer of the period cites: how many, and the first `not_cited_shown` by
+    title. One statement."""
+    readable = _readable_sql(reader_for(user))
+    if readable is None:
+        return DocumentFigures(documents=[], collections=[], not_cited=NotCited(0, []))
+    readable_sql, readable_params = readable
+    params = [period.start, period.end, *readable_params, not_cited_shown, top, top]
+    with _cursor() as cursor:
+        cursor.execute(_documents_sql(readable_sql), params)
+        rows = cursor.fetchall()
+    documents, collections, not_cited, not_cited_count = [], [], [], 0
+    for kind, pk, name, answers, citations in rows:
+        if kind == "not cited":
+            not_cited.append((pk, name))
+            not_cited_count = answers
+        elif kind == "document":
+            documents.append(CitedCount(pk, name, answers, citations))
+        else:
+            collections.append(CitedCount(pk, name, answers, citations))
+    return DocumentFigures(
+        documents=documents,
+        collections=collections,
+        not_cited=NotCited(count=not_cited_count, shown=not_cited),
     )
-    return NotCited(count=rows[0][2] if rows else 0, shown=[(pk, title) for pk, title, _ in rows])
 
 
 # --- Unanswered questions -------------------------------------------------------------------
@@ -358,20 +447,30 @@ class UnansweredTop:
         return sum(times for _, times in self.wordings)
 
 
-def _wording_key() -> Func:
-    """A question as compared: lower case, runs of white space as one space, trimmed."""
-    return Trim(
-        Lower(
-            Func(
-                F("reply_to__content"),
-                Value(r"\s+"),
-                Value(" "),
-                Value("g"),
-                function="regexp_replace",
-                output_field=TextField(),
-            )
-        )
-    )
+def _wording_key() -> Lower:
+    """A question as counted in SQL: lower case, trimmed (white space inside and a final "?"
+    are evened out in Python, `_question_key`)."""
+    return Lower(Trim(F("reply_to__content")))
+
+
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}
+VECTORS_KEPT = 5000
+
+
+def _wording_vectors(texts: list[str]) -> np.ndarray:
+    """The embeddings of `texts`, those already computed by this process taken from a
+    dictionary (keyed by the model's version and the text; emptied when it holds
+    VECTORS_KEPT), the others computed in one batch."""
+    version = embedding.model_version()
+    known = {text: _VECTORS.get((version, text)) for text in texts}
+    missing = [text for text, vector in known.items() if vector is None]
+    if missing:
+        fitted = [embedding.truncate_to_limit(text)[0] for text in missing]
+        if len(_VECTORS) + len(missing) > VECTORS_KEPT:
+            _VECTORS.clear()
+        for text, vector in zip(missing, embedding.embed_texts(fitted), strict=True):
+            known[text] = _VECTORS[(version, text)] = vector
+    return np.stack([known[text] for text in texts])
 
 
 def _question_key(text: str) -> str:
@@ -410,8 +509,7 @@ def unanswered_top(
         else:
             merged[key] = dict(row)
     wordings = sorted(merged.values(), key=lambda row: (-row["times"], row["wording"]))
-    texts = [embedding.truncate_to_limit(row["text"])[0] for row in wordings]
-    vectors = embedding.embed_texts(texts)
+    vectors = _wording_vectors([row["text"] for row in wordings])
     groups: list[UnansweredTop] = []
     heads: list[np.ndarray] = []
     for row, vector in zip(wordings, vectors, strict=True):

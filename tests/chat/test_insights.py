@@ -15,10 +15,9 @@ from django.urls import reverse
 from chat.insights.selectors import (
     Period,
     PeriodError,
-    collections_top_cited,
-    documents_not_cited,
-    documents_top_cited,
+    documents_cited,
     exchanges_figures,
+    exchanges_totals,
     period_parse,
     unanswered_top,
 )
@@ -99,7 +98,8 @@ def test_the_period_totals_and_the_period_before(scenario):
 
     assert _figures(figures.total) == (7, 3, 3, 1, 3, 200.0, 380.0, 2, 1)
     assert figures.total.refusal_rate == pytest.approx(3 / 7)
-    before = exchanges_figures(period=DAILY.previous()).total
+    before = exchanges_totals(period=DAILY.previous())
+    assert _figures(exchanges_totals(period=DAILY)) == _figures(figures.total)
     assert DAILY.previous() == Period(first=date(2026, 2, 21), last=date(2026, 3, 1), by="day")
     assert _figures(before) == (1, 1, 0, 0, 1, 1000.0, 1000.0, 0, 0)
 
@@ -120,8 +120,8 @@ def test_each_answering_mode_has_its_figures(scenario):
 
 
 def test_the_most_cited_documents_and_collections(scenario, superuser):
-    documents = documents_top_cited(period=DAILY, user=superuser)
-    collections = collections_top_cited(period=DAILY, user=superuser)
+    cited = documents_cited(period=DAILY, user=superuser)
+    documents, collections = cited.documents, cited.collections
 
     assert [(d.name, d.answers, d.citations) for d in documents] == [
         ("Leave policy", 2, 2),
@@ -133,15 +133,17 @@ def test_the_most_cited_documents_and_collections(scenario, superuser):
         ("HR only (insights)", 1, 1),
     ]
     week_two = Period(first=NEXT_MONDAY, last=NEXT_MONDAY, by="day")
-    assert documents_top_cited(period=week_two, user=superuser) == []
+    assert documents_cited(period=week_two, user=superuser).documents == []
+    assert documents_cited(period=week_two, user=superuser, top=1).collections == []
+    assert len(documents_cited(period=DAILY, user=superuser, top=1).documents) == 1
 
 
 def test_documents_no_answer_of_the_period_cited(scenario, superuser):
-    not_cited = documents_not_cited(period=DAILY, user=superuser)
+    not_cited = documents_cited(period=DAILY, user=superuser).not_cited
     assert (not_cited.count, [title for _, title in not_cited.shown]) == (1, ["Unused handbook"])
 
     quiet_day = Period(first=NEXT_MONDAY, last=NEXT_MONDAY, by="day")
-    not_cited = documents_not_cited(period=quiet_day, user=superuser)
+    not_cited = documents_cited(period=quiet_day, user=superuser).not_cited
     # Available documents only: the disabled "Old memo" is never listed.
     assert [title for _, title in not_cited.shown] == [
         "Expenses guide",
@@ -150,7 +152,8 @@ def test_documents_no_answer_of_the_period_cited(scenario, superuser):
         "Unused handbook",
     ]
     assert not_cited.count == 4
-    assert documents_not_cited(period=quiet_day, user=superuser, limit=2).count == 4
+    limited = documents_cited(period=quiet_day, user=superuser, not_cited_shown=2).not_cited
+    assert (limited.count, len(limited.shown)) == (4, 2)
 
 
 def test_the_largest_groups_of_unanswered_questions(scenario, superuser):
@@ -187,10 +190,10 @@ def test_near_duplicate_refused_questions_are_one_group(scenario, superuser):
 
 # --- Who sees what --------------------------------------------------------------------------
 def test_names_come_only_from_documents_the_viewer_may_read(scenario, insights_viewer):
-    documents = documents_top_cited(period=DAILY, user=insights_viewer)
-    collections = collections_top_cited(period=DAILY, user=insights_viewer)
+    cited = documents_cited(period=DAILY, user=insights_viewer)
+    documents, collections = cited.documents, cited.collections
     quiet_day = Period(first=NEXT_MONDAY, last=NEXT_MONDAY, by="day")
-    not_cited = documents_not_cited(period=quiet_day, user=insights_viewer)
+    not_cited = documents_cited(period=quiet_day, user=insights_viewer).not_cited
 
     assert [d.name for d in documents] == ["Leave policy", "Expenses guide"]
     assert [c.name for c in collections] == ["General"]
