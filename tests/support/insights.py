@@ -171,3 +171,85 @@ def insights_scenario() -> Scenario:
         total_ms=1500,
     )
     return Scenario(users=people, documents=documents)
+
+
+MONTH_QUESTIONS = [
+    "How many days of annual leave do I get?",
+    "Can I carry unused leave into next year?",
+    "How do I claim a taxi fare?",
+    "What is the mileage rate for my own car?",
+    "How long must my password be?",
+    "Who approves overtime?",
+    "When are expenses paid?",
+    "Can I work from home on Fridays?",
+]
+MONTH_REFUSED = [
+    "Where is the visitors' car park?",
+    "Is there a staff discount at the gym?",
+    "What is the Wi-Fi password in the meeting rooms?",
+    "Can I bring my dog to the office?",
+]
+
+
+def insights_month(
+    *, users: Sequence[object], documents: Sequence[Document], last: date, days: int = 30
+) -> int:
+    """A month-like spread of exchanges for screenshots: `days` days ending `last`, 4 to 16 a
+    day by `users` (each with a shared and a private conversation), about one in six refused,
+    one in four generative, answers citing 1 to 3 of `documents` (the first ones most), one in
+    six rated. Deterministic; returns the number of exchanges."""
+    import math
+    import random
+    from datetime import timedelta
+
+    rng = random.Random(7)
+    chunks = [document.chunks.order_by("index").first() for document in documents]
+    weights = [1 / (n + 1) for n in range(len(chunks))]
+    conversations = {
+        (user.pk, private): Conversation.objects.create(
+            owner=user,
+            title=f"{user.username} ({'private' if private else 'shared'})",
+            is_private=private,
+        )
+        for user in users
+        for private in (False, True)
+    }
+    made = 0
+    for offset in range(days):
+        day = last - timedelta(days=days - 1 - offset)
+        count = 4 + round(6 * abs(math.sin(offset / 5))) + rng.randint(0, 6)
+        refusal = 0.08 + 0.18 * abs(math.cos(offset / 7))
+        for _ in range(count):
+            user = rng.choice(users)
+            conversation = conversations[(user.pk, rng.random() < 0.2)]
+            generative = rng.random() < 0.25
+            roll = rng.random()
+            status = (
+                Message.Status.REFUSED
+                if roll < refusal
+                else Message.Status.ERROR
+                if roll > 0.98
+                else Message.Status.COMPLETE
+            )
+            answered = status == Message.Status.COMPLETE
+            first = max(40.0, rng.gauss(900 if generative else 320, 120))
+            exchange_at(
+                conversation,
+                when=at(day, rng.randint(8, 18)),
+                question=rng.choice(MONTH_QUESTIONS if answered else MONTH_REFUSED),
+                status=status,
+                mode=Message.Mode.GENERATIVE if generative else Message.Mode.EXTRACTIVE,
+                first_event_ms=None if status == Message.Status.ERROR else first,
+                total_ms=None if status == Message.Status.ERROR else first * 3,
+                cited=sorted(
+                    set(rng.choices(chunks, weights=weights, k=rng.randint(1, 3))),
+                    key=lambda chunk: chunk.pk,
+                )
+                if answered
+                else (),
+                ratings=[(user, -1 if rng.random() < 0.25 else 1)]
+                if answered and rng.random() < 0.17
+                else (),
+            )
+            made += 1
+    return made
