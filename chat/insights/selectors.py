@@ -31,8 +31,16 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Max, Q
-from django.db.models.functions import Lower, Trim
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    F,
+    Max,
+    OuterRef,
+    Subquery,
+)
+from django.db.models.functions import Coalesce, Lower, Trim
 from django.utils import timezone
 
 from chat.models import Citation, Conversation, Feedback, Message
@@ -546,14 +554,27 @@ EXPORT_COLUMNS = (
 )
 
 
+def _per_answer_count(model, **filters) -> Coalesce:
+    """How many rows of `model` (citations, feedback) point at the answer, as a correlated
+    subquery (read from the model's index on `message`)."""
+    rows = (
+        model.objects.filter(message=OuterRef("pk"), **filters)
+        .order_by()
+        .values("message")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    return Coalesce(Subquery(rows), 0)
+
+
 def exchanges_export_rows(*, period: Period, batch: int = 2000) -> Iterator[tuple]:
     """The period's exchanges oldest first, one tuple per exchange in EXPORT_COLUMNS' order
     (raw values: the caller formats and neutralises them); the question's text only for a
     shared conversation (empty for a private one). Read in batches of `batch` rows."""
     counted = {
-        "citation_count": Count("citations", distinct=True),
-        "up": Count("feedback", filter=Q(feedback__rating__gt=0), distinct=True),
-        "down": Count("feedback", filter=Q(feedback__rating__lt=0), distinct=True),
+        "citation_count": _per_answer_count(Citation),
+        "up": _per_answer_count(Feedback, rating__gt=0),
+        "down": _per_answer_count(Feedback, rating__lt=0),
     }
     exchanges = (
         Message.objects.filter(
