@@ -369,7 +369,8 @@ def _documents_sql(readable: str) -> str:
             SELECT ci.message_id, ci.document_id_snapshot AS document_id,
                    count(*) AS citations
             FROM {_table(Citation)} ci JOIN {_table(Message)} m ON m.id = ci.message_id
-            WHERE m.role = 'assistant' AND m.created_at >= %s AND m.created_at < %s
+            WHERE m.role = 'assistant' AND m.reply_to_id IS NOT NULL
+              AND m.created_at >= %s AND m.created_at < %s
               AND ci.document_id_snapshot IS NOT NULL
             GROUP BY ci.message_id, ci.document_id_snapshot
         ), readable AS MATERIALIZED ({readable}),
