@@ -18,7 +18,7 @@ from lab.benchmark.insights import exchanges_load, viewers_create
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 EXCHANGES = 100_000
-# Seconds, for a machine shared with other work (the bench measures ~0.5 s of CPU a load:
+# Seconds, for a machine shared with other work (the bench measures 0.7-0.85 s of CPU a load:
 # docs/decisions/0120-insights-aggregated-in-sql.md).
 BOUND_S = 10.0
 
