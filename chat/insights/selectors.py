@@ -45,6 +45,8 @@ from django.utils import timezone
 
 from chat.models import Citation, Conversation, Feedback, Message
 from chat.selectors import conversations_admin_filter
+from chat.unanswered import SIMILARITY_THRESHOLD
+from chat.unanswered import _key as question_key
 from knowledge import embedding
 from knowledge.access import (
     Reader,
@@ -68,7 +70,7 @@ NOT_CITED_SHOWN = 20
 TOP_UNANSWERED = 8
 # Distinct wordings of refused questions (the most asked) grouped by meaning on the page.
 UNANSWERED_WORDINGS = 40
-UNANSWERED_SIMILARITY = 0.85  # as chat/unanswered.py groups them
+UNANSWERED_SIMILARITY = SIMILARITY_THRESHOLD  # as the unanswered questions report groups them
 # Memory for the sorts of one statement (PostgreSQL's default, 4MB, spills to disk at 100,000
 # exchanges).
 WORK_MEM = "64MB"
@@ -458,7 +460,7 @@ class UnansweredTop:
 
 def _wording_key() -> Lower:
     """A question as counted in SQL: lower case, trimmed (white space inside and a final "?"
-    are evened out in Python, `_question_key`)."""
+    are evened out in Python, `chat.unanswered`'s key)."""
     return Lower(Trim(F("reply_to__content")))
 
 
@@ -480,10 +482,6 @@ def _wording_vectors(texts: list[str]) -> np.ndarray:
         for text, vector in zip(missing, embedding.embed_texts(fitted), strict=True):
             known[text] = _VECTORS[(version, text)] = vector
     return np.stack([known[text] for text in texts])
-
-
-def _question_key(text: str) -> str:
-    return " ".join(text.lower().split()).rstrip("?!. ")
 
 
 def unanswered_top(
@@ -511,7 +509,7 @@ def unanswered_top(
         return []
     merged: dict[str, dict] = {}
     for row in rows:  # "Refund?" and "refund" are one wording
-        key = _question_key(row["wording"])
+        key = question_key(row["wording"])
         if key in merged:
             merged[key]["times"] += row["times"]
             merged[key]["last"] = max(merged[key]["last"], row["last"])
