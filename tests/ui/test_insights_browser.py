@@ -103,6 +103,14 @@ def test_the_insights_page_draws_the_month_with_its_numbers(pages, live):
     page.hover("#chart-questions rect >> nth=0")
     screenshot(page, "insights.png", full_page=True)
 
+    # The export, streamed by daphne (an async iterator under ASGI), one row per question.
+    export = page.request.get(page.locator("a.insights-export").get_attribute("href"))
+    assert export.ok
+    assert export.headers["content-type"] == "text/csv; charset=utf-8"
+    lines = export.text().strip().splitlines()
+    assert lines[0].startswith("time,user,conversation,visibility,mode,outcome,")
+    assert len(lines) - 1 == int(total)
+
     page.get_by_role("link", name="Last 7 days").click()
     page.wait_for_url("**/admin/insights/?days=7")
     assert page.locator("#insights-per-bucket tbody tr").count() == 7
