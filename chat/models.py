@@ -92,7 +92,17 @@ class Message(models.Model):
         indexes = [
             models.Index(fields=["conversation", "created_at"], name="message_conv_created"),
             models.Index(fields=["role", "status", "-created_at"], name="message_role_status"),
+            # The insights' figures of a period read the exchanges from this index alone
+            # (docs/decisions/0120-insights-aggregated-in-sql.md).
+            models.Index(
+                fields=["created_at"],
+                include=["id", "conversation", "status", "mode", "first_event_ms"],
+                condition=models.Q(role="assistant", reply_to__isnull=False),
+                name="message_exchange_figures",
+            ),
         ]
+        # The insights page and its export (chat/insights/), beside superusers.
+        permissions = [("view_insights", "Can view the insights and export the exchanges")]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
@@ -124,6 +134,13 @@ class Citation(models.Model):
         ordering = ["message_id", "n"]
         constraints = [
             models.UniqueConstraint(fields=["message", "n"], name="citation_unique_number")
+        ]
+        indexes = [
+            # The insights count citations per document from this index alone, not from rows
+            # carrying the passage's text (docs/decisions/0120-insights-aggregated-in-sql.md).
+            models.Index(
+                fields=["message"], include=["document_id_snapshot"], name="citation_document"
+            ),
         ]
 
     def __str__(self) -> str:
