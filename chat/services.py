@@ -461,9 +461,13 @@ def conversation_summary_store(*, covers_question_id: uuid.UUID, content: str) -
 def feedback_give(
     *, user: AbstractBaseUser, message: Message, rating: int, comment: str = ""
 ) -> Feedback:
-    """One rating per user and answer; giving it again replaces it."""
+    """One rating per user and answer; giving it again replaces it. Raises AnswerError
+    (not-found) when `message` is not an answer: feedback is given on answers only, and the
+    id of a question names no answer (docs/decisions/0105-schema-valid-requests-accepted.md)."""
     if message.role != Message.Role.ASSISTANT:
-        raise AnswerError.validation("message", "Feedback is given on answers only.")
+        raise AnswerError.not_found(
+            "There is no answer with this id: feedback is given on answers only."
+        )
     feedback, _ = Feedback.objects.update_or_create(
         user=user, message=message, defaults={"rating": rating, "comment": text_clean(comment)}
     )

@@ -347,6 +347,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Answers from your organisation's own documents, with citations.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and the docs page, like the API they describe, are for staff only.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

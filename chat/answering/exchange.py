@@ -49,8 +49,9 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     read the conversation's previous turns (the larger of FOLLOWUP_TURNS and the admin's
     history turns).
 
-    Raises `AnswerError`: validation-failed for unknown document ids (a document the asker may
-    not read is unknown to them, with the same message), and what
+    Raises `AnswerError`: not-found for unknown document ids (a document the asker may not
+    read is unknown to them, with the same message;
+    docs/decisions/0105-schema-valid-requests-accepted.md), and what
     `services.exchange_begin` / `services.exchange_regenerate` raise (someone else's
     conversation, an unknown question to regenerate, a message_id used for something else).
     """
@@ -58,9 +59,8 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     if request.document_ids:
         unknown = selectors.unknown_document_ids(request.document_ids, reader=reader)
         if unknown:
-            raise AnswerError.validation(
-                "document_ids", f"Unknown document ids: {', '.join(map(str, unknown))}."
-            )
+            message = f"Unknown document ids: {', '.join(map(str, unknown))}."
+            raise AnswerError("not-found", message, details={"document_ids": [message]})
     chat_settings = chat_settings_get()
     top_k = request.top_k or chat_settings.default_top_k
     choice = answering_mode(chat_settings.generation_mode)

@@ -15,8 +15,9 @@ module runs the steps and turns their outcome into events.
 
 Before the first event, bad input or access raises `AnswerError` (code, message, status,
 details): validation-failed 422 (empty or too long message, top_k outside 1..20, embedding not
-384 finite numbers, unknown document ids), bad-request 400 (malformed UUID), forbidden 403
-(someone else's conversation), not-found 404 (regenerating an unknown question), conflict 409
+384 finite numbers), bad-request 400 (malformed UUID), forbidden 403
+(someone else's conversation), not-found 404 (regenerating an unknown question, unknown
+document ids), conflict 409
 (the message_id was used for something else, or its answer is still streaming after
 settings.CHAT_ANSWER_WAIT_SECONDS). Nothing is stored in those cases.
 

@@ -103,10 +103,11 @@ async def test_document_filter_limits_the_sources(policies_kb, staff_user):
     assert citations and {c["document_id"] for c in citations} == {expenses.pk}
 
 
-async def test_unknown_document_ids_are_a_validation_error(policies_kb, staff_user):
+async def test_unknown_document_ids_are_not_found(policies_kb, staff_user):
     with pytest.raises(AnswerError) as error:
         await collect(user=staff_user, question="Hi?", options=AnswerOptions(document_ids=[999999]))
-    assert error.value.status == 422 and "999999" in error.value.message
+    assert error.value.status == 404 and "999999" in error.value.message
+    assert error.value.details == {"document_ids": ["Unknown document ids: 999999."]}
 
 
 # --- Refusals ------------------------------------------------------------------------------------
