@@ -404,6 +404,9 @@ LLM_CIRCUIT_WINDOW_S = float(os.environ.get("LLM_CIRCUIT_WINDOW_S", "120"))
 LLM_CIRCUIT_COOL_DOWN_S = float(os.environ.get("LLM_CIRCUIT_COOL_DOWN_S", "60"))
 
 # --- Logging: one structured line per exchange ---------------------------------------------
+# The query each exchange searched for (the question as typed, or its rewrite) is personal data:
+# logged only with CHAT_LOG_QUERIES=1 (it is stored with the answer either way).
+CHAT_LOG_QUERIES = env_bool("CHAT_LOG_QUERIES")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

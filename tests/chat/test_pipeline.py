@@ -605,6 +605,29 @@ async def test_one_structured_log_line_per_exchange(policies_kb, staff_user, cap
     assert refused["refused"] is True and refused["citations"] == 0
 
 
+async def test_no_log_line_holds_the_question_or_the_answer_unless_asked(
+    policies_kb, staff_user, caplog, settings
+):
+    """The question and its search query are personal data: no logger, at any level, writes
+    them (nor the answer's text) unless CHAT_LOG_QUERIES is on; then the exchange's line holds
+    the query."""
+    caplog.set_level(logging.DEBUG)
+    events = await collect(user=staff_user, question=LEAVE_QUESTION)
+    content, _ = answer_parts(events)
+    await collect(user=staff_user, question="Who won the football world cup in 1966?")
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert '"event": "chat.exchange"' in logged  # the exchange lines were captured
+    for text in (LEAVE_QUESTION, "football world cup", content.split(" [")[0]):
+        assert text not in logged, text
+    assert "search_query" not in logged
+
+    caplog.clear()
+    settings.CHAT_LOG_QUERIES = True
+    await collect(user=staff_user, question=LEAVE_QUESTION)
+    (line,) = [json.loads(r.getMessage()) for r in caplog.records if r.name == "sourced.exchange"]
+    assert line["search_query"] == LEAVE_QUESTION
+
+
 async def test_citations_survive_a_real_reingestion_of_the_changed_file(staff_user, tmp_path):
     from knowledge.services import document_ingest
 
