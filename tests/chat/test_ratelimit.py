@@ -156,6 +156,8 @@ class StoreTests:
         assert in_flight_holder("conversation:2") is None
         assert chat_admit(staff_user, lock=alive).locked
         assert in_flight_holder("conversation:2") == "socket"
+        in_flight_release(dead)  # the dead holder's late release frees nothing of the other's
+        assert in_flight_holder("conversation:2") == "socket"
 
 
 class TestPostgresStore(StoreTests):
