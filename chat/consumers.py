@@ -50,6 +50,7 @@ from chat.ratelimit import (
     chat_admit,
     in_flight_holder,
     in_flight_release,
+    in_flight_renew,
     throttled_message,
 )
 from chat.selectors import (
@@ -65,9 +66,12 @@ logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
-# One question in flight per conversation, across tabs and processes: the lock lapses after
-# this long when its holder died (docs/decisions/0042-the-in-flight-lock-table.md).
-IN_FLIGHT_SECONDS = 300
+# One question in flight per conversation, across tabs and processes: the socket answering
+# renews the lock every IN_FLIGHT_RENEW_SECONDS; it lapses IN_FLIGHT_SECONDS after its holder
+# died (docs/decisions/0042-the-in-flight-lock-table.md,
+# docs/decisions/0106-stuck-states-and-stop-frames.md).
+IN_FLIGHT_SECONDS = 45
+IN_FLIGHT_RENEW_SECONDS = 10
 # A socket looks up who runs its conversation's answer (a Stop for another tab) at most once in
 # this many seconds: further Stop frames meanwhile cost no query
 # (docs/decisions/0106-stuck-states-and-stop-frames.md).
@@ -249,10 +253,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "(in another tab?). Please wait for it to finish."
             )
             return
+        renewing = asyncio.ensure_future(self._renew())
         try:
             await self._answer_locked(**request, stored=admission.stored)
         finally:
+            renewing.cancel()
             await self._release()
+
+    async def _renew(self) -> None:
+        """Renew the conversation's lock every IN_FLIGHT_RENEW_SECONDS until cancelled (the
+        answer ended); a database that cannot be reached is tried again at the next turn."""
+        while True:
+            await asyncio.sleep(IN_FLIGHT_RENEW_SECONDS)
+            try:
+                await database_sync_to_async(in_flight_renew)(self._lock)
+            except DatabaseError:
+                logger.warning("The in-flight lock of a conversation could not be renewed")
 
     async def _release(self) -> None:
         """Release the conversation's lock; a database that cannot be reached lets it lapse

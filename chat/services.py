@@ -296,14 +296,27 @@ def answer_refresh(answer_id: uuid.UUID) -> Message | None:
     return Message.objects.filter(pk=answer_id).first()
 
 
-# An answer still `streaming` this long after it was created was left so by a process that
-# died (a live one finishes or is interrupted well before).
-STALE_STREAMING = timedelta(minutes=10)
+# An answer still `streaming` whose heartbeat is this old was left so by a process that died:
+# a live one renews it every HEARTBEAT_SECONDS (`answer_heartbeat`, from the pipeline), and
+# a server that starts releases those at once
+# (docs/decisions/0106-stuck-states-and-stop-frames.md).
+HEARTBEAT_SECONDS = 10
+STALE_STREAMING = timedelta(seconds=45)
 
 
 def _stale_streaming(stale_after: timedelta) -> QuerySet[Message]:
     return Message.objects.filter(
-        status=Message.Status.STREAMING, created_at__lt=timezone.now() - stale_after
+        status=Message.Status.STREAMING, heartbeat_at__lt=timezone.now() - stale_after
+    )
+
+
+def answer_heartbeat(answer_id: uuid.UUID) -> bool:
+    """Renew the heartbeat of an answer still `streaming` (the caller is answering it);
+    False when it is no longer streaming."""
+    return bool(
+        Message.objects.filter(pk=answer_id, status=Message.Status.STREAMING).update(
+            heartbeat_at=timezone.now()
+        )
     )
 
 

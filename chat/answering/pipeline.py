@@ -77,7 +77,7 @@ from chat import services
 from chat.answering.answerers import Answerer, AnswerFailed, AnswerRequest, ExtractiveAnswerer
 from chat.answering.citations import citation_as_dict
 from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data
-from chat.answering.exchange import exchange_store_or_release, partial_store
+from chat.answering.exchange import exchange_store_or_release, heartbeat_keep, partial_store
 from chat.answering.followups import leans_on_conversation
 from chat.answering.generative import GenerativeAnswerer
 from chat.answering.replay import replay_log, stored_answer_events, stored_answer_wait
@@ -164,6 +164,7 @@ async def answer_stream(
     }
     top_k = stored.top_k
     status = Message.Status.STREAMING
+    heartbeat = asyncio.ensure_future(heartbeat_keep(answer_message.pk))
     try:
         # 3-5. Build the search query from the conversation, retrieve, check the evidence.
         found = await question_search(
@@ -268,6 +269,7 @@ async def answer_stream(
             )
         yield exchange.event("error", {"code": code, "message": message})
     finally:
+        heartbeat.cancel()
         if exchange.answerer is not None:
             await exchange.answerer.aclose()  # a reply prepared but never streamed
         exchange_log(

@@ -13,6 +13,10 @@ from chat.ratelimit.base import FLOOD_REQUESTS, InFlightLock, RateLimitStore
 _RELEASE_SCRIPT = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 )
+_RENEW_SCRIPT = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('expire', KEYS[1], ARGV[2]) end return 0"
+)
 
 
 def _lock_key(key: str) -> str:
@@ -58,3 +62,10 @@ class RedisStore(RateLimitStore):
     def lock_release(self, lock: InFlightLock) -> None:
         """Deleted only when `lock.holder` still holds it, in one script (atomic)."""
         self._client().eval(_RELEASE_SCRIPT, 1, _lock_key(lock.key), lock.holder)
+
+    def lock_renew(self, lock: InFlightLock, *, now: float) -> bool:
+        """Its expiry pushed back only when `lock.holder` still holds it, in one script."""
+        renewed = self._client().eval(
+            _RENEW_SCRIPT, 1, _lock_key(lock.key), lock.holder, lock.seconds
+        )
+        return bool(renewed)

@@ -5,14 +5,21 @@ failure is a real `OperationalError` raised where the database call would be."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
+from channels.db import database_sync_to_async
 from django.db import OperationalError
+from django.utils import timezone
 
 import chat.consumers
+import chat.services
 from chat.models import Conversation, Message
+from chat.ratelimit import in_flight_holder
+from tests.support.answers import collect
 from tests.support.clients import fragments_until_idle, send_payload, socket_for
 from tests.support.knowledge_base import LEAVE_TEXTS, document_create
 
@@ -97,3 +104,61 @@ async def test_a_burst_of_stop_frames_costs_one_lookup(staff_user, monkeypatch):
     await communicator.disconnect()
     assert all('data-busy="false"' in answer for answer in answers)  # each one answered
     assert len(lookups) == 1
+
+
+# --- After a crash: the answer and the lock a dead process left ----------------------------------
+async def test_a_retry_after_the_answering_process_died_is_answered_not_refused(
+    staff_user, leave_kb, settings
+):
+    """The process answering died (its answer left `streaming`, its heartbeat stopped): a
+    retry of the same message id less than a minute later gets the stored part, marked
+    interrupted, at once; not a 409 after waiting."""
+    settings.CHAT_ANSWER_WAIT_SECONDS = 3
+    conversation = await Conversation.objects.acreate(owner=staff_user, title="Leave")
+    question = await Message.objects.acreate(
+        conversation=conversation, role=Message.Role.USER, content=LEAVE_QUESTION
+    )
+    answer = await Message.objects.acreate(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.STREAMING,
+        reply_to=question,
+        content="",
+    )
+    died = timezone.now() - timedelta(seconds=50)  # its last heartbeat
+    await Message.objects.filter(pk=answer.pk).aupdate(created_at=died, heartbeat_at=died)
+
+    events = await collect(
+        user=staff_user,
+        question=LEAVE_QUESTION,
+        message_id=question.pk,
+        conversation_id=conversation.pk,
+    )
+    assert [e.type for e in events][0] == "answer_start"
+    await answer.arefresh_from_db()
+    assert answer.status == Message.Status.INTERRUPTED
+
+
+async def test_a_live_answer_keeps_its_heartbeat_and_its_lock(
+    staff_user, leave_kb, settings, monkeypatch
+):
+    """While an answer streams, its heartbeat and its conversation's lock are renewed: a
+    slow answer outlives both their lapse times (shortened here to a second)."""
+    settings.CHAT_STREAM_DELAY_MS = 700
+    monkeypatch.setattr(chat.services, "HEARTBEAT_SECONDS", 0.3)
+    monkeypatch.setattr(chat.consumers, "IN_FLIGHT_SECONDS", 1)
+    monkeypatch.setattr(chat.consumers, "IN_FLIGHT_RENEW_SECONDS", 0.3)
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    while '-body">' not in await communicator.receive_from(timeout=30):
+        pass  # streaming
+    await asyncio.sleep(1.5)
+    holder = await database_sync_to_async(in_flight_holder)(f"conversation:{conversation_id}")
+    answer = await Message.objects.aget(conversation_id=conversation_id, role="assistant")
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    assert holder is not None  # renewed past its one second
+    assert answer.status == Message.Status.STREAMING
+    assert answer.heartbeat_at - answer.created_at >= timedelta(seconds=0.3)
+    assert any('data-status="complete"' in f for f in fragments)
