@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from knowledge.models import Chunk
 
@@ -78,6 +79,10 @@ class Message(models.Model):
     first_event_ms = models.FloatField(null=True, blank=True)
     total_ms = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # While `streaming`: renewed every few seconds by the process answering; older than
+    # chat.services.STALE_STREAMING, that process died
+    # (docs/decisions/0106-stuck-states-and-stop-frames.md).
+    heartbeat_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["created_at", "id"]

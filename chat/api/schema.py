@@ -153,8 +153,9 @@ chat = extend_schema(
             429,
             500,
             503,
-            s404="not-found: `conversation_id` names another user's private conversation, or "
-            "`regenerate` names a question that was never asked.",
+            s404="not-found: `conversation_id` names another user's private conversation, "
+            "`regenerate` names a question that was never asked, or `document_ids` names a "
+            "document that does not exist or that you may not read (`details.document_ids`).",
             s422="validation-failed: the message is empty once control characters are removed "
             "or too long, or another field is out of range; `details` per field.",
         ),
@@ -233,7 +234,7 @@ message_feedback = extend_schema(
     summary="Thumbs up or down on an answer (again: replaces your earlier rating)",
     request=s.FeedbackInputSerializer,
     description="Feedback is given on answers only: a `message_id` of a question (a user "
-    "message) is refused with 422 validation-failed.",
+    "message) names no answer, 404 not-found.",
     parameters=[MESSAGE_ID, RETRY_AFTER_OUTAGE],
     responses={
         200: s.FeedbackSerializer,
@@ -241,10 +242,10 @@ message_feedback = extend_schema(
             400,
             401,
             403,
-            404,
             415,
-            s422="validation-failed: the message is a question, not an answer (feedback is "
-            "given on answers only), or the rating or comment is invalid.",
+            s404="not-found: no answer with this id (a question's id names none: feedback is "
+            "given on answers only), or not visible to you.",
+            s422="validation-failed: the rating or comment is invalid.",
         ),
     },
     tags=["conversations"],

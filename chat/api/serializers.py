@@ -14,6 +14,24 @@ from chat.selectors import ConversationAccess, conversation_access
 from chat.services import TITLE_MAX_CHARS
 from knowledge.retrieval import MODES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
+EMBEDDING_DIMENSIONS = 384
+
+
+# What the server checks, in the schema: 384 numbers, not all zero (a vector without a
+# direction matches nothing: 422).
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "number", "format": "double"},
+        "minItems": EMBEDDING_DIMENSIONS,
+        "maxItems": EMBEDDING_DIMENSIONS,
+        "not": {"items": {"type": "number", "enum": [0]}},
+    }
+)
+class EmbeddingField(serializers.ListField):
+    """A question's embedding: a list of floats (its length and values checked by the
+    answering core)."""
+
 
 class ClientUUIDField(serializers.UUIDField):
     """A UUID whose malformed value is a 400 bad-request (not a 422)."""
@@ -71,6 +89,30 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A boolean that must be sent as one: DRF's BooleanField would take `0`, `"yes"` or
+    `"true"`, which the schema (type: boolean) does not allow."""
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class StrictFloatField(serializers.FloatField):
+    """A number that must be sent as one: DRF's FloatField would take `"0.5"` or `true`, which
+    the schema (type: number) does not allow."""
+
+    default_error_messages = {"invalid": "Must be a number."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 @extend_schema_field(text_schema(settings.CHAT_MAX_MESSAGE_CHARS))
 class QuestionField(StrictCharField):
     """A question or query: checked by the answering core (422 when it is empty once cleaned or
@@ -118,7 +160,7 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="An existing conversation of yours, or the id to give a new one; omitted: "
         "a new conversation is created.",
     )
-    is_private = serializers.BooleanField(
+    is_private = StrictBooleanField(
         default=False, help_text="Only when the conversation is created: visible to you only."
     )
     top_k = OptionIntegerField(
@@ -134,10 +176,10 @@ class ChatRequestSerializer(serializers.Serializer):
         allow_null=True,
         max_length=200,
         help_text="Search only these documents (ids of `GET /api/documents`; an id naming no "
-        "document is refused with 422).",
+        "document you may read is refused with 404).",
     )
-    embedding = serializers.ListField(
-        child=serializers.FloatField(),
+    embedding = EmbeddingField(
+        child=StrictFloatField(),
         required=False,
         allow_null=True,
         min_length=384,
@@ -145,7 +187,7 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="The question's all-MiniLM-L6-v2 embedding (384 floats, not all zero: 422), "
         "used instead of embedding the message on the server.",
     )
-    regenerate = serializers.BooleanField(
+    regenerate = StrictBooleanField(
         default=False,
         help_text="Answer the stored question `message_id` again, replacing its answer.",
     )
