@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0010_in_flight_lock'),
+        ('chat', '0012_insights_indexes'),
     ]
 
     operations = [
