@@ -13,6 +13,7 @@ from chat.ids import uuid_parse
 from chat.selectors import ConversationAccess, conversation_access
 from chat.services import TITLE_MAX_CHARS
 from knowledge.retrieval import MODES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
+from pages.client_input import client_int
 
 
 class ClientUUIDField(serializers.UUIDField):
@@ -88,7 +89,19 @@ class TitleField(StrictCharField):
     or too long), documented as such."""
 
 
-class OptionIntegerField(serializers.IntegerField):
+class ClientIntegerField(serializers.IntegerField):
+    """An integer read by `pages.client_input.client_int` (ASCII digits or a JSON integer,
+    bigint-sized) before DRF's bounds apply: a Unicode digit ("²", "١") or an enormous number
+    is this field's "invalid" error, never a 500 further on."""
+
+    def to_internal_value(self, data: object) -> int:
+        try:
+            return client_int(data)
+        except ValueError:
+            self.fail("invalid")
+
+
+class OptionIntegerField(ClientIntegerField):
     """An integer option whose range is documented in the schema but checked by the answering
     core (`answer_stream` validates every option), once for both transports: this field
     checks only that it is an integer."""
@@ -314,9 +327,7 @@ class SearchInputSerializer(serializers.Serializer):
         help_text="The query.",
     )
     mode = serializers.ChoiceField(choices=list(MODES), default="hybrid")
-    top_k = serializers.IntegerField(
-        min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=TOP_K_DEFAULT
-    )
+    top_k = ClientIntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=TOP_K_DEFAULT)
 
 
 class SearchHitSerializer(serializers.Serializer):
