@@ -6,6 +6,8 @@ import uuid
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -92,6 +94,8 @@ class Message(models.Model):
         indexes = [
             models.Index(fields=["conversation", "created_at"], name="message_conv_created"),
             models.Index(fields=["role", "status", "-created_at"], name="message_role_status"),
+            # History search (chat.history.message_text_matches: the same expression).
+            GinIndex(SearchVector("content", config="english"), name="message_content_fts"),
         ]
 
     def __str__(self) -> str:

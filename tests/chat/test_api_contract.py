@@ -6,9 +6,10 @@ The server of this test raises the chat rate limit of its user (CHAT_RATE_LIMIT=
 turns the flood rule off (CHAT_FLOOD_MIN_INTERVAL=0): schemathesis asks hundreds of questions a
 minute, and the limits have tests of their own (tests/chat/test_ratelimit.py).
 
-Two statuses that no schema can foresee are accepted for schema-valid requests, each documented on
-its operation: 422 from POST /api/chat (document_ids naming no document, an all-zero embedding)
-and from POST /api/messages/{id}/feedback (the id of a question, not an answer).
+Three statuses that no schema can foresee are accepted for schema-valid requests, each documented
+on its operation: 422 from POST /api/chat (document_ids naming no document, an all-zero embedding),
+from POST /api/messages/{id}/feedback (the id of a question, not an answer) and from
+GET /api/conversations (an opaque cursor the server did not give).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ checks.positive_data_acceptance.expected-statuses = {accepted}
 include-operation-id = "message_feedback"
 checks.positive_data_acceptance.expected-statuses = {accepted}
 parameters = {{ message_id = "{answer_id}" }}
+
+[[operations]]
+include-operation-id = "conversations_list"
+checks.positive_data_acceptance.expected-statuses = {accepted}
 
 [[operations]]
 include-operation-id-regex = "^conversation_(get|rename|messages)$"
