@@ -25,6 +25,7 @@ docs/decisions/0044-html-fragments-over-the-socket.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -61,6 +62,7 @@ from chat.selectors import (
     exchange_stored,
     message_answer_with_citations,
 )
+from pages.client_input import client_int
 
 logger = logging.getLogger(__name__)
 
@@ -186,14 +188,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         top_k = payload.get("top_k")
         if top_k in ("", None):
             top_k = None
-        elif isinstance(top_k, str) and top_k.strip().isdigit():
-            top_k = int(top_k)
+        else:
+            with contextlib.suppress(ValueError):  # not a number: refused by the core
+                top_k = client_int(top_k)
         document_ids = payload.get("document_ids") or None
         if isinstance(document_ids, (str, int)):
             document_ids = [document_ids]
         if document_ids is not None:
             try:
-                document_ids = [int(pk) for pk in document_ids]
+                document_ids = [client_int(pk, minimum=1) for pk in document_ids]
             except (TypeError, ValueError):
                 raise AnswerError.validation(
                     "document_ids", "The document filter is malformed."

@@ -6,6 +6,8 @@ import uuid
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
@@ -105,6 +107,8 @@ class Message(models.Model):
                 condition=models.Q(role="assistant", reply_to__isnull=False),
                 name="message_exchange_figures",
             ),
+            # History search (chat.history.message_text_matches: the same expression).
+            GinIndex(SearchVector("content", config="english"), name="message_content_fts"),
         ]
         # The insights page and its export (chat/insights/), beside superusers.
         permissions = [("view_insights", "Can view the insights and export the exchanges")]

@@ -43,8 +43,11 @@ from knowledge.retrieval import excerpt_of
 from pages import safe_external_url
 
 MARKER_RE = re.compile(r"\[(\d{1,3})\]")
-# A marker and the spaces before it, for the copied text ("… leave [1]." → "… leave.").
-MARKER_WITH_SPACE_RE = re.compile(r"[ \t]*\[\d{1,3}\]")
+# A marker and the spaces before it, for the copied text ("… leave [1]." → "… leave."). A
+# match starts only where a run of spaces does (the lookbehind): linear on long runs
+# (docs/decisions/0101-linear-text-regexes.md).
+MARKER_WITH_SPACE_RE = re.compile(r"(?<![ \t])[ \t]*\[\d{1,3}\]")
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"(?<![ \t])[ \t]+([.,;:!?])")
 VISIBLE_SOURCES = 3
 
 
@@ -204,7 +207,7 @@ def copy_text_of(content: str) -> str:
     document's own "[2]" as the document wrote it (without the invisible word joiner that keeps
     it from being read as a marker on the page)."""
     text = MARKER_WITH_SPACE_RE.sub("", content).replace(WORD_JOINER, "")
-    return re.sub(r"[ \t]+([.,;:!?])", r"\1", text).strip()
+    return _SPACE_BEFORE_PUNCTUATION.sub(r"\1", text).strip()
 
 
 def answer_html(content: str, sources: Sequence[SourceView], message_id: str) -> SafeString:

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.api import serializers as s
+from chat.history import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
 
 CHAT_PATH = "/api/chat"
 
@@ -177,12 +178,24 @@ class ChatApiSchema(APIView):
 # --- The other operations ------------------------------------------------------------------------
 conversations_list = extend_schema(
     operation_id="conversations_list",
-    summary="Your conversations: shared ones and your private ones, newest first",
+    summary="Your conversations: shared ones and your private ones, newest first, a page at a time",
+    description="Cursor-paginated: each page holds at most `limit` conversations (shared and "
+    "private together, newest first) and a `next_cursor`; pass it back as `cursor` for the "
+    "next page, until it is null. A cursor this server did not give is refused with 422.",
     parameters=[
         OpenApiParameter("q", str, description="Only titles containing this."),
+        OpenApiParameter(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": PAGE_SIZE_MAX},
+            description=f"Conversations per page (1 to {PAGE_SIZE_MAX}, default "
+            f"{PAGE_SIZE_DEFAULT}).",
+        ),
+        OpenApiParameter(
+            "cursor", str, description="The previous page's `next_cursor`; omitted: the first."
+        ),
         RETRY_AFTER_OUTAGE,
     ],
-    responses={200: s.ConversationGroupsSerializer, **error_responses(401, 403)},
+    responses={200: s.ConversationGroupsSerializer, **error_responses(401, 403, 422)},
     tags=["conversations"],
 )
 

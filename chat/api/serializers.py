@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from drf_spectacular.utils import extend_schema_field
@@ -9,10 +11,12 @@ from rest_framework import serializers
 
 from chat.answering.errors import AnswerError
 from chat.api.errors import CODE_OF_STATUS, MALFORMED_UUID
+from chat.history import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, ConversationCursor, CursorInvalid
 from chat.ids import uuid_parse
 from chat.selectors import ConversationAccess, conversation_access
 from chat.services import TITLE_MAX_CHARS
 from knowledge.retrieval import MODES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
+from pages.client_input import client_int
 
 EMBEDDING_DIMENSIONS = 384
 
@@ -130,7 +134,29 @@ class TitleField(StrictCharField):
     or too long), documented as such."""
 
 
-class OptionIntegerField(serializers.IntegerField):
+class ClientIntegerField(serializers.IntegerField):
+    """An integer read by `pages.client_input.client_int` (ASCII digits or a JSON integer,
+    bigint-sized) before DRF's bounds apply: a Unicode digit ("²", "١") or an enormous number
+    is this field's "invalid" error, never a 500 further on."""
+
+    def to_internal_value(self, data: object) -> int:
+        try:
+            return client_int(data)
+        except ValueError:
+            self.fail("invalid")
+
+
+class PresentIntegerField(ClientIntegerField):
+    """A `ClientIntegerField` for a query parameter that, when present, must be an integer:
+    an empty value (`?limit=`) is invalid, not taken as omitted (DRF's default for forms)."""
+
+    def get_value(self, dictionary: Any) -> Any:
+        if self.field_name in dictionary and dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)
+
+
+class OptionIntegerField(ClientIntegerField):
     """An integer option whose range is documented in the schema but checked by the answering
     core (`answer_stream` validates every option), once for both transports: this field
     checks only that it is an integer."""
@@ -253,6 +279,40 @@ class ConversationSerializer(serializers.Serializer):
 class ConversationGroupsSerializer(serializers.Serializer):
     shared = ConversationSerializer(many=True)
     private = ConversationSerializer(many=True)
+    next_cursor = serializers.CharField(
+        allow_null=True,
+        help_text="Pass it as `cursor` to get the next page; null on the last page.",
+    )
+
+
+class ConversationListInputSerializer(serializers.Serializer):
+    q = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="Only titles containing this.",
+    )
+    limit = PresentIntegerField(
+        required=False,
+        min_value=1,
+        max_value=PAGE_SIZE_MAX,
+        default=PAGE_SIZE_DEFAULT,
+        help_text=f"Conversations per page, shared and private together (1 to {PAGE_SIZE_MAX}, "
+        f"default {PAGE_SIZE_DEFAULT}).",
+    )
+    cursor = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="The `next_cursor` of the previous page; omitted: the first page.",
+    )
+
+    def validate_cursor(self, value: str) -> ConversationCursor | None:
+        if not value:
+            return None
+        try:
+            return ConversationCursor.decode(value)
+        except CursorInvalid as error:
+            raise serializers.ValidationError(str(error)) from None
 
 
 class ConversationUpdateSerializer(serializers.Serializer):
@@ -356,9 +416,7 @@ class SearchInputSerializer(serializers.Serializer):
         help_text="The query.",
     )
     mode = serializers.ChoiceField(choices=list(MODES), default="hybrid")
-    top_k = serializers.IntegerField(
-        min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=TOP_K_DEFAULT
-    )
+    top_k = ClientIntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=TOP_K_DEFAULT)
 
 
 class SearchHitSerializer(serializers.Serializer):
