@@ -311,12 +311,13 @@ class DocumentAdmin(admin.ModelAdmin):
         return format_html(
             '<span class="document-status document-status-{}" style="color:{};'
             "background:{};border-radius:999px;padding:2px 10px;font-weight:600;"
-            'white-space:nowrap">{}{}</span>',
+            'white-space:nowrap">{}{}{}</span>',
             obj.status,
             colour,
             background,
             obj.get_status_display(),
             " · re-processing" if obj.reprocessing_since is not None else "",
+            f" · {obj.progress}" if obj.progress else "",
         )
 
     @admin.display(description="Expires", ordering="expires_at")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 SECTION_SEPARATOR = " > "
@@ -36,6 +36,7 @@ class Block:
     char_end: int
     sheet: str | None = None  # spreadsheets: the sheet the row is on
     cells: str | None = None  # spreadsheets: the cells the row covers, "A4:E4"
+    ocr_confidence: float | None = None  # read by OCR: its words' mean confidence, 0-100
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,8 @@ class BlockBuilder:
     blocks: list[Block] = field(default_factory=list)
     name: str = ""  # the file's name (a CSV's one sheet is named after it)
     metadata: dict = field(default_factory=dict)
+    # Told what a slow parser is doing ("OCR: page 3 of 10"; "" when done), for the admin.
+    progress: Callable[[str], None] | None = None
     _parts: list[str] = field(default_factory=list)
     _length: int = 0
 
@@ -138,6 +141,7 @@ class BlockBuilder:
         tight=False,
         sheet: str | None = None,
         cells: str | None = None,
+        ocr_confidence: float | None = None,
     ) -> None:
         if not text:
             return
@@ -148,7 +152,9 @@ class BlockBuilder:
         start = self._length
         self._parts.append(text)
         self._length += len(text)
-        self.blocks.append(Block(text, page, section, start, self._length, sheet, cells))
+        self.blocks.append(
+            Block(text, page, section, start, self._length, sheet, cells, ocr_confidence)
+        )
 
     def text(self) -> str:
         return "".join(self._parts)
