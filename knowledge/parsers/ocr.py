@@ -359,7 +359,26 @@ class OcrReader:
 def ocr_shortfall(builder: BlockBuilder) -> str:
     """A sentence for the person who gave us the file, when OCR left pages unread: which
     pages and which budget ("" when every page was read)."""
-    record = builder.metadata.get("ocr") or {}
+    return _shortfall(builder.metadata.get("ocr") or {})
+
+
+def ocr_summary(metadata: object) -> str:
+    """What OCR did on a document, from its metadata (`Document.metadata["ocr"]`): "3 pages
+    read by OCR, mean confidence 91%", and what it left unread and why; "" when OCR was not
+    used."""
+    record = metadata.get("ocr") if isinstance(metadata, dict) else None
+    if not isinstance(record, dict):
+        return ""
+    pages = record.get("pages") or []
+    summary = f"{len(pages)} page{'s' if len(pages) != 1 else ''} read by OCR"
+    if record.get("confidence") is not None:
+        summary += f", mean confidence {record['confidence']:.0f}%"
+    summary += f" ({record.get('seconds', 0):g} s)."
+    shortfall = _shortfall(record)
+    return f"{summary} {shortfall}" if shortfall else summary
+
+
+def _shortfall(record: dict) -> str:
     unread = record.get("unread") or []
     if not unread:
         return ""

@@ -227,3 +227,20 @@ def test_ingestion_writes_progress_on_the_document_and_clears_it(tmp_path, monke
 
     assert seen == ["OCR: page 1 of 1"]
     assert Document.objects.get().progress == ""
+
+
+@pytest.mark.django_db
+def test_the_admin_says_what_ocr_read_and_what_its_budget_left_unread(
+    admin_client, tmp_path, settings
+):
+    settings.OCR_MAX_PAGES = 2
+    path = tmp_path / "expenses-scan.pdf"
+    path.write_bytes(scanned_sample_pdf())
+    outcome = document_ingest(path=path)
+    assert outcome.action == "new", outcome.error
+
+    page = admin_client.get(f"/admin/knowledge/document/{outcome.document.pk}/change/")
+
+    text = page.content.decode()
+    assert "2 pages read by OCR, mean confidence " in text
+    assert "OCR stopped at its page budget (OCR_MAX_PAGES = 2): page 3 was not read." in text
