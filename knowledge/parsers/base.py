@@ -69,6 +69,18 @@ def clean_multiline(text: str, *, code: bool = False) -> str:
     return "\n".join(lines).strip()
 
 
+def lines_join(lines: list[str]) -> str:
+    """Lines of one paragraph (a PDF's, a scan's) joined with spaces; a word hyphenated at a
+    line's end is joined back ("well-" + "known" stays "well-known")."""
+    text = lines[0]
+    for line in lines[1:]:
+        if text.endswith("-") and not text.endswith(" -") and line[:1].islower():
+            text += line
+        else:
+            text += " " + line
+    return text
+
+
 def table_row_text(cells: Iterable[str]) -> str:
     """A table row as "cell | cell": each cell cleaned, empty ones left out, and a cell equal
     to the one before it left out too (Word and PowerPoint repeat a merged cell's text in each

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from knowledge.parsers.base import BlockBuilder, DocumentParseError, clean_inline
+from knowledge.parsers.base import BlockBuilder, DocumentParseError, clean_inline, lines_join
 
 # Paragraphs whose words Tesseract reads with a mean confidence below this are dropped: what
 # it finds in photographs, stamps and speckles ("|| ~ ;"), not text.
@@ -227,7 +227,7 @@ def _read_tsv(tsv: str) -> OcrPage:
         if current_lines:
             mean = sum(current_confidences) / len(current_confidences)
             if mean >= MIN_PARAGRAPH_CONFIDENCE:
-                paragraphs.append(OcrParagraph(_join_lines(current_lines), round(mean, 1)))
+                paragraphs.append(OcrParagraph(lines_join(current_lines), round(mean, 1)))
 
     for (block, paragraph, _), words in lines.items():
         if (block, paragraph) != current_key:
@@ -239,17 +239,6 @@ def _read_tsv(tsv: str) -> OcrPage:
     flush()
     mean = sum(all_confidences) / len(all_confidences) if all_confidences else None
     return OcrPage(paragraphs, 0, len(all_confidences), mean)
-
-
-def _join_lines(lines: list[str]) -> str:
-    text = lines[0]
-    for line in lines[1:]:
-        # "well-" + "known" stays "well-known"; otherwise lines join with a space.
-        if text.endswith("-") and not text.endswith(" -") and line[:1].islower():
-            text += line
-        else:
-            text += " " + line
-    return text
 
 
 def _orientation(png: bytes, timeout: float) -> int:

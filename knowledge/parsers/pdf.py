@@ -9,7 +9,13 @@ import io
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from knowledge.parsers.base import BlockBuilder, DocumentParseError, clean_inline, error_reason
+from knowledge.parsers.base import (
+    BlockBuilder,
+    DocumentParseError,
+    clean_inline,
+    error_reason,
+    lines_join,
+)
 from knowledge.parsers.ocr import OCR_DPI, OcrReader, ocr_shortfall
 
 
@@ -93,25 +99,14 @@ def _pdf_paragraphs(page_text: str) -> Iterable[str]:
     for line in lines:
         if not line:
             if current:
-                yield _join_pdf_lines(current)
+                yield lines_join(current)
                 current = []
             continue
         current.append(line)
         short = len(line) < 0.7 * full
         ends_sentence = line.endswith((".", "!", "?", ":", ".”", '."')) and len(line) < 0.9 * full
         if short or ends_sentence:
-            yield _join_pdf_lines(current)
+            yield lines_join(current)
             current = []
     if current:
-        yield _join_pdf_lines(current)
-
-
-def _join_pdf_lines(lines: list[str]) -> str:
-    text = lines[0]
-    for line in lines[1:]:
-        # "well-" + "known" stays "well-known"; otherwise lines join with a space.
-        if text.endswith("-") and not text.endswith(" -") and line[:1].islower():
-            text += line
-        else:
-            text += " " + line
-    return text
+        yield lines_join(current)
