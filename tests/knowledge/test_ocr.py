@@ -25,6 +25,8 @@ from tests.support.scans import (
     scanned_tiff,
 )
 
+pytestmark = pytest.mark.slow  # Tesseract takes seconds a page
+
 
 def page_texts(parsed) -> dict[int, str]:
     texts: dict[int, str] = {}
@@ -33,8 +35,12 @@ def page_texts(parsed) -> dict[int, str]:
     return texts
 
 
-def test_a_scanned_pdf_is_read_page_by_page_with_its_confidence():
-    parsed = document_parse(data=scanned_sample_pdf(), name="expenses-scan.pdf")
+def test_a_scanned_pdf_is_read_page_by_page_with_its_confidence_and_progress():
+    progress: list[str] = []
+
+    parsed = document_parse(
+        data=scanned_sample_pdf(), name="expenses-scan.pdf", progress=progress.append
+    )
 
     texts = page_texts(parsed)
     assert sorted(texts) == [1, 2, 3]
@@ -45,6 +51,7 @@ def test_a_scanned_pdf_is_read_page_by_page_with_its_confidence():
     ocr = parsed.metadata["ocr"]
     assert (ocr["pages"], ocr["unread"], ocr["stopped"]) == ([1, 2, 3], [], "")
     assert ocr["confidence"] > 60
+    assert progress == ["OCR: page 1 of 3", "OCR: page 2 of 3", "OCR: page 3 of 3", ""]
 
 
 def test_a_pdf_mixing_text_and_scanned_pages_reads_both_in_page_order():
@@ -124,14 +131,6 @@ def test_a_missing_language_pack_is_a_readable_error(settings):
 
     with pytest.raises(DocumentParseError, match="language pack for 'eng\\+zzz' is not installed"):
         document_parse(data=photo_jpeg(), name="receipt-rules.jpg")
-
-
-def test_progress_is_reported_page_by_page_then_cleared():
-    seen: list[str] = []
-
-    document_parse(data=scanned_sample_pdf(), name="expenses-scan.pdf", progress=seen.append)
-
-    assert seen == ["OCR: page 1 of 3", "OCR: page 2 of 3", "OCR: page 3 of 3", ""]
 
 
 def test_tesseract_runs_niced_on_one_thread(tmp_path, monkeypatch):

@@ -30,6 +30,7 @@ def sample_pdf() -> bytes:
     return documents.pdf_bytes()
 
 
+@cache
 def scanned_sample_pdf(
     *, pages: frozenset[int] | None = None, degradation: Degradation = REALISTIC
 ) -> bytes:
