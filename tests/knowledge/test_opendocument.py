@@ -17,7 +17,7 @@ from knowledge.parsers import DocumentParseError, document_parse
 from knowledge.services import document_ingest
 from tests.support import documents
 from tests.support.answers import collect
-from tests.support.opendocument import FILES, cell, ods_bytes, row
+from tests.support.opendocument import FILES, cell, ods_bytes, odt_bytes, row
 from tests.support.spreadsheets import QX_2207_ROW, SAFETY_QUESTION, inventory_xlsx
 
 
@@ -42,6 +42,38 @@ def test_an_odt_block_has_the_page_its_page_breaks_put_it_on():
         (3, "Jury service"),
     ]
     assert odt.title == "Leave policy"
+
+
+def test_odt_paragraphs_read_as_written_lists_spaces_and_breaks_included_notes_left_out():
+    body = (
+        '<text:h text:outline-level="1">Claims</text:h>'
+        '<text:p>Submit<text:s text:c="3"/>claims<text:tab/>within <text:span>30 days'
+        "</text:span><text:note><text:note-citation>1</text:note-citation><text:note-body>"
+        "<text:p>FOOTNOTE-NOT-READ</text:p></text:note-body></text:note>.</text:p>"
+        "<text:list><text:list-item><text:p>Attach receipts.</text:p></text:list-item>"
+        "<text:list-item><text:p>Name the project.</text:p></text:list-item></text:list>"
+        '<text:section text:name="s1"><text:h text:outline-level="2">Late claims</text:h>'
+        "<text:p>Claims older than 90 days are <text:soft-page-break/>rejected.</text:p>"
+        "<text:p>Appeal to the finance director.</text:p></text:section>"
+        '<text:p text:style-name="P1">A new page begins here.</text:p>'
+    )
+    styles = (
+        '<style:style style:name="P1" style:family="paragraph">'
+        '<style:paragraph-properties fo:break-before="page"/></style:style>'
+    )
+
+    parsed = document_parse(data=odt_bytes(body, styles=styles), name="claims.odt")
+
+    assert [(b.page, b.section, b.text) for b in parsed.blocks] == [
+        (1, "Claims", "Submit claims within 30 days."),
+        (1, "Claims", "Attach receipts."),
+        (1, "Claims", "Name the project."),
+        (1, "Claims > Late claims", "Claims older than 90 days are rejected."),
+        (2, "Claims > Late claims", "Appeal to the finance director."),
+        (3, "Claims > Late claims", "A new page begins here."),
+    ]
+    assert "FOOTNOTE" not in parsed.text
+    assert parsed.title == "Claims"
 
 
 def test_an_ods_saved_by_libreoffice_reads_like_the_xlsx_it_came_from(tmp_path):

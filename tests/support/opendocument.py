@@ -48,3 +48,26 @@ def ods_bytes(*rows: str, name: str = "Sheet1", extra: dict[str, bytes] | None =
         for part, data in (extra or {}).items():
             archive.writestr(part, data)
     return buffer.getvalue()
+
+
+_TEXT_CONTENT = """<?xml version="1.0" encoding="UTF-8"?>
+<office:document-content
+ xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+ xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0"
+ xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"
+ xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+ xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.3">
+<office:automatic-styles>{styles}</office:automatic-styles>
+<office:body><office:text>{body}</office:text></office:body></office:document-content>"""
+
+
+def odt_bytes(body: str, *, styles: str = "") -> bytes:
+    """An .odt file whose text body is the XML `body` (text: and table: elements), with the
+    automatic styles `styles`."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(
+            "mimetype", "application/vnd.oasis.opendocument.text", compress_type=zipfile.ZIP_STORED
+        )
+        archive.writestr("content.xml", _TEXT_CONTENT.format(body=body, styles=styles))
+    return buffer.getvalue()
