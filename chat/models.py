@@ -134,6 +134,8 @@ class Citation(models.Model):
     section = models.CharField(max_length=1000, null=True, blank=True)
     sheet = models.CharField(max_length=255, null=True, blank=True)
     cells = models.CharField(max_length=40, null=True, blank=True)
+    # Read by OCR from a scanned page: the cited chunk's mean word confidence (0-100).
+    ocr_confidence = models.FloatField(null=True, blank=True)
     url = models.CharField(max_length=1000, blank=True)
     chunk_index = models.PositiveIntegerField(null=True, blank=True)
     text = models.TextField()

@@ -69,6 +69,7 @@ class SourceView:
     stale: bool = False  # the cited passage has changed or left the knowledge base since
     sheet: str | None = None  # spreadsheets: the sheet and the cells cited ("A4:E4")
     cells: str | None = None
+    ocr_confidence: float | None = None  # read by OCR from a scanned page
 
     @property
     def cell_reference(self) -> str:
@@ -88,6 +89,8 @@ class SourceView:
         parts = []
         if self.page:
             parts.append(f"Page {self.page}")
+        if self.ocr_confidence is not None:
+            parts.append(f"scanned page, OCR confidence {self.ocr_confidence:.0f}%")
         if self.section:
             parts.append(self.section)
         return " · ".join(parts)
@@ -320,6 +323,7 @@ def _source_of(citation: CitationRow, documents: dict[int, bool], content: str =
         stale=citation.stale,
         sheet=citation.sheet,
         cells=citation.cells,
+        ocr_confidence=citation.ocr_confidence,
     )
 
 
@@ -435,6 +439,7 @@ def sources_from_event(citations: Sequence[dict[str, Any]]) -> list[SourceView]:
                 stale=bool(citation.get("stale")),
                 sheet=citation.get("sheet"),
                 cells=citation.get("cells"),
+                ocr_confidence=citation.get("ocr_confidence"),
             )
         )
     return sorted(views, key=lambda s: s.n)

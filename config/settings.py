@@ -320,6 +320,12 @@ DOCUMENT_MAX_UPLOAD_BYTES = int(os.environ.get("DOCUMENT_MAX_UPLOAD_BYTES", 50 *
 # worker: rows holding data, and non-empty cells, over the whole file.
 SPREADSHEET_MAX_ROWS = int(os.environ.get("SPREADSHEET_MAX_ROWS", "50000"))
 SPREADSHEET_MAX_CELLS = int(os.environ.get("SPREADSHEET_MAX_CELLS", "1000000"))
+# OCR of scanned PDF pages and images (knowledge/parsers/ocr.py): Tesseract's language packs
+# ("eng", or "eng,fra": each needs Debian's tesseract-ocr-<lang>), and the budget of one
+# document: pages read at most, and seconds spent at most (pages beyond are left unread).
+OCR_LANGUAGES = env_list("OCR_LANGUAGES", "eng")
+OCR_MAX_PAGES = int(os.environ.get("OCR_MAX_PAGES", "100"))
+OCR_MAX_SECONDS = float(os.environ.get("OCR_MAX_SECONDS", "600"))
 
 # --- Background tasks (document ingestion) -------------------------------------------------
 TASKS = {

@@ -234,6 +234,11 @@ class CitationSerializer(serializers.Serializer):
         help_text='Spreadsheets: the cited cells, e.g. "A4:E4" (shown as "file.xlsx — '
         'Sheet!A4:E4"); else null.',
     )
+    ocr_confidence = serializers.FloatField(
+        allow_null=True,
+        help_text="Read by OCR from a scanned page: the mean confidence of its words (0-100), "
+        "shown as a scanned page; null for text the document held as text.",
+    )
     url = serializers.CharField(help_text="Link to the source (may be empty).")
     excerpt = serializers.CharField(help_text="The first 200 characters of the cited chunk.")
     text = serializers.CharField(help_text="The cited chunk's full text, as it was cited.")
