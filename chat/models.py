@@ -6,8 +6,11 @@ import uuid
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from knowledge.models import Chunk
 
@@ -78,6 +81,10 @@ class Message(models.Model):
     first_event_ms = models.FloatField(null=True, blank=True)
     total_ms = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # While `streaming`: renewed every few seconds by the process answering; older than
+    # chat.services.STALE_STREAMING, that process died
+    # (docs/decisions/0106-stuck-states-and-stop-frames.md).
+    heartbeat_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -92,7 +99,19 @@ class Message(models.Model):
         indexes = [
             models.Index(fields=["conversation", "created_at"], name="message_conv_created"),
             models.Index(fields=["role", "status", "-created_at"], name="message_role_status"),
+            # The insights' figures of a period read the exchanges from this index alone
+            # (docs/decisions/0120-insights-aggregated-in-sql.md).
+            models.Index(
+                fields=["created_at"],
+                include=["id", "conversation", "status", "mode", "first_event_ms"],
+                condition=models.Q(role="assistant", reply_to__isnull=False),
+                name="message_exchange_figures",
+            ),
+            # History search (chat.history.message_text_matches: the same expression).
+            GinIndex(SearchVector("content", config="english"), name="message_content_fts"),
         ]
+        # The insights page and its export (chat/insights/), beside superusers.
+        permissions = [("view_insights", "Can view the insights and export the exchanges")]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
@@ -115,6 +134,8 @@ class Citation(models.Model):
     section = models.CharField(max_length=1000, null=True, blank=True)
     sheet = models.CharField(max_length=255, null=True, blank=True)
     cells = models.CharField(max_length=40, null=True, blank=True)
+    # Read by OCR from a scanned page: the cited chunk's mean word confidence (0-100).
+    ocr_confidence = models.FloatField(null=True, blank=True)
     url = models.CharField(max_length=1000, blank=True)
     chunk_index = models.PositiveIntegerField(null=True, blank=True)
     text = models.TextField()
@@ -124,6 +145,13 @@ class Citation(models.Model):
         ordering = ["message_id", "n"]
         constraints = [
             models.UniqueConstraint(fields=["message", "n"], name="citation_unique_number")
+        ]
+        indexes = [
+            # The insights count citations per document from this index alone, not from rows
+            # carrying the passage's text (docs/decisions/0120-insights-aggregated-in-sql.md).
+            models.Index(
+                fields=["message"], include=["document_id_snapshot"], name="citation_document"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -199,6 +199,7 @@ class CitationRow:
     section: str | None
     sheet: str | None
     cells: str | None
+    ocr_confidence: float | None
     url: str
     text: str
     similarity: float

@@ -296,14 +296,27 @@ def answer_refresh(answer_id: uuid.UUID) -> Message | None:
     return Message.objects.filter(pk=answer_id).first()
 
 
-# An answer still `streaming` this long after it was created was left so by a process that
-# died (a live one finishes or is interrupted well before).
-STALE_STREAMING = timedelta(minutes=10)
+# An answer still `streaming` whose heartbeat is this old was left so by a process that died:
+# a live one renews it every HEARTBEAT_SECONDS (`answer_heartbeat`, from the pipeline), and
+# a server that starts releases those at once
+# (docs/decisions/0106-stuck-states-and-stop-frames.md).
+HEARTBEAT_SECONDS = 10
+STALE_STREAMING = timedelta(seconds=45)
 
 
 def _stale_streaming(stale_after: timedelta) -> QuerySet[Message]:
     return Message.objects.filter(
-        status=Message.Status.STREAMING, created_at__lt=timezone.now() - stale_after
+        status=Message.Status.STREAMING, heartbeat_at__lt=timezone.now() - stale_after
+    )
+
+
+def answer_heartbeat(answer_id: uuid.UUID) -> bool:
+    """Renew the heartbeat of an answer still `streaming` (the caller is answering it);
+    False when it is no longer streaming."""
+    return bool(
+        Message.objects.filter(pk=answer_id, status=Message.Status.STREAMING).update(
+            heartbeat_at=timezone.now()
+        )
     )
 
 
@@ -461,9 +474,13 @@ def conversation_summary_store(*, covers_question_id: uuid.UUID, content: str) -
 def feedback_give(
     *, user: AbstractBaseUser, message: Message, rating: int, comment: str = ""
 ) -> Feedback:
-    """One rating per user and answer; giving it again replaces it."""
+    """One rating per user and answer; giving it again replaces it. Raises AnswerError
+    (not-found) when `message` is not an answer: feedback is given on answers only, and the
+    id of a question names no answer (docs/decisions/0105-schema-valid-requests-accepted.md)."""
     if message.role != Message.Role.ASSISTANT:
-        raise AnswerError.validation("message", "Feedback is given on answers only.")
+        raise AnswerError.not_found(
+            "There is no answer with this id: feedback is given on answers only."
+        )
     feedback, _ = Feedback.objects.update_or_create(
         user=user, message=message, defaults={"rating": rating, "comment": text_clean(comment)}
     )

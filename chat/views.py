@@ -44,6 +44,7 @@ from chat.services import (
 from knowledge.access import UserLike, reader_for
 from knowledge.retrieval import knowledge_base_is_empty, searchable_documents
 from pages import no_access, sidebar_context, staff_required
+from pages.client_input import client_int
 
 HISTORY_PAGE_SIZE = 25
 
@@ -302,7 +303,7 @@ def message_feedback(request: HttpRequest, message_id: uuid.UUID) -> HttpRespons
     """Thumbs up / down on an answer; returns the rating buttons, pressed as chosen."""
     try:
         message = message_get_for(request.user, message_id)
-        rating = int(request.POST.get("rating", ""))
+        rating = client_int(request.POST.get("rating", ""))
         if rating not in (Feedback.Rating.UP, Feedback.Rating.DOWN):
             raise ValueError(rating)
         feedback_give(user=request.user, message=message, rating=rating)

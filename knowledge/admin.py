@@ -32,6 +32,7 @@ from knowledge.access import collections_readable, documents_readable_filter
 from knowledge.collections import collection_default, documents_move
 from knowledge.models import Chunk, Collection, Document, SyncRun, WatchedFolder
 from knowledge.parsers import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
+from knowledge.parsers.ocr import ocr_summary
 from knowledge.selectors import document_is_stalled, documents_in_progress
 from knowledge.services import (
     document_processing_enqueue,
@@ -166,6 +167,7 @@ class DocumentAdmin(admin.ModelAdmin):
     readonly_fields = (
         "status_badge",
         "error",
+        "ocr",
         "chunks_link",
         "source",
         "sync_root",
@@ -180,7 +182,7 @@ class DocumentAdmin(admin.ModelAdmin):
     add_fieldsets = ((None, {"fields": ("file", "title", "collection", "enabled", "expires_at")}),)
     fieldsets = (
         (None, {"fields": ("title", "collection", "enabled", "expires_at")}),
-        ("Processing", {"fields": ("status_badge", "error", "chunks_link")}),
+        ("Processing", {"fields": ("status_badge", "error", "ocr", "chunks_link")}),
         (
             "Origin",
             {
@@ -314,12 +316,13 @@ class DocumentAdmin(admin.ModelAdmin):
         return format_html(
             '<span class="document-status document-status-{}" style="color:{};'
             "background:{};border-radius:999px;padding:2px 10px;font-weight:600;"
-            'white-space:nowrap">{}{}</span>',
+            'white-space:nowrap">{}{}{}</span>',
             obj.status,
             colour,
             background,
             obj.get_status_display(),
             " · re-processing" if obj.reprocessing_since is not None else "",
+            f" · {obj.progress}" if obj.progress else "",
         )
 
     @admin.display(description="Expires", ordering="expires_at")
@@ -352,6 +355,10 @@ class DocumentAdmin(admin.ModelAdmin):
         if obj.status == Document.Status.READY:  # the last good version is still searchable
             return Truncator(f"Re-processing failed (still searchable): {obj.error}").chars(120)
         return Truncator(obj.error).chars(120)
+
+    @admin.display(description="OCR")
+    def ocr(self, obj: Document) -> str:
+        return ocr_summary(obj.metadata) or "—"
 
     @admin.display(description="Stored file")
     def stored_file(self, obj: Document) -> str:

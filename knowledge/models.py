@@ -101,6 +101,11 @@ class Document(models.Model):
         help_text="Why the last processing failed. A ready document whose re-processing failed "
         "keeps its last good version searchable and shows the error here.",
     )
+    progress = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text='What processing is doing now, when it is slow ("OCR: page 3 of 10").',
+    )
     reprocessing_since = models.DateTimeField(
         null=True,
         blank=True,
@@ -189,6 +194,11 @@ class Chunk(models.Model):
     # Spreadsheets: the sheet of the chunk's rows and the cells they cover ("A4:E6").
     sheet = models.CharField(max_length=255, null=True, blank=True)
     cells = models.CharField(max_length=40, null=True, blank=True)
+    ocr_confidence = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Read by OCR from a scanned page: the mean confidence of its words, 0-100.",
+    )
     char_start = models.PositiveIntegerField(default=0)
     char_end = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=0)

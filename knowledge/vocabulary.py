@@ -38,6 +38,7 @@ docs/decisions/0005-vocabulary-and-typos.md.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import logging
 import math
@@ -59,6 +60,16 @@ from knowledge.models import Document
 logger = logging.getLogger(__name__)
 
 TYPO_MIN_LENGTH = 4  # shorter lexemes are too easily one edit from an unrelated word
+# The work a question's spelling correction may do (docs/decisions/0100-spelling-correction-
+# bounded.md): a lexeme is looked up only up to TYPO_MAX_LENGTH characters, only the first
+# TYPO_MAX_LOOKUPS unknown lexemes of a question are, and a question is measured on its first
+# QUESTION_MAX_TERMS distinct terms.
+TYPO_MAX_LENGTH = 24
+TYPO_MAX_LOOKUPS = 4
+QUESTION_MAX_TERMS = 64
+# The tokenizer counts the word pieces of a term's first WORD_PIECES_MAX_CHARS characters only
+# (a longer word is several pieces anyway).
+WORD_PIECES_MAX_CHARS = 32
 # PostgreSQL's parser aliases: compounds are also emitted part by part (the parts are what
 # count); numbers of every kind are flagged numeric.
 COMPOUND_ALIASES = frozenset({"asciihword", "hword", "numhword"})
@@ -155,10 +166,12 @@ class Vocabulary:
         return self.idf_of_frequency(0)
 
     def nearest(self, lexeme: str) -> str | None:
-        """The most frequent known lexeme one Damerau edit from an unknown `lexeme` of at least
-        TYPO_MIN_LENGTH characters; None when there is none (or the lexeme is known/short)."""
+        """The most frequent known lexeme one Damerau edit from an unknown `lexeme` of
+        TYPO_MIN_LENGTH to TYPO_MAX_LENGTH characters; None when there is none (or the lexeme is
+        known, shorter or longer). At most about 2·(L + 1)·(36 + L) dictionary lookups for a
+        lexeme of L characters."""
         word = fold(lexeme)
-        if len(word) < TYPO_MIN_LENGTH or word in self.document_frequency:
+        if not TYPO_MIN_LENGTH <= len(word) <= TYPO_MAX_LENGTH or word in self.document_frequency:
             return None
         frequency = self.document_frequency
         candidates = {edit for edit in edits1(word) if edit in frequency}
@@ -440,28 +453,41 @@ def question_terms(
     question: str, *, reader: Reader, vocabulary: Vocabulary | None = None
 ) -> QuestionTerms:
     """The question's content terms measured against the vocabulary of what `reader` may
-    search (`vocabulary`, when given, must be that one)."""
+    search (`vocabulary`, when given, must be that one): its first QUESTION_MAX_TERMS distinct
+    terms, the first TYPO_MAX_LOOKUPS unknown ones of which are looked up for a spelling
+    correction (`Vocabulary.nearest`); later unknown ones get `near=None`."""
     vocabulary = vocabulary or vocabulary_get(reader=reader)
-    tokens = question_tokens(question)
-    pieces = _word_pieces([token for _, token, _ in tokens])
-    first_words = sentence_first_words(question)
+    distinct: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for alias, token, lexeme in question_tokens(question):
+        folded = fold(lexeme).lstrip("-") or fold(lexeme)
+        if folded not in seen:
+            seen.add(folded)
+            distinct.append((alias, token, folded))
+            if len(distinct) == QUESTION_MAX_TERMS:
+                break
+    pieces = _word_pieces([token[:WORD_PIECES_MAX_CHARS] for _, token, _ in distinct])
+    # A capital at the start of a sentence says nothing about a name: a token is "leading" when
+    # a sentence's first word starts with it (sorted, those words are found by bisection).
+    first_words = sorted(set(sentence_first_words(question)))
     capitals = _capitals_informative(question)
     terms: list[QuestionTerm] = []
-    seen: set[str] = set()
-    for (alias, token, lexeme), word_pieces in zip(tokens, pieces, strict=True):
-        folded = fold(lexeme).lstrip("-") or fold(lexeme)
-        if folded in seen:
-            continue
-        seen.add(folded)
+    lookups = 0
+    for (alias, token, folded), word_pieces in zip(distinct, pieces, strict=True):
         known = vocabulary.knows(folded)
-        # A capital at the start of a sentence says nothing about a name.
-        leading = any(word.startswith(token) for word in first_words)
+        near = None
+        if not known and TYPO_MIN_LENGTH <= len(folded) <= TYPO_MAX_LENGTH:
+            if lookups < TYPO_MAX_LOOKUPS:
+                near = vocabulary.nearest(folded)
+            lookups += 1
+        at = bisect.bisect_left(first_words, token)
+        leading = at < len(first_words) and first_words[at].startswith(token)
         terms.append(
             QuestionTerm(
                 lexeme=folded,
                 token=token,
                 known=known,
-                near=None if known else vocabulary.nearest(folded),
+                near=near,
                 frequency=vocabulary.frequency(folded),
                 idf=vocabulary.idf(folded),
                 word_pieces=word_pieces,

@@ -342,7 +342,7 @@ def _ingest_job(
         return fields
 
     try:
-        parsed = document_parse(data=data, name=path.name)
+        parsed = document_parse(data=data, name=path.name, progress=_progress_writer(source))
         drafts = _drafts(parsed=parsed, name=path.name)
     except DocumentParseError as exc:
         document = None
@@ -369,7 +369,7 @@ def _rebuild_job(
     leaves the document untouched; otherwise it is marked failed."""
     try:
         data, name = _read_original(document)
-        parsed = document_parse(data=data, name=name)
+        parsed = document_parse(data=data, name=name, progress=_progress_writer(document.source))
         drafts = _drafts(parsed=parsed, name=name)
     except (IngestError, DocumentParseError) as exc:
         if not (keep_unreadable and isinstance(exc, IngestError)):
@@ -497,6 +497,7 @@ def _write(job: _Job) -> Document:
                     text_hash=draft.text_hash,
                     sheet=draft.sheet,
                     cells=draft.cells,
+                    ocr_confidence=draft.ocr_confidence,
                 )
                 for draft in job.drafts
             ],
@@ -517,6 +518,16 @@ def _write(job: _Job) -> Document:
             sentence_vectors_prune({k: t for k, t in removed.items() if k not in kept})
     knowledge_changed_send()
     return document
+
+
+def _progress_writer(source: str) -> Callable[[str], None]:
+    """Records what a slow parser is doing on the document `source` (`Document.progress`,
+    shown in the admin while it runs); nothing for a document not created yet."""
+
+    def write(message: str) -> None:
+        Document.objects.filter(source=source).update(progress=message[:200])
+
+    return write
 
 
 def _media_type(name: str) -> str:
