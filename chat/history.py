@@ -45,8 +45,11 @@ def query_clean(query: str) -> str:
 
 
 def _messages_readable(reader: Reader) -> QuerySet[Message]:
-    """The messages whose text `reader` may read (none withheld from them)."""
-    return Message.objects.exclude(messages_withheld_filter(user=reader))
+    """The messages whose text `reader` may read (none withheld from them), superseded answers
+    left out (out of their conversation)."""
+    return Message.objects.exclude(role=Message.Role.SUPERSEDED).exclude(
+        messages_withheld_filter(user=reader)
+    )
 
 
 def history_items(
