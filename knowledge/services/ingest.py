@@ -188,8 +188,9 @@ def document_process(*, document: Document) -> IngestOutcome:
         logger.exception("Processing document %s failed", document.pk)
         error = f"Unexpected error while processing the document: {exc}"
         outcome = IngestOutcome(document.source, "failed", document, 0, error)
-    if outcome.action == "failed" and not outcome.deleted:
-        # recorded once more: a write that failed recorded nothing
+    if outcome.deleted:  # nothing was written, nothing re-created (already logged)
+        return outcome
+    if outcome.action == "failed":  # recorded once more: a write that failed recorded nothing
         document_mark_failed(
             document_id=document.pk, source=document.source, error=outcome.error, fields={}
         )
