@@ -23,6 +23,7 @@ from knowledge.services import (
     ingest,
 )
 from knowledge.tasks import document_process_task
+from tests.support.spreadsheets import inventory_xlsx
 
 pytestmark = pytest.mark.django_db
 
@@ -170,3 +171,21 @@ def test_a_document_without_a_title_still_gets_one_from_its_file(tmp_path):
 
     document.refresh_from_db()
     assert document.title == "Cycle scheme"
+
+
+def test_a_link_an_admin_sets_while_a_spreadsheet_is_processed_stays(tmp_path, monkeypatch):
+    document = document_ingest(path=inventory_xlsx(tmp_path / "inventory.xlsx")).document
+    assert document.metadata.get("sheets")
+
+    def link() -> None:
+        Document.objects.filter(pk=document.pk).update(
+            metadata={**document.metadata, "url": "https://intranet.example/inventory"}
+        )
+
+    meanwhile(monkeypatch, link)
+
+    assert document_process(document=document).action == "updated"
+
+    document.refresh_from_db()
+    assert document.metadata["url"] == "https://intranet.example/inventory"
+    assert document.metadata.get("sheets")  # the parser's part, merged over it
