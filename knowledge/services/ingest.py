@@ -555,51 +555,70 @@ def _chunk_fields(draft: ChunkDraft) -> dict:
     }
 
 
+# What may differ between a kept chunk and its draft (text and section are what matched them).
+_KEPT_CHUNK_COLUMNS = ("index", "page", "char_start", "char_end", "token_count", "sheet", "cells")
+
+
 def _chunks_swap(
     document: Document, *, drafts: list[ChunkDraft], vectors: dict[VectorKey, Any]
 ) -> None:
     """Make the document's chunks those of `drafts`, embedded with `vectors` ((text hash,
     section) → vector) under the current model. An old chunk with the same text and section
     as a draft is kept (same row: citations of it stay attached and fresh) and takes the
-    draft's position, page and cells; the other old chunks go (their embeddings with them;
-    citations keep their snapshot), and the other drafts become new chunks. The caller holds
-    the transaction and the document's row lock."""
+    draft's position, page and cells (written only when they differ); the other old chunks go
+    (their embeddings with them; citations keep their snapshot), and the other drafts become
+    new chunks. The caller holds the transaction and the document's row lock
+    (docs/decisions/0091-unchanged-chunks-keep-their-rows.md)."""
     model = embedding.model_version()
     pool: dict[VectorKey, list[Chunk]] = {}
     top = 0  # the highest index in use
-    old = Chunk.objects.filter(document=document).only("pk", "index", "text_hash", "section")
+    old = Chunk.objects.filter(document=document).only("text_hash", "section", *_KEPT_CHUNK_COLUMNS)
     for chunk in old.order_by("index"):
         pool.setdefault((chunk.text_hash, chunk.section), []).append(chunk)
         top = max(top, chunk.index)
     kept: list[Chunk] = []
+    changed: list[Chunk] = []
     new: list[ChunkDraft] = []
     for draft in drafts:
         same = pool.get((draft.text_hash, draft.section))
-        if same:
-            chunk = same.pop(0)
-            for name, value in _chunk_fields(draft).items():
-                setattr(chunk, name, value)
-            kept.append(chunk)
-        else:
+        if not same:
             new.append(draft)
+            continue
+        chunk = same.pop(0)
+        kept.append(chunk)
+        fields = _chunk_fields(draft)
+        if any(getattr(chunk, name) != fields[name] for name in _KEPT_CHUNK_COLUMNS):
+            for name in _KEPT_CHUNK_COLUMNS:
+                setattr(chunk, name, fields[name])
+            changed.append(chunk)
     gone = [chunk.pk for chunks in pool.values() for chunk in chunks]
     if gone:
         Embedding.objects.filter(chunk_id__in=gone).delete()
         Chunk.objects.filter(pk__in=gone).only("pk").delete()
-    if kept:
-        # Out of the way first: (document, index) is unique, checked row by row.
+    if changed:
+        # Out of the way first: (document, index) is unique, checked row by row. A kept chunk
+        # left alone already sits at its draft's index, which no other draft has.
         clear = 1 + len(drafts) + top
-        Chunk.objects.filter(pk__in=[chunk.pk for chunk in kept]).update(index=F("index") + clear)
-        Chunk.objects.bulk_update(kept, list(_chunk_fields(drafts[0])), batch_size=WRITE_BATCH)
-        Embedding.objects.filter(chunk__in=kept).exclude(model=model).delete()
-    chunks = kept + _chunks_create(document, new)
+        Chunk.objects.filter(pk__in=[chunk.pk for chunk in changed]).update(
+            index=F("index") + clear
+        )
+        Chunk.objects.bulk_update(changed, _KEPT_CHUNK_COLUMNS, batch_size=WRITE_BATCH)
+    embedded: set[int] = set()
+    if kept:
+        kept_ids = [chunk.pk for chunk in kept]
+        Embedding.objects.filter(chunk_id__in=kept_ids).exclude(model=model).delete()
+        embedded = set(
+            Embedding.objects.filter(chunk_id__in=kept_ids, model=model).values_list(
+                "chunk_id", flat=True
+            )
+        )
+    chunks = [chunk for chunk in kept if chunk.pk not in embedded] + _chunks_create(document, new)
     Embedding.objects.bulk_create(
         [
             Embedding(chunk=chunk, vector=vectors[(chunk.text_hash, chunk.section)], model=model)
             for chunk in chunks
         ],
         batch_size=WRITE_BATCH,
-        ignore_conflicts=True,  # a kept chunk's embedding under the model stays as it is
     )
 
 

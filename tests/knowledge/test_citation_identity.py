@@ -12,6 +12,7 @@ from django.core.management import call_command
 
 from chat.models import Citation, Conversation
 from chat.selectors import citation_fresh
+from knowledge import embedding
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.services import document_ingest, document_process
 from tests.support.conversations import exchange_create
@@ -101,3 +102,15 @@ def test_only_the_changed_passage_loses_its_chunk(handbook, cited):
     assert [s.split(" > ")[-1] for s in sections] == list(moved)
     assert Chunk.objects.get(pk=before["Security"]).index == 3
     assert Embedding.objects.filter(chunk__document=handbook).count() == 4
+
+
+def test_a_kept_chunk_embedded_by_another_model_gets_the_current_one(handbook, cited):
+    Embedding.objects.filter(chunk__document=handbook).update(model="an-older-model")
+    before = {section: (c.chunk_id, True) for section, c in cited.items()}
+
+    document_process(document=handbook)
+
+    assert state(cited) == before
+    assert (
+        sorted(Embedding.objects.values_list("model", flat=True)) == [embedding.model_version()] * 3
+    )
