@@ -147,8 +147,11 @@ def message_text_matches(query: str) -> Q:
 
 
 def _messages_readable(reader: Reader) -> QuerySet[Message]:
-    """The messages whose text `reader` may read (none withheld from them)."""
-    return Message.objects.exclude(messages_withheld_filter(user=reader))
+    """The messages whose text `reader` may read (none withheld from them), superseded answers
+    left out (out of their conversation)."""
+    return Message.objects.exclude(role=Message.Role.SUPERSEDED).exclude(
+        messages_withheld_filter(user=reader)
+    )
 
 
 def history_items(

@@ -249,7 +249,7 @@ def _exchange_existing(
     with transaction.atomic():
         answer = _answer_of(existing)
         if answer is not None and answer.status == Message.Status.ERROR:
-            answer.delete()  # nothing worth keeping: a retry answers again
+            answer_set_aside(answer)  # a retry answers again
             answer = None
         if answer is None:
             try:
@@ -261,6 +261,17 @@ def _exchange_existing(
     return ExchangeExisting(conversation=conversation, question=existing, answer=answer)
 
 
+def answer_set_aside(answer: Message) -> None:
+    """Take a replaced answer out of its conversation: one anybody gave feedback on is kept as
+    `Message.Role.SUPERSEDED` (its text, citations and feedback stay, for the admin's feedback
+    review), any other is deleted. The caller holds the transaction that creates the new
+    answer (docs/decisions/0092-superseded-answers.md)."""
+    if Feedback.objects.filter(message=answer).exists():
+        Message.objects.filter(pk=answer.pk).update(role=Message.Role.SUPERSEDED)
+    else:
+        answer.delete()
+
+
 def _answer_of(question: Message) -> Message | None:
     return Message.objects.filter(reply_to=question, role=Message.Role.ASSISTANT).first()
 
@@ -269,7 +280,7 @@ def exchange_regenerate(
     *, user: AbstractBaseUser, message_id: uuid.UUID, mode: str, top_k: int
 ) -> ExchangeClaim:
     """Answer an earlier question again, replacing its answer (owner only; not while the
-    question is still being answered)."""
+    question is still being answered). The replaced answer is set aside (`answer_set_aside`)."""
     with transaction.atomic():
         question = (
             Message.objects.select_for_update()
@@ -286,7 +297,7 @@ def exchange_regenerate(
         if previous is not None and previous.status == Message.Status.STREAMING:
             raise AnswerError.conflict("This question is still being answered.")
         if previous is not None:
-            previous.delete()
+            answer_set_aside(previous)
         answer = _answer_create(question, mode=mode, top_k=top_k)
         Conversation.objects.filter(pk=question.conversation_id).update(updated_at=timezone.now())
     return ExchangeClaim(conversation=question.conversation, question=question, answer=answer)
@@ -476,7 +487,12 @@ def feedback_give(
 ) -> Feedback:
     """One rating per user and answer; giving it again replaces it. Raises AnswerError
     (not-found) when `message` is not an answer: feedback is given on answers only, and the
-    id of a question names no answer (docs/decisions/0105-schema-valid-requests-accepted.md)."""
+    id of a question names no answer (docs/decisions/0105-schema-valid-requests-accepted.md);
+    an answer replaced since (superseded, hidden from the conversation) takes no new rating."""
+    if message.role == Message.Role.SUPERSEDED:
+        raise AnswerError.not_found(
+            "This answer has been replaced by a newer one; rate that one instead."
+        )
     if message.role != Message.Role.ASSISTANT:
         raise AnswerError.not_found(
             "There is no answer with this id: feedback is given on answers only."

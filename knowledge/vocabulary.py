@@ -2,15 +2,16 @@
 question measured against it.
 
 The vocabulary is every lexeme of the generated `search_vector` of the searchable chunks
-(enabled documents in status `ready`) *of the collections a reader may read* (its scope:
-`vocabulary_scope`) with its document frequency (how many chunks hold it), read with `ts_stat`.
+(enabled documents in status `ready`, not expired) *of the collections a reader may read* (its
+scope: `vocabulary_scope`) with its document frequency (how many chunks hold it), read with
+`ts_stat`.
 A reader's vocabulary therefore holds no word, frequency or spelling correction that only
 documents they may not read contain (docs/decisions/0076-statistics-per-reader.md). It is built
 once per scope and kept in the process (the last MAX_SCOPES scopes); a cheap fingerprint of the
 scope (one round trip: its searchable documents' count, id sum and latest `updated_at`, and the
 highest chunk id) is re-read at most every RECHECK_SECONDS and a change triggers a rebuild —
-new, re-ingested, deleted, disabled, re-enabled or moved documents all change it. It is the
-scope's whole vocabulary, also when a question is restricted to some documents.
+new, re-ingested, deleted, disabled, re-enabled, moved or expiring documents all change it. It is
+the scope's whole vocabulary, also when a question is restricted to some documents.
 Hybrid retrieval (knowledge/retrieval.py) weights the question's full-text terms by these
 document frequencies on every search, so a process's first search builds it.
 
@@ -55,7 +56,6 @@ from django.db import connection
 
 from knowledge import embedding
 from knowledge.access import Reader
-from knowledge.models import Document
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +76,16 @@ COMPOUND_ALIASES = frozenset({"asciihword", "hword", "numhword"})
 NUMERIC_ALIASES = frozenset({"int", "uint", "float", "sfloat", "version", "scientific"})
 _EDIT_LETTERS = string.ascii_lowercase + string.digits
 
-_FINGERPRINT_SQL = """
-    SELECT count(*), coalesce(sum(id), 0), max(updated_at), {chunks}
-    FROM knowledge_document d WHERE enabled AND status = %s {scope}
+# A searchable document: enabled, ready and not expired (knowledge.access's "available"; an
+# expired one is withdrawn from the moment it expires, before `purge_expired` deletes it).
+# statement_timestamp(), not now(): now() is when the transaction began.
+_SEARCHABLE_SQL = (
+    "d.enabled AND d.status = 'ready' "
+    "AND (d.expires_at IS NULL OR d.expires_at > statement_timestamp())"
+)
+_FINGERPRINT_SQL = f"""
+    SELECT count(*), coalesce(sum(id), 0), max(updated_at), {{chunks}}
+    FROM knowledge_document d WHERE {_SEARCHABLE_SQL} {{scope}}
 """
 _MAX_CHUNK_SQL = "(SELECT coalesce(max(id), 0) FROM knowledge_chunk)"
 _MAX_CHUNK_IN_SCOPE_SQL = (
@@ -87,8 +94,7 @@ _MAX_CHUNK_IN_SCOPE_SQL = (
 )
 _SEARCHABLE_VECTORS_SQL = (
     "SELECT c.search_vector FROM knowledge_chunk c "
-    "JOIN knowledge_document d ON d.id = c.document_id "
-    "WHERE d.enabled AND d.status = 'ready' {scope}"
+    f"JOIN knowledge_document d ON d.id = c.document_id WHERE {_SEARCHABLE_SQL} {{scope}}"
 )
 
 # The collections a vocabulary is built from: None for every collection (a superuser, the
@@ -275,13 +281,14 @@ def _cache_of(scope: Scope) -> _Cache:
 def knowledge_base_fingerprint(scope: Scope = None) -> tuple:
     """Changes whenever the searchable chunks of `scope` (default: every collection) may have
     changed (one cheap round trip): a document of the scope added, deleted, disabled,
-    enabled, moved or saved, or chunks written to one; never for a change outside it."""
+    enabled, moved or saved, or chunks written to one, and a document expiring (nothing is
+    written then: it leaves the count); never for a change outside it."""
     with connection.cursor() as cursor:
         condition = _scope_sql(scope)
         in_scope = _MAX_CHUNK_IN_SCOPE_SQL.format(scope=condition)
         chunks = _MAX_CHUNK_SQL if scope is None else in_scope
         sql = _FINGERPRINT_SQL.format(chunks=chunks, scope=condition)
-        cursor.execute(sql, [Document.Status.READY])
+        cursor.execute(sql)
         count, id_sum, updated, max_chunk = cursor.fetchone()
     return (connection.settings_dict["NAME"], count, id_sum, updated, max_chunk)
 
@@ -294,8 +301,7 @@ def vocabulary_build(fingerprint: tuple | None = None, scope: Scope = None) -> V
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM knowledge_chunk c JOIN knowledge_document d "
-            f"ON d.id = c.document_id WHERE d.enabled AND d.status = %s {condition}",
-            [Document.Status.READY],
+            f"ON d.id = c.document_id WHERE {_SEARCHABLE_SQL} {condition}"
         )
         (chunk_count,) = cursor.fetchone()
         cursor.execute(
