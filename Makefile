@@ -5,16 +5,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup migrate browser redis lint format css stop-db
+.PHONY: run test setup migrate browser redis ocr lint format css stop-db
 
 ## make run: set everything up, seed the demo, serve on http://127.0.0.1:8000 (Ctrl-C stops).
 ## The demo logins (demo, in HR; demo2, not) are made only when HOST is a loopback address.
-run: setup migrate
+run: setup migrate ocr
 	$(PY) manage.py demo_setup --host "$(or $(HOST),127.0.0.1)"
 	bin/serve
 
 ## make test: set everything up and run the whole test suite (browser tests included).
-test: setup browser redis
+test: setup browser redis ocr
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest --create-db
@@ -46,6 +46,14 @@ redis:
 	@command -v redis-server >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; }
+
+## Debian's Tesseract for OCR of scanned PDFs and images: English, and orientation detection
+## (OCR_LANGUAGES names other packs: tesseract-ocr-<lang>, installed the same way).
+OCR_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
+ocr:
+	@dpkg -s $(OCR_PACKAGES) >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(OCR_PACKAGES) >/dev/null; }
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -33,6 +33,7 @@ from accounts.services import (
     preferences_update,
 )
 from pages import sidebar_context, staff_required
+from pages.client_input import client_int
 
 log = logging.getLogger("accounts.oidc")
 
@@ -208,7 +209,7 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if "revoke" in request.POST:
             try:
-                token_id = int(request.POST["revoke"])
+                token_id = client_int(request.POST["revoke"], minimum=1)
             except ValueError:
                 token_id = 0
             if api_token_revoke(user=request.user, token_id=token_id):

@@ -360,6 +360,32 @@ class RatingFilter(admin.SimpleListFilter):
         return queryset
 
 
+SUPERSEDED_LABEL = "[replaced]"
+SUPERSEDED = (
+    "The asker had this answer generated again; it is no longer shown in the conversation "
+    "and the feedback stays attached to it."
+)
+
+
+def _superseded(obj: Feedback) -> bool:
+    return obj.message.role == Message.Role.SUPERSEDED
+
+
+class SupersededFilter(admin.SimpleListFilter):
+    title = "answer"
+    parameter_name = "answer"
+
+    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
+        return [("current", "Shown in its conversation"), ("replaced", "Replaced")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Feedback]) -> QuerySet[Feedback]:
+        if self.value() == "current":
+            return queryset.exclude(message__role=Message.Role.SUPERSEDED)
+        if self.value() == "replaced":
+            return queryset.filter(message__role=Message.Role.SUPERSEDED)
+        return queryset
+
+
 @admin.register(Feedback)
 class FeedbackAdmin(admin.ModelAdmin):
     list_display = (
@@ -371,7 +397,7 @@ class FeedbackAdmin(admin.ModelAdmin):
         "user",
         "created_at",
     )
-    list_filter = (RatingFilter, "created_at")
+    list_filter = (RatingFilter, SupersededFilter, "created_at")
     search_fields = ("message__content", "message__reply_to__content", "comment")
     date_hierarchy = "created_at"
     readonly_fields = (
@@ -414,13 +440,17 @@ class FeedbackAdmin(admin.ModelAdmin):
 
     @admin.display(description="Answer")
     def answer(self, obj: Feedback) -> str:
-        return _excerpt(obj.message.content, 30)
+        excerpt = _excerpt(obj.message.content, 30)
+        return f"{SUPERSEDED_LABEL} {excerpt}" if _superseded(obj) else excerpt
 
     @admin.display(description="Answer")
     def answer_full(self, obj: Feedback) -> str:
-        return format_html(
+        body = format_html(
             "<div style='white-space:pre-wrap;max-width:60em'>{}</div>", obj.message.content
         )
+        if not _superseded(obj):
+            return body
+        return format_html("<p><strong>{}</strong> {}</p>{}", SUPERSEDED_LABEL, SUPERSEDED, body)
 
     @admin.display(description="Comment")
     def comment_excerpt(self, obj: Feedback) -> str:

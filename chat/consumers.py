@@ -25,8 +25,10 @@ docs/decisions/0044-html-fragments-over-the-socket.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +36,7 @@ from typing import Any
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.db import DatabaseError
 from django.urls import reverse
 
 from chat import fragments
@@ -48,6 +51,7 @@ from chat.ratelimit import (
     chat_admit,
     in_flight_holder,
     in_flight_release,
+    in_flight_renew,
     throttled_message,
 )
 from chat.selectors import (
@@ -58,14 +62,23 @@ from chat.selectors import (
     exchange_stored,
     message_answer_with_citations,
 )
+from pages.client_input import client_int
 
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
-# One question in flight per conversation, across tabs and processes: the lock lapses after
-# this long when its holder died (docs/decisions/0042-the-in-flight-lock-table.md).
-IN_FLIGHT_SECONDS = 300
+# One question in flight per conversation, across tabs and processes: the socket answering
+# renews the lock every IN_FLIGHT_RENEW_SECONDS; it lapses IN_FLIGHT_SECONDS after its holder
+# died (docs/decisions/0042-the-in-flight-lock-table.md,
+# docs/decisions/0106-stuck-states-and-stop-frames.md).
+IN_FLIGHT_SECONDS = 45
+IN_FLIGHT_RENEW_SECONDS = 10
+# A socket looks up who runs its conversation's answer (a Stop for another tab) at most once in
+# this many seconds: further Stop frames meanwhile cost no query
+# (docs/decisions/0106-stuck-states-and-stop-frames.md).
+STOP_LOOKUP_SECONDS = 1.0
+FAILED_MESSAGE = "Something went wrong while answering. Please try again."
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.task: asyncio.Task | None = None
         self.exchange: _Exchange | None = None
         self.access: str | None = None
+        self.stop_looked_up = -STOP_LOOKUP_SECONDS  # monotonic time of the last holder lookup
         # Accept first, then close with a code: the browser sees why and does not reconnect.
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
@@ -174,14 +188,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         top_k = payload.get("top_k")
         if top_k in ("", None):
             top_k = None
-        elif isinstance(top_k, str) and top_k.strip().isdigit():
-            top_k = int(top_k)
+        else:
+            with contextlib.suppress(ValueError):  # not a number: refused by the core
+                top_k = client_int(top_k)
         document_ids = payload.get("document_ids") or None
         if isinstance(document_ids, (str, int)):
             document_ids = [document_ids]
         if document_ids is not None:
             try:
-                document_ids = [int(pk) for pk in document_ids]
+                document_ids = [client_int(pk, minimum=1) for pk in document_ids]
             except (TypeError, ValueError):
                 raise AnswerError.validation(
                     "document_ids", "The document filter is malformed."
@@ -204,7 +219,26 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _answer(self, request: dict[str, Any] | AnswerError) -> None:
         """Admit the request (rate limit, then the conversation's in-flight lock, then what is
         stored under its message id, on one thread hop), then answer it. See
-        docs/decisions/0041-one-statement-admission.md."""
+        docs/decisions/0041-one-statement-admission.md. Whatever fails (the database going
+        away while admitting, answering or rendering the end), the page is told and its
+        composer freed (docs/decisions/0106-stuck-states-and-stop-frames.md)."""
+        try:
+            await self._answer_admitted(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("Answering over the WebSocket failed")
+            self.exchange = None
+            await self._send_failure()
+
+    async def _send_failure(self) -> None:
+        """The failure notice (with a retry button) and the composer freed."""
+        await self.send(
+            fragments.notice_html(FAILED_MESSAGE, level="error", retry=True)
+            + await self._state_html(busy=False)
+        )
+
+    async def _answer_admitted(self, request: dict[str, Any] | AnswerError) -> None:
         message_id = None if isinstance(request, AnswerError) else request["message_id"]
         admission = await database_sync_to_async(self._admit)(message_id)
         if admission.throttled is not None:
@@ -222,10 +256,30 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "(in another tab?). Please wait for it to finish."
             )
             return
+        renewing = asyncio.ensure_future(self._renew())
         try:
             await self._answer_locked(**request, stored=admission.stored)
         finally:
+            renewing.cancel()
+            await self._release()
+
+    async def _renew(self) -> None:
+        """Renew the conversation's lock every IN_FLIGHT_RENEW_SECONDS until cancelled (the
+        answer ended); a database that cannot be reached is tried again at the next turn."""
+        while True:
+            await asyncio.sleep(IN_FLIGHT_RENEW_SECONDS)
+            try:
+                await database_sync_to_async(in_flight_renew)(self._lock)
+            except DatabaseError:
+                logger.warning("The in-flight lock of a conversation could not be renewed")
+
+    async def _release(self) -> None:
+        """Release the conversation's lock; a database that cannot be reached lets it lapse
+        (IN_FLIGHT_SECONDS) instead of failing the answer already shown."""
+        try:
             await database_sync_to_async(in_flight_release)(self._lock)
+        except DatabaseError:
+            logger.warning("The in-flight lock of a conversation could not be released")
 
     def _admit(self, message_id: str | None) -> _Admission:
         """Count the request against the rate limit; unless it is refused (or malformed:
@@ -296,15 +350,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise
         except Exception:
             logger.exception("Answering over the WebSocket failed")
-            await self.send(
-                fragments.notice_html(
-                    "Something went wrong while answering. Please try again.",
-                    level="error",
-                    retry=True,
-                )
-                + await self._state_html(busy=False)
-            )
             self.exchange = None
+            await self._send_failure()
             return
         await self._send_final()
 
@@ -372,12 +419,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return header + fragments.conversation_list_html(self.user, active_id=self.conversation_id)
 
     async def _send_final(self) -> None:
-        """The answer rendered whole from the database, in place of what streamed."""
+        """The answer rendered whole from the database, in place of what streamed; when that
+        fails (the database went away), the failure notice instead. Either way the composer
+        is freed."""
         exchange = self.exchange
         if exchange is None:
             return
-        html = await database_sync_to_async(self._final_html)(exchange)
-        html += await self._listing_html()  # stopped or refused before any answer started
+        try:
+            html = await database_sync_to_async(self._final_html)(exchange)
+            html += await self._listing_html()  # stopped or refused before any answer started
+        except Exception:
+            logger.exception("Rendering the end of an answer failed")
+            self.exchange = None
+            await self._send_failure()
+            return
         self.exchange = None
         await self.send(html + await self._state_html(busy=False))
 
@@ -443,7 +498,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         another (the lock names its channel; the channel layer carries the message)."""
         if self.channel_layer is None:
             return
-        holder = await database_sync_to_async(in_flight_holder)(self._lock.key)
+        now = time.monotonic()
+        if now - self.stop_looked_up < STOP_LOOKUP_SECONDS:
+            return  # a Stop was just routed: frames in a burst cost no query
+        self.stop_looked_up = now
+        try:
+            holder = await database_sync_to_async(in_flight_holder)(self._lock.key)
+        except DatabaseError:
+            logger.warning("Routing a Stop failed: the in-flight lock could not be read")
+            return
         if holder and holder != self.channel_name:
             await self.channel_layer.send(holder, {"type": "chat.stop"})
 

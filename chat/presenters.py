@@ -43,8 +43,11 @@ from knowledge.retrieval import excerpt_of
 from pages import safe_external_url
 
 MARKER_RE = re.compile(r"\[(\d{1,3})\]")
-# A marker and the spaces before it, for the copied text ("… leave [1]." → "… leave.").
-MARKER_WITH_SPACE_RE = re.compile(r"[ \t]*\[\d{1,3}\]")
+# A marker and the spaces before it, for the copied text ("… leave [1]." → "… leave."). A
+# match starts only where a run of spaces does (the lookbehind): linear on long runs
+# (docs/decisions/0101-linear-text-regexes.md).
+MARKER_WITH_SPACE_RE = re.compile(r"(?<![ \t])[ \t]*\[\d{1,3}\]")
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"(?<![ \t])[ \t]+([.,;:!?])")
 VISIBLE_SOURCES = 3
 
 
@@ -66,6 +69,7 @@ class SourceView:
     stale: bool = False  # the cited passage has changed or left the knowledge base since
     sheet: str | None = None  # spreadsheets: the sheet and the cells cited ("A4:E4")
     cells: str | None = None
+    ocr_confidence: float | None = None  # read by OCR from a scanned page
 
     @property
     def cell_reference(self) -> str:
@@ -85,6 +89,8 @@ class SourceView:
         parts = []
         if self.page:
             parts.append(f"Page {self.page}")
+        if self.ocr_confidence is not None:
+            parts.append(f"scanned page, OCR confidence {self.ocr_confidence:.0f}%")
         if self.section:
             parts.append(self.section)
         return " · ".join(parts)
@@ -204,7 +210,7 @@ def copy_text_of(content: str) -> str:
     document's own "[2]" as the document wrote it (without the invisible word joiner that keeps
     it from being read as a marker on the page)."""
     text = MARKER_WITH_SPACE_RE.sub("", content).replace(WORD_JOINER, "")
-    return re.sub(r"[ \t]+([.,;:!?])", r"\1", text).strip()
+    return _SPACE_BEFORE_PUNCTUATION.sub(r"\1", text).strip()
 
 
 def answer_html(content: str, sources: Sequence[SourceView], message_id: str) -> SafeString:
@@ -317,6 +323,7 @@ def _source_of(citation: CitationRow, documents: dict[int, bool], content: str =
         stale=citation.stale,
         sheet=citation.sheet,
         cells=citation.cells,
+        ocr_confidence=citation.ocr_confidence,
     )
 
 
@@ -432,6 +439,7 @@ def sources_from_event(citations: Sequence[dict[str, Any]]) -> list[SourceView]:
                 stale=bool(citation.get("stale")),
                 sheet=citation.get("sheet"),
                 cells=citation.get("cells"),
+                ocr_confidence=citation.get("ocr_confidence"),
             )
         )
     return sorted(views, key=lambda s: s.n)

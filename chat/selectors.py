@@ -180,7 +180,7 @@ def conversation_messages(conversation: Conversation) -> list[Message]:
     """The conversation's messages in order, citations (with what tells stale ones)
     prefetched: two queries whatever the length."""
     return list(
-        conversation.messages.exclude(role=Message.Role.SYSTEM_SUMMARY)
+        conversation.messages.exclude(role__in=Message.HIDDEN_ROLES)
         .order_by("created_at", "id")
         .prefetch_related(Prefetch("citations", queryset=citations_with_source_state()))
     )
@@ -199,6 +199,7 @@ class CitationRow:
     section: str | None
     sheet: str | None
     cells: str | None
+    ocr_confidence: float | None
     url: str
     text: str
     similarity: float
@@ -388,7 +389,7 @@ def conversation_transcript(conversation: Conversation, *, user: UserLike) -> li
     for message_id, *values, fresh in citations:
         cited.setdefault(message_id, []).append(CitationRow(*values, stale=not fresh))
     messages = (
-        conversation.messages.exclude(role=Message.Role.SYSTEM_SUMMARY)
+        conversation.messages.exclude(role__in=Message.HIDDEN_ROLES)
         .order_by("created_at", "id")
         .values_list(*_MESSAGE_COLUMNS)
     )

@@ -249,7 +249,7 @@ def _exchange_existing(
     with transaction.atomic():
         answer = _answer_of(existing)
         if answer is not None and answer.status == Message.Status.ERROR:
-            answer.delete()  # nothing worth keeping: a retry answers again
+            answer_set_aside(answer)  # a retry answers again
             answer = None
         if answer is None:
             try:
@@ -261,6 +261,17 @@ def _exchange_existing(
     return ExchangeExisting(conversation=conversation, question=existing, answer=answer)
 
 
+def answer_set_aside(answer: Message) -> None:
+    """Take a replaced answer out of its conversation: one anybody gave feedback on is kept as
+    `Message.Role.SUPERSEDED` (its text, citations and feedback stay, for the admin's feedback
+    review), any other is deleted. The caller holds the transaction that creates the new
+    answer (docs/decisions/0092-superseded-answers.md)."""
+    if Feedback.objects.filter(message=answer).exists():
+        Message.objects.filter(pk=answer.pk).update(role=Message.Role.SUPERSEDED)
+    else:
+        answer.delete()
+
+
 def _answer_of(question: Message) -> Message | None:
     return Message.objects.filter(reply_to=question, role=Message.Role.ASSISTANT).first()
 
@@ -269,7 +280,7 @@ def exchange_regenerate(
     *, user: AbstractBaseUser, message_id: uuid.UUID, mode: str, top_k: int
 ) -> ExchangeClaim:
     """Answer an earlier question again, replacing its answer (owner only; not while the
-    question is still being answered)."""
+    question is still being answered). The replaced answer is set aside (`answer_set_aside`)."""
     with transaction.atomic():
         question = (
             Message.objects.select_for_update()
@@ -286,7 +297,7 @@ def exchange_regenerate(
         if previous is not None and previous.status == Message.Status.STREAMING:
             raise AnswerError.conflict("This question is still being answered.")
         if previous is not None:
-            previous.delete()
+            answer_set_aside(previous)
         answer = _answer_create(question, mode=mode, top_k=top_k)
         Conversation.objects.filter(pk=question.conversation_id).update(updated_at=timezone.now())
     return ExchangeClaim(conversation=question.conversation, question=question, answer=answer)
@@ -296,14 +307,27 @@ def answer_refresh(answer_id: uuid.UUID) -> Message | None:
     return Message.objects.filter(pk=answer_id).first()
 
 
-# An answer still `streaming` this long after it was created was left so by a process that
-# died (a live one finishes or is interrupted well before).
-STALE_STREAMING = timedelta(minutes=10)
+# An answer still `streaming` whose heartbeat is this old was left so by a process that died:
+# a live one renews it every HEARTBEAT_SECONDS (`answer_heartbeat`, from the pipeline), and
+# a server that starts releases those at once
+# (docs/decisions/0106-stuck-states-and-stop-frames.md).
+HEARTBEAT_SECONDS = 10
+STALE_STREAMING = timedelta(seconds=45)
 
 
 def _stale_streaming(stale_after: timedelta) -> QuerySet[Message]:
     return Message.objects.filter(
-        status=Message.Status.STREAMING, created_at__lt=timezone.now() - stale_after
+        status=Message.Status.STREAMING, heartbeat_at__lt=timezone.now() - stale_after
+    )
+
+
+def answer_heartbeat(answer_id: uuid.UUID) -> bool:
+    """Renew the heartbeat of an answer still `streaming` (the caller is answering it);
+    False when it is no longer streaming."""
+    return bool(
+        Message.objects.filter(pk=answer_id, status=Message.Status.STREAMING).update(
+            heartbeat_at=timezone.now()
+        )
     )
 
 
@@ -461,9 +485,18 @@ def conversation_summary_store(*, covers_question_id: uuid.UUID, content: str) -
 def feedback_give(
     *, user: AbstractBaseUser, message: Message, rating: int, comment: str = ""
 ) -> Feedback:
-    """One rating per user and answer; giving it again replaces it."""
+    """One rating per user and answer; giving it again replaces it. Raises AnswerError
+    (not-found) when `message` is not an answer: feedback is given on answers only, and the
+    id of a question names no answer (docs/decisions/0105-schema-valid-requests-accepted.md);
+    an answer replaced since (superseded, hidden from the conversation) takes no new rating."""
+    if message.role == Message.Role.SUPERSEDED:
+        raise AnswerError.not_found(
+            "This answer has been replaced by a newer one; rate that one instead."
+        )
     if message.role != Message.Role.ASSISTANT:
-        raise AnswerError.validation("message", "Feedback is given on answers only.")
+        raise AnswerError.not_found(
+            "There is no answer with this id: feedback is given on answers only."
+        )
     feedback, _ = Feedback.objects.update_or_create(
         user=user, message=message, defaults={"rating": rating, "comment": text_clean(comment)}
     )

@@ -45,6 +45,7 @@ from chat.services import (
 from knowledge.access import UserLike, reader_for
 from knowledge.retrieval import knowledge_base_is_empty, searchable_documents
 from pages import no_access, sidebar_context, staff_required
+from pages.client_input import client_int
 
 HISTORY_PAGE_SIZE = 25
 # The Feedback model's comment limit (the API's too).
@@ -340,7 +341,7 @@ def message_feedback(request: HttpRequest, message_id: uuid.UUID) -> HttpRespons
     the error and the text kept); the rating is then left unchanged."""
     try:
         message = message_get_for(request.user, message_id)
-        rating = int(request.POST.get("rating", ""))
+        rating = client_int(request.POST.get("rating", ""))
         if rating not in (Feedback.Rating.UP, Feedback.Rating.DOWN):
             raise ValueError(rating)
     except AnswerError as error:

@@ -13,8 +13,8 @@ config/settings.py):
 
 Why each, with its figures: docs/decisions/0049-server-process-defaults.md.
 
-At startup it also releases answers left `streaming` by a server that died (older than
-chat.services.STALE_STREAMING), so their pages stop showing them as being typed.
+At startup it also releases answers left `streaming` by a server that died (their heartbeat
+older than chat.services.STALE_STREAMING), so their pages stop showing them as being typed.
 """
 
 import os

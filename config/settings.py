@@ -23,17 +23,42 @@ def env_list(name: str, default: str) -> list[str]:
 
 
 DEBUG = env_bool("DJANGO_DEBUG")
-# A development key is generated into the data folder so nothing secret is committed;
-# production sets DJANGO_SECRET_KEY.
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
-if not SECRET_KEY:
-    _key_file = BASE_DIR / ".data" / "secret_key"
-    if not _key_file.exists():
+# DJANGO_SECURE=1: the site is served over HTTPS, in production (see "HTTPS" below).
+SECURE = env_bool("DJANGO_SECURE")
+
+
+def secret_key_development(key_file: Path) -> str:
+    """The development key kept in `key_file`, generated on first use, readable by its owner
+    only (an existing file is made so too)."""
+    if not key_file.exists():
         import secrets
 
-        _key_file.parent.mkdir(parents=True, exist_ok=True)
-        _key_file.write_text(secrets.token_urlsafe(50))
-    SECRET_KEY = _key_file.read_text().strip()
+        key_file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it meanwhile
+            pass
+        else:
+            with os.fdopen(descriptor, "w") as file:
+                file.write(secrets.token_urlsafe(50))
+    if key_file.stat().st_mode & 0o077:
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+# Production (DJANGO_SECURE=1) sets DJANGO_SECRET_KEY, the same on every machine, or does not
+# start: a key generated per machine would sign sessions no other machine accepts. Elsewhere a
+# development key is generated into the data folder, so nothing secret is committed.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if SECURE:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "DJANGO_SECURE=1 needs DJANGO_SECRET_KEY: set it to a long random string, the same "
+            "for every process and machine (see the README's settings table)."
+        )
+    SECRET_KEY = secret_key_development(BASE_DIR / ".data" / "secret_key")
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list(
@@ -245,7 +270,6 @@ X_FRAME_OPTIONS = "DENY"  # no page is ever framed (the original files: same ori
 # HTTP is redirected to HTTPS, and browsers are told to use HTTPS only (HSTS, a year by default).
 # Off by default: `make run` serves plain HTTP on 127.0.0.1, where secure cookies would never
 # come back and the redirect would lead nowhere.
-SECURE = env_bool("DJANGO_SECURE")
 SESSION_COOKIE_SECURE = SECURE
 CSRF_COOKIE_SECURE = SECURE
 SECURE_SSL_REDIRECT = SECURE
@@ -296,6 +320,12 @@ DOCUMENT_MAX_UPLOAD_BYTES = int(os.environ.get("DOCUMENT_MAX_UPLOAD_BYTES", 50 *
 # worker: rows holding data, and non-empty cells, over the whole file.
 SPREADSHEET_MAX_ROWS = int(os.environ.get("SPREADSHEET_MAX_ROWS", "50000"))
 SPREADSHEET_MAX_CELLS = int(os.environ.get("SPREADSHEET_MAX_CELLS", "1000000"))
+# OCR of scanned PDF pages and images (knowledge/parsers/ocr.py): Tesseract's language packs
+# ("eng", or "eng,fra": each needs Debian's tesseract-ocr-<lang>), and the budget of one
+# document: pages read at most, and seconds spent at most (pages beyond are left unread).
+OCR_LANGUAGES = env_list("OCR_LANGUAGES", "eng")
+OCR_MAX_PAGES = int(os.environ.get("OCR_MAX_PAGES", "100"))
+OCR_MAX_SECONDS = float(os.environ.get("OCR_MAX_SECONDS", "600"))
 
 # --- Background tasks (document ingestion) -------------------------------------------------
 TASKS = {
@@ -303,6 +333,11 @@ TASKS = {
         "BACKEND": os.environ.get("TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
     }
 }
+# Seconds between two looks of the ingestion worker for watched folders due for a re-scan
+# (knowledge/worker.py); each folder's own interval is set in the admin.
+SYNC_POLL_SECONDS = float(os.environ.get("SYNC_POLL_SECONDS", "30"))
+if not 0 < SYNC_POLL_SECONDS <= 3600:
+    raise ValueError(f"SYNC_POLL_SECONDS must be seconds in (0, 3600], got {SYNC_POLL_SECONDS}")
 
 # --- API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -323,6 +358,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Answers from your organisation's own documents, with citations.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and the docs page, like the API they describe, are for staff only.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -378,6 +415,9 @@ LLM_CIRCUIT_WINDOW_S = float(os.environ.get("LLM_CIRCUIT_WINDOW_S", "120"))
 LLM_CIRCUIT_COOL_DOWN_S = float(os.environ.get("LLM_CIRCUIT_COOL_DOWN_S", "60"))
 
 # --- Logging: one structured line per exchange ---------------------------------------------
+# The query each exchange searched for (the question as typed, or its rewrite) is personal data:
+# logged only with CHAT_LOG_QUERIES=1 (it is stored with the answer either way).
+CHAT_LOG_QUERIES = env_bool("CHAT_LOG_QUERIES")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -5,6 +5,8 @@ from django.contrib import admin
 from django.urls import include, path
 
 urlpatterns = [
+    # Before the admin's own URLs, which would take "insights/" for an app's name.
+    path("admin/insights/", include("chat.insights.urls")),
     path("admin/", admin.site.urls),
     # Sign-in: login/, logout/, oidc/login/, oidc/callback/, account/tokens/.
     path("", include("accounts.urls")),

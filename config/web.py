@@ -1,6 +1,7 @@
 """`python -m config.web`: the web server, WEB_PROCESSES daphne processes sharing one listening
 socket (the kernel hands each new connection to one of them), so that a machine's cores all
-answer questions: one Python process runs its pipeline on one core at a time.
+answer questions: one Python process runs its pipeline on one core at a time. Without REDIS_URL
+the default is one process (a Stop from another tab reaches only its own process).
 
     python -m config.web --host 127.0.0.1 --port 8000 --processes 2
 
@@ -22,12 +23,21 @@ import sys
 import time
 
 STOP_TIMEOUT = 30.0
-DEFAULT_PROCESSES = 2
+DEFAULT_PROCESSES = 2  # with REDIS_URL; without it, one
+ONE_PROCESS_WARNING = (
+    "config.web: {processes} processes without REDIS_URL: a Stop pressed in a tab served by "
+    "another process than the one answering is lost (the in-memory channel layer is per "
+    "process). Set REDIS_URL, or run one process."
+)
 
 
 def processes_default() -> int:
-    """WEB_PROCESSES from the environment, else DEFAULT_PROCESSES."""
-    return int(os.environ.get("WEB_PROCESSES", DEFAULT_PROCESSES))
+    """WEB_PROCESSES from the environment, else DEFAULT_PROCESSES with REDIS_URL set and 1
+    without: the processes route a Stop to the one running the answer through Redis' channel
+    layer, the in-memory one reaches only its own process
+    (docs/decisions/0106-stuck-states-and-stop-frames.md)."""
+    default = DEFAULT_PROCESSES if os.environ.get("REDIS_URL") else 1
+    return int(os.environ.get("WEB_PROCESSES", default))
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -94,11 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         "--processes",
         type=int,
         default=processes_default(),
-        help=f"daphne processes (default: WEB_PROCESSES, else {DEFAULT_PROCESSES})",
+        help=f"daphne processes (default: WEB_PROCESSES, else {DEFAULT_PROCESSES} with "
+        "REDIS_URL set, 1 without)",
     )
     args, extra = parser.parse_known_args(argv)
     if args.processes < 1:
         parser.error("--processes must be at least 1")
+    if args.processes > 1 and not os.environ.get("REDIS_URL"):
+        print(ONE_PROCESS_WARNING.format(processes=args.processes), file=sys.stderr)
     return serve(host=args.host, port=args.port, processes=args.processes, extra=extra)
 
 

@@ -66,6 +66,7 @@ class ChunkDraft:
     text_hash: str
     sheet: str | None = None  # spreadsheets: the sheet of the chunk's rows
     cells: str | None = None  # spreadsheets: the range its rows cover, "A4:E6"
+    ocr_confidence: float | None = None  # read by OCR: its blocks' mean confidence, 0-100
 
     @property
     def embedding_input(self) -> str:
@@ -276,6 +277,9 @@ def _finish(
         cells = None
         if block.sheet and blocks:
             cells = range_union(blocks[unit.paragraph].cells for unit in units)
+        ocr_confidence = _ocr_confidence(
+            [blocks[unit.paragraph] for unit in units] if blocks else []
+        )
         fitted = _fit(text, start, end, count, max_tokens, block.section)
         for piece_start, piece_end, piece_count in fitted:
             piece = text[piece_start:piece_end]
@@ -291,9 +295,20 @@ def _finish(
                     text_hash=text_hash(piece),
                     sheet=block.sheet,
                     cells=cells,
+                    ocr_confidence=ocr_confidence,
                 )
             )
     return drafts
+
+
+def _ocr_confidence(blocks: Sequence[Block]) -> float | None:
+    """The mean OCR confidence of a chunk's blocks, weighted by their length (None when no
+    block was read by OCR)."""
+    read = [block for block in dict.fromkeys(blocks) if block.ocr_confidence is not None]
+    if not read:
+        return None
+    weight = sum(len(block.text) for block in read) or 1
+    return round(sum(block.ocr_confidence * len(block.text) for block in read) / weight, 1)
 
 
 def _fit(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
@@ -100,6 +101,11 @@ class Document(models.Model):
         help_text="Why the last processing failed. A ready document whose re-processing failed "
         "keeps its last good version searchable and shows the error here.",
     )
+    progress = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text='What processing is doing now, when it is slow ("OCR: page 3 of 10").',
+    )
     reprocessing_since = models.DateTimeField(
         null=True,
         blank=True,
@@ -129,6 +135,16 @@ class Document(models.Model):
         db_index=True,
         help_text="From this moment the document is never cited; `manage.py purge_expired` "
         "deletes it. Empty: it never expires.",
+    )
+    sync_root = models.CharField(
+        "synced from",
+        max_length=1000,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text="The folder a sync mirrors the document from (`manage.py sync`, a watched "
+        "folder): the sync re-reads it when its file changes and deletes it when the file "
+        "leaves the folder. Empty: uploaded or ingested otherwise; no sync ever touches it.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -178,6 +194,11 @@ class Chunk(models.Model):
     # Spreadsheets: the sheet of the chunk's rows and the cells they cover ("A4:E6").
     sheet = models.CharField(max_length=255, null=True, blank=True)
     cells = models.CharField(max_length=40, null=True, blank=True)
+    ocr_confidence = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Read by OCR from a scanned page: the mean confidence of its words, 0-100.",
+    )
     char_start = models.PositiveIntegerField(default=0)
     char_end = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=0)
@@ -253,3 +274,89 @@ class SentenceVector(models.Model):
 
     def __str__(self) -> str:
         return f"sentence vector {self.text_hash[:12]} ({self.model})"
+
+
+class WatchedFolder(models.Model):
+    """A folder the ingestion worker mirrors into the knowledge base every `interval_minutes`
+    (knowledge/services/sync.py, `folder_sync`): new files ingested into `collection`, changed
+    files re-read, documents of files that left the folder deleted. `next_run_at` is when the
+    next re-scan is due; a worker claims it by moving it forward
+    (docs/decisions/0116-watched-folders-scheduled-by-the-worker.md)."""
+
+    path = models.CharField(
+        max_length=1000,
+        unique=True,
+        help_text="Absolute path of the folder on the machine the ingestion worker runs on "
+        "(walked recursively).",
+    )
+    collection = models.ForeignKey(
+        Collection,
+        on_delete=models.PROTECT,
+        default=collection_default_id,
+        related_name="watched_folders",
+        help_text="New documents from the folder are created in this collection; documents "
+        "already synced keep theirs (move them from the document list).",
+    )
+    interval_minutes = models.PositiveIntegerField(
+        "interval (minutes)",
+        default=60,
+        validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 60)],
+        help_text="The worker re-scans the folder this often.",
+    )
+    enabled = models.BooleanField(
+        default=True, help_text="Untick to stop the re-scans (the documents stay)."
+    )
+    next_run_at = models.DateTimeField(
+        default=timezone.now,
+        db_index=True,
+        help_text="When the worker re-scans the folder next.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["path"]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class SyncRun(models.Model):
+    """One sync of a folder (`manage.py sync` or a watched folder's re-scan): when, what it
+    did, and what failed. A run killed before its end stays `running` until the next run of
+    the same folder marks it `interrupted`."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    root = models.CharField(max_length=1000, db_index=True, help_text="The folder synced.")
+    folder = models.ForeignKey(
+        WatchedFolder, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    trigger = models.CharField(max_length=20, help_text='"command" or "worker".')
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    added = models.PositiveIntegerField(default=0)
+    updated = models.PositiveIntegerField(default=0)
+    moved = models.PositiveIntegerField(default=0)
+    removed = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(
+        default=0, help_text="Files of unsupported types, and files the sync does not own."
+    )
+    errors = models.JSONField(
+        default=list, blank=True, help_text="[path, message] of each file that failed."
+    )
+    message = models.TextField(blank=True, help_text="Why the whole run failed, if it did.")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["folder", "-started_at"])]
+
+    def __str__(self) -> str:
+        return f"sync of {self.root} at {self.started_at:%Y-%m-%d %H:%M}"

@@ -96,6 +96,7 @@ class RetrievedChunk:
     lexical_rank: int | None = None
     sheet: str | None = None  # spreadsheets: the sheet of the chunk's rows
     cells: str | None = None  # spreadsheets: the range its rows cover, "A4:E6"
+    ocr_confidence: float | None = None  # read by OCR from a scanned page: mean confidence
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -598,6 +599,7 @@ def chunks_search(
                 lexical_rank=lexical_rank.get(chunk_id),
                 sheet=chunk.sheet,
                 cells=chunk.cells,
+                ocr_confidence=chunk.ocr_confidence,
             )
         )
     return SearchResult(chunks=results, query_vector=query_vector, truncated=truncated)

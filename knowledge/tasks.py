@@ -15,7 +15,9 @@ logger = logging.getLogger(__name__)
 def document_process_task(document_id: int) -> str:
     """Chunk and embed an uploaded document in the background; returns the outcome action.
 
-    A document deleted before the worker got to it is skipped, not an error. Failures of the
+    A document deleted before the worker got to it is skipped, not an error; one deleted
+    while the worker processes it stays deleted (nothing is written, "deleted" is returned
+    and logged). Failures of the
     document itself (unreadable file, unsupported type) are recorded on the document by
     `document_process` (status `failed` with a readable error), so the task still succeeds.
     """
@@ -28,6 +30,14 @@ def document_process_task(document_id: int) -> str:
         logger.info("document %s was deleted before it could be processed", document_id)
         return "missing"
     outcome = document_process(document=document)
+    if outcome.deleted:
+        logger.warning(
+            "document %s (%s) was deleted while it was being processed: it stays deleted, "
+            "nothing was written",
+            document_id,
+            outcome.source,
+        )
+        return "deleted"
     logger.info(
         "processed document %s (%s): %s, %s chunks",
         document.pk,
@@ -36,3 +46,15 @@ def document_process_task(document_id: int) -> str:
         outcome.chunks,
     )
     return outcome.action
+
+
+@task()
+def watched_folder_sync_task(folder_id: int) -> str:
+    """Re-scan one watched folder (knowledge/services/sync.py, `watched_folder_sync`); returns
+    the run's status, or "skipped" when the folder was deleted or disabled meanwhile or
+    another sync of it was running. A folder that cannot be synced gets a failed run with the
+    reason, and the task still succeeds."""
+    from knowledge.services.sync import watched_folder_sync
+
+    run = watched_folder_sync(folder_id=folder_id)
+    return run.status if run is not None else "skipped"

@@ -5,6 +5,8 @@ shown as its sheets' tables, the cited rows highlighted (`?chunk=<id>&cells=A4:E
 
 from __future__ import annotations
 
+import contextlib
+
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -17,6 +19,7 @@ from knowledge.selectors import (
     document_source_label,
 )
 from pages import no_access, safe_external_url, sidebar_context, staff_required
+from pages.client_input import client_int
 
 # Shown in the browser (a PDF opens at the cited page); everything else is downloaded, so a
 # document's own HTML or script can never run on this site.
@@ -40,9 +43,8 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
         )
     )
     highlighted: int | None = None
-    requested = request.GET.get("chunk", "")
-    if requested.isdigit():
-        highlighted = int(requested)
+    with contextlib.suppress(ValueError):  # anything but a chunk id highlights nothing
+        highlighted = client_int(request.GET.get("chunk", ""), minimum=1)
     highlighted_missing = highlighted is not None and all(c.pk != highlighted for c in chunks)
     sheet_tables = document_sheet_tables(
         document=document,

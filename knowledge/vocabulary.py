@@ -2,15 +2,16 @@
 question measured against it.
 
 The vocabulary is every lexeme of the generated `search_vector` of the searchable chunks
-(enabled documents in status `ready`) *of the collections a reader may read* (its scope:
-`vocabulary_scope`) with its document frequency (how many chunks hold it), read with `ts_stat`.
+(enabled documents in status `ready`, not expired) *of the collections a reader may read* (its
+scope: `vocabulary_scope`) with its document frequency (how many chunks hold it), read with
+`ts_stat`.
 A reader's vocabulary therefore holds no word, frequency or spelling correction that only
 documents they may not read contain (docs/decisions/0076-statistics-per-reader.md). It is built
 once per scope and kept in the process (the last MAX_SCOPES scopes); a cheap fingerprint of the
 scope (one round trip: its searchable documents' count, id sum and latest `updated_at`, and the
 highest chunk id) is re-read at most every RECHECK_SECONDS and a change triggers a rebuild —
-new, re-ingested, deleted, disabled, re-enabled or moved documents all change it. It is the
-scope's whole vocabulary, also when a question is restricted to some documents.
+new, re-ingested, deleted, disabled, re-enabled, moved or expiring documents all change it. It is
+the scope's whole vocabulary, also when a question is restricted to some documents.
 Hybrid retrieval (knowledge/retrieval.py) weights the question's full-text terms by these
 document frequencies on every search, so a process's first search builds it.
 
@@ -38,6 +39,7 @@ docs/decisions/0005-vocabulary-and-typos.md.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import logging
 import math
@@ -54,20 +56,36 @@ from django.db import connection
 
 from knowledge import embedding
 from knowledge.access import Reader
-from knowledge.models import Document
 
 logger = logging.getLogger(__name__)
 
 TYPO_MIN_LENGTH = 4  # shorter lexemes are too easily one edit from an unrelated word
+# The work a question's spelling correction may do (docs/decisions/0100-spelling-correction-
+# bounded.md): a lexeme is looked up only up to TYPO_MAX_LENGTH characters, only the first
+# TYPO_MAX_LOOKUPS unknown lexemes of a question are, and a question is measured on its first
+# QUESTION_MAX_TERMS distinct terms.
+TYPO_MAX_LENGTH = 24
+TYPO_MAX_LOOKUPS = 4
+QUESTION_MAX_TERMS = 64
+# The tokenizer counts the word pieces of a term's first WORD_PIECES_MAX_CHARS characters only
+# (a longer word is several pieces anyway).
+WORD_PIECES_MAX_CHARS = 32
 # PostgreSQL's parser aliases: compounds are also emitted part by part (the parts are what
 # count); numbers of every kind are flagged numeric.
 COMPOUND_ALIASES = frozenset({"asciihword", "hword", "numhword"})
 NUMERIC_ALIASES = frozenset({"int", "uint", "float", "sfloat", "version", "scientific"})
 _EDIT_LETTERS = string.ascii_lowercase + string.digits
 
-_FINGERPRINT_SQL = """
-    SELECT count(*), coalesce(sum(id), 0), max(updated_at), {chunks}
-    FROM knowledge_document d WHERE enabled AND status = %s {scope}
+# A searchable document: enabled, ready and not expired (knowledge.access's "available"; an
+# expired one is withdrawn from the moment it expires, before `purge_expired` deletes it).
+# statement_timestamp(), not now(): now() is when the transaction began.
+_SEARCHABLE_SQL = (
+    "d.enabled AND d.status = 'ready' "
+    "AND (d.expires_at IS NULL OR d.expires_at > statement_timestamp())"
+)
+_FINGERPRINT_SQL = f"""
+    SELECT count(*), coalesce(sum(id), 0), max(updated_at), {{chunks}}
+    FROM knowledge_document d WHERE {_SEARCHABLE_SQL} {{scope}}
 """
 _MAX_CHUNK_SQL = "(SELECT coalesce(max(id), 0) FROM knowledge_chunk)"
 _MAX_CHUNK_IN_SCOPE_SQL = (
@@ -76,8 +94,7 @@ _MAX_CHUNK_IN_SCOPE_SQL = (
 )
 _SEARCHABLE_VECTORS_SQL = (
     "SELECT c.search_vector FROM knowledge_chunk c "
-    "JOIN knowledge_document d ON d.id = c.document_id "
-    "WHERE d.enabled AND d.status = 'ready' {scope}"
+    f"JOIN knowledge_document d ON d.id = c.document_id WHERE {_SEARCHABLE_SQL} {{scope}}"
 )
 
 # The collections a vocabulary is built from: None for every collection (a superuser, the
@@ -155,10 +172,12 @@ class Vocabulary:
         return self.idf_of_frequency(0)
 
     def nearest(self, lexeme: str) -> str | None:
-        """The most frequent known lexeme one Damerau edit from an unknown `lexeme` of at least
-        TYPO_MIN_LENGTH characters; None when there is none (or the lexeme is known/short)."""
+        """The most frequent known lexeme one Damerau edit from an unknown `lexeme` of
+        TYPO_MIN_LENGTH to TYPO_MAX_LENGTH characters; None when there is none (or the lexeme is
+        known, shorter or longer). At most about 2·(L + 1)·(36 + L) dictionary lookups for a
+        lexeme of L characters."""
         word = fold(lexeme)
-        if len(word) < TYPO_MIN_LENGTH or word in self.document_frequency:
+        if not TYPO_MIN_LENGTH <= len(word) <= TYPO_MAX_LENGTH or word in self.document_frequency:
             return None
         frequency = self.document_frequency
         candidates = {edit for edit in edits1(word) if edit in frequency}
@@ -262,13 +281,14 @@ def _cache_of(scope: Scope) -> _Cache:
 def knowledge_base_fingerprint(scope: Scope = None) -> tuple:
     """Changes whenever the searchable chunks of `scope` (default: every collection) may have
     changed (one cheap round trip): a document of the scope added, deleted, disabled,
-    enabled, moved or saved, or chunks written to one; never for a change outside it."""
+    enabled, moved or saved, or chunks written to one, and a document expiring (nothing is
+    written then: it leaves the count); never for a change outside it."""
     with connection.cursor() as cursor:
         condition = _scope_sql(scope)
         in_scope = _MAX_CHUNK_IN_SCOPE_SQL.format(scope=condition)
         chunks = _MAX_CHUNK_SQL if scope is None else in_scope
         sql = _FINGERPRINT_SQL.format(chunks=chunks, scope=condition)
-        cursor.execute(sql, [Document.Status.READY])
+        cursor.execute(sql)
         count, id_sum, updated, max_chunk = cursor.fetchone()
     return (connection.settings_dict["NAME"], count, id_sum, updated, max_chunk)
 
@@ -281,8 +301,7 @@ def vocabulary_build(fingerprint: tuple | None = None, scope: Scope = None) -> V
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM knowledge_chunk c JOIN knowledge_document d "
-            f"ON d.id = c.document_id WHERE d.enabled AND d.status = %s {condition}",
-            [Document.Status.READY],
+            f"ON d.id = c.document_id WHERE {_SEARCHABLE_SQL} {condition}"
         )
         (chunk_count,) = cursor.fetchone()
         cursor.execute(
@@ -440,28 +459,41 @@ def question_terms(
     question: str, *, reader: Reader, vocabulary: Vocabulary | None = None
 ) -> QuestionTerms:
     """The question's content terms measured against the vocabulary of what `reader` may
-    search (`vocabulary`, when given, must be that one)."""
+    search (`vocabulary`, when given, must be that one): its first QUESTION_MAX_TERMS distinct
+    terms, the first TYPO_MAX_LOOKUPS unknown ones of which are looked up for a spelling
+    correction (`Vocabulary.nearest`); later unknown ones get `near=None`."""
     vocabulary = vocabulary or vocabulary_get(reader=reader)
-    tokens = question_tokens(question)
-    pieces = _word_pieces([token for _, token, _ in tokens])
-    first_words = sentence_first_words(question)
+    distinct: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for alias, token, lexeme in question_tokens(question):
+        folded = fold(lexeme).lstrip("-") or fold(lexeme)
+        if folded not in seen:
+            seen.add(folded)
+            distinct.append((alias, token, folded))
+            if len(distinct) == QUESTION_MAX_TERMS:
+                break
+    pieces = _word_pieces([token[:WORD_PIECES_MAX_CHARS] for _, token, _ in distinct])
+    # A capital at the start of a sentence says nothing about a name: a token is "leading" when
+    # a sentence's first word starts with it (sorted, those words are found by bisection).
+    first_words = sorted(set(sentence_first_words(question)))
     capitals = _capitals_informative(question)
     terms: list[QuestionTerm] = []
-    seen: set[str] = set()
-    for (alias, token, lexeme), word_pieces in zip(tokens, pieces, strict=True):
-        folded = fold(lexeme).lstrip("-") or fold(lexeme)
-        if folded in seen:
-            continue
-        seen.add(folded)
+    lookups = 0
+    for (alias, token, folded), word_pieces in zip(distinct, pieces, strict=True):
         known = vocabulary.knows(folded)
-        # A capital at the start of a sentence says nothing about a name.
-        leading = any(word.startswith(token) for word in first_words)
+        near = None
+        if not known and TYPO_MIN_LENGTH <= len(folded) <= TYPO_MAX_LENGTH:
+            if lookups < TYPO_MAX_LOOKUPS:
+                near = vocabulary.nearest(folded)
+            lookups += 1
+        at = bisect.bisect_left(first_words, token)
+        leading = at < len(first_words) and first_words[at].startswith(token)
         terms.append(
             QuestionTerm(
                 lexeme=folded,
                 token=token,
                 known=known,
-                near=None if known else vocabulary.nearest(folded),
+                near=near,
                 frequency=vocabulary.frequency(folded),
                 idf=vocabulary.idf(folded),
                 word_pieces=word_pieces,

@@ -5,17 +5,28 @@ doubling up to 30 s), and polls again once the database answers; a task it was r
 the database went away goes back to the queue (its document's previous version is intact:
 ingestion writes each document in one transaction). `bin/serve` restarts a worker that still
 dies.
+
+It also re-scans the watched folders: at start and then every `SYNC_POLL_SECONDS` (on a
+thread of its own), the folders whose re-scan is due are claimed and a re-scan task is
+queued for each, which this or another worker then runs like any task
+(docs/decisions/0116-watched-folders-scheduled-by-the-worker.md). With `--batch`, the folders
+due at start are re-scanned before the worker exits.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
-from django.db import InterfaceError, OperationalError, connections
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 from django_tasks_db.compat import TaskResultStatus
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
+
+from knowledge.services.sync import watched_folders_claim_due
+from knowledge.tasks import watched_folder_sync_task
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +37,15 @@ BACKOFF_MAX = 30.0
 class ResilientWorker(Worker):
     def run(self) -> None:
         delay = BACKOFF_FIRST
+        if not self.batch:
+            threading.Thread(
+                target=self._watched_folders_poll, name="watched-folders", daemon=True
+            ).start()
         while self.running:
             started = time.monotonic()
             try:
                 self._requeue_interrupted()
+                self._watched_folders_enqueue()
                 super().run()
                 return  # batch or max-tasks: done
             except (OperationalError, InterfaceError) as exc:
@@ -52,3 +68,31 @@ class ResilientWorker(Worker):
         ).update(status=TaskResultStatus.READY, started_at=None)
         if requeued:
             logger.warning("Queued again %s task(s) interrupted by the outage.", requeued)
+
+    def _watched_folders_enqueue(self) -> None:
+        """Claim the watched folders due for a re-scan and queue a re-scan task for each, in
+        one transaction: a folder is never claimed without its task."""
+        with transaction.atomic():
+            queued = watched_folders_claim_due()
+            for folder_id in queued:
+                watched_folder_sync_task.enqueue(folder_id)
+        if queued:
+            logger.info("Queued the re-scan of %s watched folder(s).", len(queued))
+
+    def _watched_folders_poll(self) -> None:
+        """Every SYNC_POLL_SECONDS while the worker runs: queue the re-scans that are due. Any
+        failure is logged and the next poll tries again."""
+        while self.running:
+            time.sleep(settings.SYNC_POLL_SECONDS)
+            try:
+                self._watched_folders_enqueue()
+            except DatabaseError as exc:
+                logger.warning(
+                    "Could not look for watched folders to re-scan (%s); trying again in %s s.",
+                    " ".join(str(exc).split())[:200],
+                    settings.SYNC_POLL_SECONDS,
+                )
+            except Exception:  # the poll must outlive anything; logged in full
+                logger.exception("Looking for watched folders to re-scan failed")
+            finally:
+                connections.close_all()  # this thread's connections only

@@ -79,7 +79,7 @@ _FREQUENCY = re.compile(
     re.I,
 )
 _DURATION = re.compile(
-    rf"(\d+|\b({_NUMBER_WORDS}))[\s-]*(full |working |business |calendar |clear )?"
+    rf"((?<!\d)\d+|\b({_NUMBER_WORDS}))[\s-]*(full |working |business |calendar |clear )?"
     r"(second|minute|hour|day|week|fortnight|month|quarter|year)s?\b",
     re.I,
 )

@@ -4,7 +4,8 @@ The `sources` event of a fresh answer and a reload of the conversation both rend
 `Citation` rows through `citation_as_dict`, so they are identical, also after the cited
 document was re-ingested, disabled, expired or deleted (then `stale` says the source has
 changed). A spreadsheet citation also names its `sheet` and `cells`: the rows the answer
-quotes ("A4:E4"), within the cited chunk's range.
+quotes ("A4:E4"), within the cited chunk's range. A citation of text read by OCR from a
+scanned page keeps its `ocr_confidence` (else None).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def citation_build(*, message: Message, n: int, chunk: RetrievedChunk) -> Citati
         section=chunk.section[:1000] if chunk.section else chunk.section,
         sheet=chunk.sheet[:255] if chunk.sheet else chunk.sheet,
         cells=chunk.cells[:40] if chunk.cells else chunk.cells,
+        ocr_confidence=chunk.ocr_confidence,
         url=document_link(chunk.document_id, chunk.document_url)[:1000],
         chunk_index=chunk.chunk_index,
         text=chunk.text,
@@ -92,6 +94,7 @@ def citation_as_dict(citation: Citation, *, stale: bool | None = None) -> dict[s
         "section": citation.section,
         "sheet": citation.sheet,
         "cells": citation.cells,
+        "ocr_confidence": citation.ocr_confidence,
         "url": citation.url,
         "excerpt": excerpt_of(citation.text),
         "text": citation.text,

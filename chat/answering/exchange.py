@@ -9,10 +9,12 @@ transaction each): async callers use `exchange_store_or_release`. `partial_store
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
+from django.db import DatabaseError
 
 from chat import selectors, services
 from chat.answering.errors import AnswerError
@@ -23,6 +25,8 @@ from chat.answering.request import ValidatedRequest
 from chat.answering.trace import ExchangeTrace
 from chat.models import Message
 from knowledge.access import Reader, reader_for
+
+logger = logging.getLogger(__name__)
 
 # Previous turns read for a follow-up question (enough to find where its topic began).
 FOLLOWUP_TURNS = 10
@@ -49,8 +53,9 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     read the conversation's previous turns (the larger of FOLLOWUP_TURNS and the admin's
     history turns).
 
-    Raises `AnswerError`: validation-failed for unknown document ids (a document the asker may
-    not read is unknown to them, with the same message), and what
+    Raises `AnswerError`: not-found for unknown document ids (a document the asker may not
+    read is unknown to them, with the same message;
+    docs/decisions/0105-schema-valid-requests-accepted.md), and what
     `services.exchange_begin` / `services.exchange_regenerate` raise (someone else's
     conversation, an unknown question to regenerate, a message_id used for something else).
     """
@@ -58,9 +63,8 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     if request.document_ids:
         unknown = selectors.unknown_document_ids(request.document_ids, reader=reader)
         if unknown:
-            raise AnswerError.validation(
-                "document_ids", f"Unknown document ids: {', '.join(map(str, unknown))}."
-            )
+            message = f"Unknown document ids: {', '.join(map(str, unknown))}."
+            raise AnswerError("not-found", message, details={"document_ids": [message]})
     chat_settings = chat_settings_get()
     top_k = request.top_k or chat_settings.default_top_k
     choice = answering_mode(chat_settings.generation_mode)
@@ -123,6 +127,20 @@ async def _release_unstarted(prepare: asyncio.Future) -> None:
         await database_sync_to_async(services.answer_finish)(
             answer_id=begun.answer.pk, status=Message.Status.INTERRUPTED, content=""
         )
+
+
+async def heartbeat_keep(answer_id: uuid.UUID) -> None:
+    """Renew the answer's heartbeat every services.HEARTBEAT_SECONDS until cancelled (the
+    caller cancels it when the answer ends) or the answer is no longer streaming; a database
+    that cannot be reached is tried again at the next beat. While it runs, nobody takes the
+    answer for one left by a process that died (`services.answer_release_if_stale`)."""
+    while True:
+        await asyncio.sleep(services.HEARTBEAT_SECONDS)
+        try:
+            if not await database_sync_to_async(services.answer_heartbeat)(answer_id):
+                return
+        except DatabaseError:
+            logger.warning("Renewing the heartbeat of answer %s failed", answer_id)
 
 
 async def partial_store(

@@ -87,6 +87,8 @@ FOLLOWER_RELATIVE_SCORE = 0.7
 # ...and it says something new: semantic similarity to every chosen sentence below this.
 REDUNDANT_SIMILARITY = 0.9
 PIECE_WORDS = 6
+_NON_SPACE = re.compile(r"\S+")
+_SPACE_RUN = re.compile(r"[ \t]{2,}|\t")
 
 
 @dataclass(frozen=True)
@@ -127,19 +129,28 @@ class ExtractiveAnswer:
         return "".join(self.pieces())
 
     def pieces(self) -> list[str]:
-        """The answer in streamable pieces (a few words each, the marker last); joined they
-        are exactly `text`."""
+        """The answer in streamable pieces (PIECE_WORDS words each, the whitespace before a
+        piece's first word leading it, the marker last); joined they are exactly `text`. A
+        sentence's runs of spaces and tabs are one space (`sentence_spaces_collapse`)."""
         pieces: list[str] = []
         for index, sentence in enumerate(self.sentences):
-            words = quoted_markers_neutralize(sentence.text).split(" ")
-            chunks = [
-                " ".join(words[i : i + PIECE_WORDS]) for i in range(0, len(words), PIECE_WORDS)
+            text = sentence_spaces_collapse(quoted_markers_neutralize(sentence.text))
+            ends = [word.end() for word in _NON_SPACE.finditer(text)][
+                PIECE_WORDS - 1 :: PIECE_WORDS
             ]
-            for i, piece in enumerate(chunks):
-                leading = " " if (index > 0 or i > 0) else ""
-                pieces.append(leading + piece)
+            cuts = [0, *(end for end in ends if end < len(text)), len(text)]
+            for i in range(len(cuts) - 1):
+                leading = " " if (index > 0 and i == 0) else ""
+                pieces.append(leading + text[cuts[i] : cuts[i + 1]])
             pieces.append(f" [{sentence.n}]")
         return pieces
+
+
+def sentence_spaces_collapse(text: str) -> str:
+    """`text` with each run of spaces and tabs made one space: in a sentence quoted by an
+    extractive answer (shown among other sentences, not as a block of code) they carry no
+    meaning (docs/decisions/0101-linear-text-regexes.md)."""
+    return _SPACE_RUN.sub(" ", text)
 
 
 def cited_rows(chunk: RetrievedChunk, starts: Sequence[int]) -> str | None:

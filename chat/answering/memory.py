@@ -33,7 +33,9 @@ logger = logging.getLogger(__name__)
 MIN_WINDOW = 2
 SUMMARY_MAX_TOKENS = 180
 NOT_ANSWERED = "(No answer: the documents did not cover this.)"
-_MARKERS = re.compile(r"[ \t]*\[\d{1,3}(?:\s*,\s*\d{1,3})*\]")
+# A match starts only where a run of spaces does: linear on long runs
+# (docs/decisions/0101-linear-text-regexes.md).
+_MARKERS = re.compile(r"(?<![ \t])[ \t]*\[\d{1,3}(?:\s*,\s*\d{1,3})*\]")
 
 SUMMARY_PROMPT = """\
 Summarise the conversation below for an assistant that will continue it: the user's goals, \

@@ -15,8 +15,9 @@ module runs the steps and turns their outcome into events.
 
 Before the first event, bad input or access raises `AnswerError` (code, message, status,
 details): validation-failed 422 (empty or too long message, top_k outside 1..20, embedding not
-384 finite numbers, unknown document ids), bad-request 400 (malformed UUID), forbidden 403
-(someone else's conversation), not-found 404 (regenerating an unknown question), conflict 409
+384 finite numbers), bad-request 400 (malformed UUID), forbidden 403
+(someone else's conversation), not-found 404 (regenerating an unknown question, unknown
+document ids), conflict 409
 (the message_id was used for something else, or its answer is still streaming after
 settings.CHAT_ANSWER_WAIT_SECONDS). Nothing is stored in those cases.
 
@@ -76,7 +77,7 @@ from chat import services
 from chat.answering.answerers import Answerer, AnswerFailed, AnswerRequest, ExtractiveAnswerer
 from chat.answering.citations import citation_as_dict
 from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data
-from chat.answering.exchange import exchange_store_or_release, partial_store
+from chat.answering.exchange import exchange_store_or_release, heartbeat_keep, partial_store
 from chat.answering.followups import leans_on_conversation
 from chat.answering.generative import GenerativeAnswerer
 from chat.answering.replay import replay_log, stored_answer_events, stored_answer_wait
@@ -163,6 +164,7 @@ async def answer_stream(
     }
     top_k = stored.top_k
     status = Message.Status.STREAMING
+    heartbeat = asyncio.ensure_future(heartbeat_keep(answer_message.pk))
     try:
         # 3-5. Build the search query from the conversation, retrieve, check the evidence.
         found = await question_search(
@@ -267,6 +269,7 @@ async def answer_stream(
             )
         yield exchange.event("error", {"code": code, "message": message})
     finally:
+        heartbeat.cancel()
         if exchange.answerer is not None:
             await exchange.answerer.aclose()  # a reply prepared but never streamed
         exchange_log(

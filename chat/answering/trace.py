@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from chat import services
 from chat.answering.answerers import Answerer, WrittenAnswer
 from chat.answering.events import Event
@@ -58,7 +60,9 @@ class ExchangeTrace:
 
 
 def exchange_log(exchange: ExchangeTrace, **fields: Any) -> None:
-    """One structured line per exchange on the `sourced.exchange` logger."""
+    """One structured line per exchange on the `sourced.exchange` logger: the fields of
+    `docs/product.md §10`, and the query searched for (the question, or its rewrite: personal
+    data) only when settings.CHAT_LOG_QUERIES is on."""
     record = {
         "event": "chat.exchange",
         "retrieval_ms": exchange.retrieval_ms,
@@ -66,12 +70,13 @@ def exchange_log(exchange: ExchangeTrace, **fields: Any) -> None:
             None if exchange.best_similarity is None else round(exchange.best_similarity, 4)
         ),
         "evidence": exchange.evidence,
-        "search_query": exchange.search_query,
         "contextual": exchange.contextual,
         "first_event_ms": exchange.first_event_ms,
         "total_ms": exchange.elapsed_ms(),
         **fields,
     }
+    if settings.CHAT_LOG_QUERIES:
+        record["search_query"] = exchange.search_query
     record["refused"] = record.get("status") == Message.Status.REFUSED
     if isinstance(record.get("best_similarity"), float):
         record["best_similarity"] = round(record["best_similarity"], 4)

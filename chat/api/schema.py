@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.api import serializers as s
+from chat.history import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
 
 CHAT_PATH = "/api/chat"
 
@@ -123,7 +124,8 @@ SSE_EXAMPLE = (
     'event: answer_delta\ndata: {"text": " [1]"}\n\n'
     'event: sources\ndata: {"message_id": "9f1c…", "citations": [{"n": 1, "chunk_id": 12, '
     '"document_id": 3, "title": "Staff handbook", "page": 3, "section": "Leave > Annual '
-    'leave", "sheet": null, "cells": null, "url": "/documents/3/", "excerpt": "Full-time '
+    'leave", "sheet": null, "cells": null, "ocr_confidence": null, "url": "/documents/3/", '
+    '"excerpt": "Full-time '
     'employees receive…", "text": "…", '
     '"similarity": 0.71, "stale": false}]}\n\n'
     'event: answer_end\ndata: {"message_id": "9f1c…", "status": "complete"}\n\n'
@@ -153,8 +155,9 @@ chat = extend_schema(
             429,
             500,
             503,
-            s404="not-found: `conversation_id` names another user's private conversation, or "
-            "`regenerate` names a question that was never asked.",
+            s404="not-found: `conversation_id` names another user's private conversation, "
+            "`regenerate` names a question that was never asked, or `document_ids` names a "
+            "document that does not exist or that you may not read (`details.document_ids`).",
             s422="validation-failed: the message is empty once control characters are removed "
             "or too long, or another field is out of range; `details` per field.",
         ),
@@ -176,12 +179,24 @@ class ChatApiSchema(APIView):
 # --- The other operations ------------------------------------------------------------------------
 conversations_list = extend_schema(
     operation_id="conversations_list",
-    summary="Your conversations: shared ones and your private ones, newest first",
+    summary="Your conversations: shared ones and your private ones, newest first, a page at a time",
+    description="Cursor-paginated: each page holds at most `limit` conversations (shared and "
+    "private together, newest first) and a `next_cursor`; pass it back as `cursor` for the "
+    "next page, until it is null. A cursor this server did not give is refused with 422.",
     parameters=[
         OpenApiParameter("q", str, description="Only titles containing this."),
+        OpenApiParameter(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": PAGE_SIZE_MAX},
+            description=f"Conversations per page (1 to {PAGE_SIZE_MAX}, default "
+            f"{PAGE_SIZE_DEFAULT}).",
+        ),
+        OpenApiParameter(
+            "cursor", str, description="The previous page's `next_cursor`; omitted: the first."
+        ),
         RETRY_AFTER_OUTAGE,
     ],
-    responses={200: s.ConversationGroupsSerializer, **error_responses(401, 403)},
+    responses={200: s.ConversationGroupsSerializer, **error_responses(401, 403, 422)},
     tags=["conversations"],
 )
 
@@ -233,7 +248,7 @@ message_feedback = extend_schema(
     summary="Thumbs up or down on an answer (again: replaces your earlier rating)",
     request=s.FeedbackInputSerializer,
     description="Feedback is given on answers only: a `message_id` of a question (a user "
-    "message) is refused with 422 validation-failed.",
+    "message) names no answer, 404 not-found.",
     parameters=[MESSAGE_ID, RETRY_AFTER_OUTAGE],
     responses={
         200: s.FeedbackSerializer,
@@ -241,10 +256,10 @@ message_feedback = extend_schema(
             400,
             401,
             403,
-            404,
             415,
-            s422="validation-failed: the message is a question, not an answer (feedback is "
-            "given on answers only), or the rating or comment is invalid.",
+            s404="not-found: no answer with this id (a question's id names none: feedback is "
+            "given on answers only), or not visible to you.",
+            s422="validation-failed: the rating or comment is invalid.",
         ),
     },
     tags=["conversations"],

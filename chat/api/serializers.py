@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from drf_spectacular.utils import extend_schema_field
@@ -9,10 +11,30 @@ from rest_framework import serializers
 
 from chat.answering.errors import AnswerError
 from chat.api.errors import CODE_OF_STATUS, MALFORMED_UUID
+from chat.history import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, ConversationCursor, CursorInvalid
 from chat.ids import uuid_parse
 from chat.selectors import ConversationAccess, conversation_access
 from chat.services import TITLE_MAX_CHARS
 from knowledge.retrieval import MODES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
+from pages.client_input import client_int
+
+EMBEDDING_DIMENSIONS = 384
+
+
+# What the server checks, in the schema: 384 numbers, not all zero (a vector without a
+# direction matches nothing: 422).
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "number", "format": "double"},
+        "minItems": EMBEDDING_DIMENSIONS,
+        "maxItems": EMBEDDING_DIMENSIONS,
+        "not": {"items": {"type": "number", "enum": [0]}},
+    }
+)
+class EmbeddingField(serializers.ListField):
+    """A question's embedding: a list of floats (its length and values checked by the
+    answering core)."""
 
 
 class ClientUUIDField(serializers.UUIDField):
@@ -71,6 +93,30 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A boolean that must be sent as one: DRF's BooleanField would take `0`, `"yes"` or
+    `"true"`, which the schema (type: boolean) does not allow."""
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class StrictFloatField(serializers.FloatField):
+    """A number that must be sent as one: DRF's FloatField would take `"0.5"` or `true`, which
+    the schema (type: number) does not allow."""
+
+    default_error_messages = {"invalid": "Must be a number."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 @extend_schema_field(text_schema(settings.CHAT_MAX_MESSAGE_CHARS))
 class QuestionField(StrictCharField):
     """A question or query: checked by the answering core (422 when it is empty once cleaned or
@@ -88,7 +134,29 @@ class TitleField(StrictCharField):
     or too long), documented as such."""
 
 
-class OptionIntegerField(serializers.IntegerField):
+class ClientIntegerField(serializers.IntegerField):
+    """An integer read by `pages.client_input.client_int` (ASCII digits or a JSON integer,
+    bigint-sized) before DRF's bounds apply: a Unicode digit ("²", "١") or an enormous number
+    is this field's "invalid" error, never a 500 further on."""
+
+    def to_internal_value(self, data: object) -> int:
+        try:
+            return client_int(data)
+        except ValueError:
+            self.fail("invalid")
+
+
+class PresentIntegerField(ClientIntegerField):
+    """A `ClientIntegerField` for a query parameter that, when present, must be an integer:
+    an empty value (`?limit=`) is invalid, not taken as omitted (DRF's default for forms)."""
+
+    def get_value(self, dictionary: Any) -> Any:
+        if self.field_name in dictionary and dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)
+
+
+class OptionIntegerField(ClientIntegerField):
     """An integer option whose range is documented in the schema but checked by the answering
     core (`answer_stream` validates every option), once for both transports: this field
     checks only that it is an integer."""
@@ -118,7 +186,7 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="An existing conversation of yours, or the id to give a new one; omitted: "
         "a new conversation is created.",
     )
-    is_private = serializers.BooleanField(
+    is_private = StrictBooleanField(
         default=False, help_text="Only when the conversation is created: visible to you only."
     )
     top_k = OptionIntegerField(
@@ -134,10 +202,10 @@ class ChatRequestSerializer(serializers.Serializer):
         allow_null=True,
         max_length=200,
         help_text="Search only these documents (ids of `GET /api/documents`; an id naming no "
-        "document is refused with 422).",
+        "document you may read is refused with 404).",
     )
-    embedding = serializers.ListField(
-        child=serializers.FloatField(),
+    embedding = EmbeddingField(
+        child=StrictFloatField(),
         required=False,
         allow_null=True,
         min_length=384,
@@ -145,7 +213,7 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="The question's all-MiniLM-L6-v2 embedding (384 floats, not all zero: 422), "
         "used instead of embedding the message on the server.",
     )
-    regenerate = serializers.BooleanField(
+    regenerate = StrictBooleanField(
         default=False,
         help_text="Answer the stored question `message_id` again, replacing its answer.",
     )
@@ -165,6 +233,11 @@ class CitationSerializer(serializers.Serializer):
         allow_null=True,
         help_text='Spreadsheets: the cited cells, e.g. "A4:E4" (shown as "file.xlsx — '
         'Sheet!A4:E4"); else null.',
+    )
+    ocr_confidence = serializers.FloatField(
+        allow_null=True,
+        help_text="Read by OCR from a scanned page: the mean confidence of its words (0-100), "
+        "shown as a scanned page; null for text the document held as text.",
     )
     url = serializers.CharField(help_text="Link to the source (may be empty).")
     excerpt = serializers.CharField(help_text="The first 200 characters of the cited chunk.")
@@ -211,6 +284,40 @@ class ConversationSerializer(serializers.Serializer):
 class ConversationGroupsSerializer(serializers.Serializer):
     shared = ConversationSerializer(many=True)
     private = ConversationSerializer(many=True)
+    next_cursor = serializers.CharField(
+        allow_null=True,
+        help_text="Pass it as `cursor` to get the next page; null on the last page.",
+    )
+
+
+class ConversationListInputSerializer(serializers.Serializer):
+    q = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="Only titles containing this.",
+    )
+    limit = PresentIntegerField(
+        required=False,
+        min_value=1,
+        max_value=PAGE_SIZE_MAX,
+        default=PAGE_SIZE_DEFAULT,
+        help_text=f"Conversations per page, shared and private together (1 to {PAGE_SIZE_MAX}, "
+        f"default {PAGE_SIZE_DEFAULT}).",
+    )
+    cursor = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="The `next_cursor` of the previous page; omitted: the first page.",
+    )
+
+    def validate_cursor(self, value: str) -> ConversationCursor | None:
+        if not value:
+            return None
+        try:
+            return ConversationCursor.decode(value)
+        except CursorInvalid as error:
+            raise serializers.ValidationError(str(error)) from None
 
 
 class ConversationUpdateSerializer(serializers.Serializer):
@@ -314,9 +421,7 @@ class SearchInputSerializer(serializers.Serializer):
         help_text="The query.",
     )
     mode = serializers.ChoiceField(choices=list(MODES), default="hybrid")
-    top_k = serializers.IntegerField(
-        min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=TOP_K_DEFAULT
-    )
+    top_k = ClientIntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=TOP_K_DEFAULT)
 
 
 class SearchHitSerializer(serializers.Serializer):

@@ -37,6 +37,7 @@ from chat.api.errors import (
     validation_error_response,
 )
 from chat.api.transcript import message_list_json, renders_compact_json
+from chat.history import conversations_page
 from chat.ids import uuid_parse
 from chat.models import Feedback
 from chat.ratelimit import Throttled, chat_throttled, search_rate_limited, throttled_message
@@ -143,9 +144,18 @@ async def chat_api(request: HttpRequest) -> HttpResponse:
 class ConversationListApi(APIView):
     @schema.conversations_list
     def get(self, request: Request) -> Response:
-        search = " ".join(text_clean(request.query_params.get("q", "")).split())[:200]
-        shared, private = selectors.conversation_groups_for(request.user, search=search)
-        groups = {"shared": shared, "private": private}
+        serializer = s.ConversationListInputSerializer(data=request.query_params)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        search = " ".join(text_clean(data.get("q", "")).split())[:200]
+        page = conversations_page(
+            user=request.user, title_search=search, limit=data["limit"], after=data.get("cursor")
+        )
+        groups = {
+            "shared": page.shared,
+            "private": page.private,
+            "next_cursor": page.next_cursor.encode() if page.next_cursor else None,
+        }
         return Response(s.ConversationGroupsSerializer(groups, context={"request": request}).data)
 
 

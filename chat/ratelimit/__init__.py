@@ -48,6 +48,7 @@ __all__ = [
     "flood_hit",
     "in_flight_holder",
     "in_flight_release",
+    "in_flight_renew",
     "rate_limit_hit",
     "rate_parse",
     "search_rate_limited",
@@ -210,3 +211,8 @@ def in_flight_holder(key: str) -> str | None:
 def in_flight_release(lock: InFlightLock) -> None:
     """Release the lock, if `lock.holder` still holds it."""
     store_get().lock_release(lock)
+
+
+def in_flight_renew(lock: InFlightLock) -> bool:
+    """Extend the lock to `lock.seconds` from now, if `lock.holder` still holds it."""
+    return store_get().lock_renew(lock, now=_now())

@@ -81,6 +81,11 @@ class RateLimitStore:
         """Release `lock` if `lock.holder` still holds it."""
         raise NotImplementedError
 
+    def lock_renew(self, lock: InFlightLock, *, now: float) -> bool:
+        """Extend `lock` to `lock.seconds` from now if `lock.holder` still holds it; whether
+        it does."""
+        raise NotImplementedError
+
     def admit(
         self,
         *,

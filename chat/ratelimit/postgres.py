@@ -92,6 +92,15 @@ class PostgresStore(RateLimitStore):
                 f"DELETE FROM {table} WHERE key = %s AND holder = %s", [lock.key, lock.holder]
             )
 
+    def lock_renew(self, lock: InFlightLock, *, now: float) -> bool:
+        table = connection.ops.quote_name(InFlightLockRow._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET expires_at = %s WHERE key = %s AND holder = %s",
+                [now + lock.seconds, lock.key, lock.holder],
+            )
+            return cursor.rowcount > 0
+
     def admit(
         self,
         *,

@@ -1,15 +1,25 @@
 """The rate-limit store with `REDIS_URL` set: counts and request times on Redis keys that
-expire with what they hold (each change one MULTI/EXEC), the in-flight lock in the shared
-cache (`add`: taken only when absent); see docs/decisions/0043-rate-limit-stores.md."""
+expire with what they hold (each change one MULTI/EXEC), the in-flight lock a Redis key
+holding its holder's name (`SET NX EX`: taken only when absent; released by a script that
+deletes it only when the releaser still holds it); see docs/decisions/0043-rate-limit-stores.md
+and docs/decisions/0106-stuck-states-and-stop-frames.md."""
 
 from __future__ import annotations
 
-from django.core.cache import cache
-
 from chat.ratelimit.base import FLOOD_REQUESTS, InFlightLock, RateLimitStore
 
+# Compare and delete in one step: a holder whose lock lapsed and was taken by another never
+# frees the other's.
+_RELEASE_SCRIPT = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+)
+_RENEW_SCRIPT = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('expire', KEYS[1], ARGV[2]) end return 0"
+)
 
-def _cache_key(key: str) -> str:
+
+def _lock_key(key: str) -> str:
     return f"sourced:chat:in-flight:{key}"
 
 
@@ -42,14 +52,20 @@ class RedisStore(RateLimitStore):
         return [float(t) for t in times]
 
     def lock_take(self, lock: InFlightLock, *, now: float) -> bool:
-        """The cache's `add`: the key expires after `lock.seconds` of Redis' own clock."""
-        return cache.add(_cache_key(lock.key), lock.holder, lock.seconds)
+        """`SET NX EX`: the key expires after `lock.seconds` of Redis' own clock."""
+        return bool(self._client().set(_lock_key(lock.key), lock.holder, nx=True, ex=lock.seconds))
 
     def lock_holder(self, key: str, *, now: float) -> str | None:
-        holder = cache.get(_cache_key(key))
-        return holder if isinstance(holder, str) else None
+        holder = self._client().get(_lock_key(key))
+        return holder.decode() if isinstance(holder, bytes) else holder
 
     def lock_release(self, lock: InFlightLock) -> None:
-        """Deleted only when `lock.holder` still holds it (a get, then a delete)."""
-        if self.lock_holder(lock.key, now=0.0) == lock.holder:
-            cache.delete(_cache_key(lock.key))
+        """Deleted only when `lock.holder` still holds it, in one script (atomic)."""
+        self._client().eval(_RELEASE_SCRIPT, 1, _lock_key(lock.key), lock.holder)
+
+    def lock_renew(self, lock: InFlightLock, *, now: float) -> bool:
+        """Its expiry pushed back only when `lock.holder` still holds it, in one script."""
+        renewed = self._client().eval(
+            _RENEW_SCRIPT, 1, _lock_key(lock.key), lock.holder, lock.seconds
+        )
+        return bool(renewed)

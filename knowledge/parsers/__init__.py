@@ -10,7 +10,13 @@ Spreadsheet blocks (.xlsx, .csv; knowledge/parsers/spreadsheets.py) are rows, ea
 and the `cells` it covers ("A4:E4"); slides (.pptx; knowledge/parsers/slides.py) have the slide
 number as their page and the slide's title as their section.
 
-Supported: .pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx. Anything else
+Scanned pages of a PDF and images (.png, .jpg/.jpeg, .tif/.tiff) are read by OCR
+(knowledge/parsers/ocr.py): their blocks carry the page and the OCR's `ocr_confidence`.
+OpenDocument text and spreadsheets (.odt, .ods; knowledge/parsers/opendocument.py) read like
+their Office counterparts (sections; sheets and cells).
+
+Supported: .pdf, .md/.markdown, .html/.htm, .txt, .docx, .odt, .xlsx, .ods, .csv, .pptx,
+.png, .jpg/.jpeg, .tif/.tiff. Anything else
 is refused with an `UnsupportedFileType`; a corrupt or empty file raises a
 `DocumentParseError` whose message is meant for the person who gave us the file.
 
@@ -36,7 +42,9 @@ from knowledge.parsers.base import (
 )
 from knowledge.parsers.docx import parse_docx
 from knowledge.parsers.html import parse_html
+from knowledge.parsers.images import parse_image
 from knowledge.parsers.markdown import parse_markdown
+from knowledge.parsers.opendocument import parse_ods, parse_odt
 from knowledge.parsers.pdf import parse_pdf
 from knowledge.parsers.slides import parse_pptx
 from knowledge.parsers.spreadsheets import parse_csv, parse_xlsx
@@ -68,8 +76,18 @@ SUPPORTED_TYPES: dict[str, str] = {
     ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
     ".csv": "text/csv",
     ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".odt": "application/vnd.oasis.opendocument.text",
+    ".ods": "application/vnd.oasis.opendocument.spreadsheet",
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".tif": "image/tiff",
+    ".tiff": "image/tiff",
 }
-SUPPORTED_TYPES_LABEL = ".pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx"
+SUPPORTED_TYPES_LABEL = (
+    ".pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx, .odt, .ods, "
+    ".png, .jpg/.jpeg, .tif/.tiff"
+)
 logger = logging.getLogger(__name__)
 
 # The parser of each extension: it adds the file's blocks to the builder and returns the
@@ -85,6 +103,13 @@ PARSERS: dict[str, Callable[[bytes, BlockBuilder], str | None]] = {
     ".xlsx": parse_xlsx,
     ".csv": parse_csv,
     ".pptx": parse_pptx,
+    ".odt": parse_odt,
+    ".ods": parse_ods,
+    ".png": parse_image,
+    ".jpg": parse_image,
+    ".jpeg": parse_image,
+    ".tif": parse_image,
+    ".tiff": parse_image,
 }
 
 
@@ -104,13 +129,16 @@ def is_supported(name: str) -> bool:
     return Path(name).suffix.lower() in SUPPORTED_TYPES
 
 
-def document_parse(*, data: bytes, name: str) -> ParsedDocument:
-    """Parse `data`, the bytes of a file called `name` (its extension picks the parser)."""
+def document_parse(
+    *, data: bytes, name: str, progress: Callable[[str], None] | None = None
+) -> ParsedDocument:
+    """Parse `data`, the bytes of a file called `name` (its extension picks the parser).
+    `progress` is told what a slow parser is doing ("OCR: page 3 of 10", then "" when done)."""
     media_type = file_type_check(name)
     if not data.strip():
         raise DocumentParseError(f"The file is empty ({Path(name).name}).")
     parser = PARSERS[Path(name).suffix.lower()]
-    builder = BlockBuilder(name=Path(name).name)
+    builder = BlockBuilder(name=Path(name).name, progress=progress)
     try:
         title = parser(data, builder)
     except DocumentParseError:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 SECTION_SEPARATOR = " > "
@@ -36,6 +36,7 @@ class Block:
     char_end: int
     sheet: str | None = None  # spreadsheets: the sheet the row is on
     cells: str | None = None  # spreadsheets: the cells the row covers, "A4:E4"
+    ocr_confidence: float | None = None  # read by OCR: its words' mean confidence, 0-100
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,18 @@ def clean_multiline(text: str, *, code: bool = False) -> str:
         return textwrap.dedent("\n".join(lines)).strip()
     lines = [_SPACES.sub(" ", line).rstrip() for line in text.split("\n")]
     return "\n".join(lines).strip()
+
+
+def lines_join(lines: list[str]) -> str:
+    """Lines of one paragraph (a PDF's, a scan's) joined with spaces; a word hyphenated at a
+    line's end is joined back ("well-" + "known" stays "well-known")."""
+    text = lines[0]
+    for line in lines[1:]:
+        if text.endswith("-") and not text.endswith(" -") and line[:1].islower():
+            text += line
+        else:
+            text += " " + line
+    return text
 
 
 def table_row_text(cells: Iterable[str]) -> str:
@@ -126,6 +139,8 @@ class BlockBuilder:
     blocks: list[Block] = field(default_factory=list)
     name: str = ""  # the file's name (a CSV's one sheet is named after it)
     metadata: dict = field(default_factory=dict)
+    # Told what a slow parser is doing ("OCR: page 3 of 10"; "" when done), for the admin.
+    progress: Callable[[str], None] | None = None
     _parts: list[str] = field(default_factory=list)
     _length: int = 0
 
@@ -138,6 +153,7 @@ class BlockBuilder:
         tight=False,
         sheet: str | None = None,
         cells: str | None = None,
+        ocr_confidence: float | None = None,
     ) -> None:
         if not text:
             return
@@ -148,7 +164,9 @@ class BlockBuilder:
         start = self._length
         self._parts.append(text)
         self._length += len(text)
-        self.blocks.append(Block(text, page, section, start, self._length, sheet, cells))
+        self.blocks.append(
+            Block(text, page, section, start, self._length, sheet, cells, ocr_confidence)
+        )
 
     def text(self) -> str:
         return "".join(self._parts)

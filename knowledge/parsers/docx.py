@@ -25,24 +25,28 @@ from knowledge.parsers.base import (
 _DOCX_HEADING = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 
 
-def _docx_size_check(data: bytes) -> None:
+def _docx_size_check(
+    data: bytes, *, what: str = "Word document", kind: str = "a .docx file"
+) -> None:
+    """Refuse a zip whose declared sizes are beyond the DOCX_* limits (a zip bomb) before
+    anything is unpacked; `what` and `kind` name the format in the messages (the OpenDocument
+    parsers use it too)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             parts = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError) as exc:
         raise DocumentParseError(
-            "Could not read the Word document: the file is damaged or not a .docx file "
-            f"({error_reason(exc)})."
+            f"Could not read the {what}: the file is damaged or not {kind} ({error_reason(exc)})."
         ) from exc
     if len(parts) > DOCX_MAX_PARTS:
         raise DocumentParseError(
-            f"The Word document has too many parts ({len(parts):,}; the limit is "
-            f"{DOCX_MAX_PARTS:,}): it is not a document Word wrote."
+            f"The {what} has too many parts ({len(parts):,}; the limit is "
+            f"{DOCX_MAX_PARTS:,}): it is not a document an office program wrote."
         )
     total = sum(part.file_size for part in parts)
     if total > DOCX_MAX_UNCOMPRESSED_BYTES:
         raise DocumentParseError(
-            f"The Word document would unpack to {total / 2**20:,.0f} MB (the limit is "
+            f"The {what} would unpack to {total / 2**20:,.0f} MB (the limit is "
             f"{DOCX_MAX_UNCOMPRESSED_BYTES // 2**20} MB): it looks like a zip bomb, not a "
             "document."
         )
@@ -51,7 +55,7 @@ def _docx_size_check(data: bytes) -> None:
             part.compress_size, 1
         ):
             raise DocumentParseError(
-                f"The Word document's part {part.filename} is compressed "
+                f"The {what}'s part {part.filename} is compressed "
                 f"{part.file_size // max(part.compress_size, 1):,} to 1 (the limit is "
                 f"{DOCX_MAX_RATIO} to 1): it looks like a zip bomb, not a document."
             )

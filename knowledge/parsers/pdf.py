@@ -1,12 +1,22 @@
 """PDF (pypdf): each page's lines joined back into paragraphs; the page number is each
-block's page."""
+block's page. Pages without a text layer (scanned) are rendered with pypdfium2 and read by
+OCR (knowledge/parsers/ocr.py), within the document's OCR budget; a PDF mixing text pages
+and scanned pages reads both, in page order."""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
-from knowledge.parsers.base import BlockBuilder, DocumentParseError, clean_inline, error_reason
+from knowledge.parsers.base import (
+    BlockBuilder,
+    DocumentParseError,
+    clean_inline,
+    error_reason,
+    lines_join,
+)
+from knowledge.parsers.ocr import OCR_DPI, OcrReader, ocr_shortfall
 
 
 def parse_pdf(data: bytes, builder: BlockBuilder) -> str | None:
@@ -30,14 +40,54 @@ def parse_pdf(data: bytes, builder: BlockBuilder) -> str | None:
         raise DocumentParseError(
             f"Could not read the PDF: the file is damaged or not a PDF ({error_reason(exc)})."
         ) from exc
-    if not any(page.strip() for page in pages):
-        raise DocumentParseError(
-            "The PDF contains no extractable text (it may be a scanned image)."
-        )
-    for number, page_text in enumerate(pages, start=1):
-        for paragraph in _pdf_paragraphs(page_text):
-            builder.add(paragraph, page=number)
+    scanned = [number for number, text in enumerate(pages, start=1) if not _has_text(text)]
+    if not scanned:
+        for number, page_text in enumerate(pages, start=1):
+            for paragraph in _pdf_paragraphs(page_text):
+                builder.add(paragraph, page=number)
+        return str(title) if title else None
+    with _rendered(data) as render, OcrReader(builder=builder, total=len(scanned)) as ocr:
+        for number, page_text in enumerate(pages, start=1):
+            if number in scanned:
+                ocr.page_add(number, lambda number=number: render(number))
+                continue
+            for paragraph in _pdf_paragraphs(page_text):
+                builder.add(paragraph, page=number)
+    if not builder.blocks and (shortfall := ocr_shortfall(builder)):
+        raise DocumentParseError(f"No text could be read from the scanned PDF: {shortfall}")
     return str(title) if title else None
+
+
+def _has_text(page_text: str) -> bool:
+    """A text layer worth reading: a letter or a digit (a scan's layer may be empty, or
+    hold only spaces and line breaks)."""
+    return any(character.isalnum() for character in page_text)
+
+
+@contextmanager
+def _rendered(data: bytes) -> Iterator[Callable[[int], object]]:
+    """A function rendering page N (1-based) of the PDF `data` as a greyscale PIL image at
+    OCR_DPI, for OCR; the PDF stays open inside the `with`."""
+    import pypdfium2
+
+    try:
+        document = pypdfium2.PdfDocument(data)
+    except Exception as exc:  # pdfium's own error on a file pypdf could read
+        raise DocumentParseError(
+            f"Could not render the PDF's scanned pages for OCR ({error_reason(exc)})."
+        ) from exc
+
+    def render(number: int):
+        page = document[number - 1]
+        try:
+            return page.render(scale=OCR_DPI / 72, grayscale=True).to_pil()
+        finally:
+            page.close()
+
+    try:
+        yield render
+    finally:
+        document.close()
 
 
 def _pdf_paragraphs(page_text: str) -> Iterable[str]:
@@ -49,25 +99,14 @@ def _pdf_paragraphs(page_text: str) -> Iterable[str]:
     for line in lines:
         if not line:
             if current:
-                yield _join_pdf_lines(current)
+                yield lines_join(current)
                 current = []
             continue
         current.append(line)
         short = len(line) < 0.7 * full
         ends_sentence = line.endswith((".", "!", "?", ":", ".”", '."')) and len(line) < 0.9 * full
         if short or ends_sentence:
-            yield _join_pdf_lines(current)
+            yield lines_join(current)
             current = []
     if current:
-        yield _join_pdf_lines(current)
-
-
-def _join_pdf_lines(lines: list[str]) -> str:
-    text = lines[0]
-    for line in lines[1:]:
-        # "well-" + "known" stays "well-known"; otherwise lines join with a space.
-        if text.endswith("-") and not text.endswith(" -") and line[:1].islower():
-            text += line
-        else:
-            text += " " + line
-    return text
+        yield lines_join(current)

@@ -7,7 +7,14 @@ in the knowledge base (same text hash and same section, as the heading path is p
 the model reads), embed only the others, then swap the document's chunks and embeddings in
 one transaction. Everything slow happens before that transaction, so
 readers see the old version until the new one is complete, and a failure leaves no
-half-written chunks behind.
+half-written chunks behind. The swap keeps the chunks whose text and section did not change
+(same rows, so the answers citing them still point at them) and replaces only the others.
+
+A document that existed when its processing started is written back by its id: if it was
+deleted meanwhile (by an admin, or by `purge_expired`), nothing is written and the outcome
+says so (`IngestOutcome.deleted`); it is never re-created from its `source`. Fields filled
+only when the document has none (the title) are decided inside the swap transaction, so a
+title an admin set meanwhile stays (docs/decisions/0090-a-document-written-back-by-its-id.md).
 
 When many files are ingested, the texts of several documents wait in a window and go to
 the model together: one call sorts them by length, so batches carry little padding and the
@@ -32,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from knowledge import embedding
@@ -39,7 +47,6 @@ from knowledge.chunking import CHUNKER_VERSION, ChunkDraft, chunks_build
 from knowledge.models import Chunk, Collection, Document, Embedding
 from knowledge.parsers import (
     DocumentParseError,
-    ParsedDocument,
     UnsupportedFileType,
     document_parse,
     file_type_check,
@@ -73,6 +80,9 @@ def _embed_window() -> int:
     return max(256, 4 * settings.EMBEDDING_BATCH_SIZE)
 
 
+DELETED_MEANWHILE = "The document was deleted while it was being processed; nothing was written."
+
+
 @dataclass
 class IngestOutcome:
     source: str
@@ -80,6 +90,8 @@ class IngestOutcome:
     document: Document | None
     chunks: int
     error: str = ""
+    # The document was deleted while it was being processed (action "failed", nothing written).
+    deleted: bool = False
 
 
 class IngestError(Exception):
@@ -92,11 +104,16 @@ class _Job:
 
     source: str
     action: Action
-    existing: Document | None
+    existing: Document | None  # the document as it was when its processing started
     content_hash: str
     drafts: list[ChunkDraft]
     fields: dict  # Document fields to set when written
     failure_fields: dict  # fields for a document created only to record a failure
+    # Fields set only where the document, read inside the swap transaction, has none (title).
+    blank_fields: dict = field(default_factory=dict)
+    # What the parser found (a spreadsheet's sheets), merged over the document's own metadata
+    # inside the swap transaction.
+    metadata: dict = field(default_factory=dict)
     known: dict[VectorKey, Any] = field(default_factory=dict)  # → vector
     missing: dict[VectorKey, str] = field(default_factory=dict)  # → what the model must embed
     # The chunks' answerable sentences not stored yet under the model: hash → text, then
@@ -116,6 +133,7 @@ def document_ingest(
     source: str | None = None,
     expires_at: datetime | None = None,
     collection: Collection | None = None,
+    sync_root: str = "",
 ) -> IngestOutcome:
     """Ingest one file. New → created; changed → chunks replaced; unchanged → untouched
     (but for `expires_at`, which is set whenever it is given).
@@ -139,6 +157,7 @@ def document_ingest(
             source=source,
             expires_at=expires_at,
             collection=collection,
+            sync_root=sync_root,
         )
     )
     return window.outcomes()[0]
@@ -153,7 +172,8 @@ def document_process(*, document: Document) -> IngestOutcome:
     while it is re-processed (`reprocessing_since` set): the new chunks replace the old ones
     in one transaction, and a failure keeps the old version and records the error. A worker
     killed mid-document leaves the previous version intact; the document then shows as
-    stalled and can be re-processed."""
+    stalled and can be re-processed. A document deleted while it is processed stays deleted:
+    the outcome is "failed" with `deleted` set and `document` None."""
     had_chunks = document.status == Document.Status.READY or document.chunks.exists()
     now = timezone.now()
     if document.status == Document.Status.READY:
@@ -170,10 +190,16 @@ def document_process(*, document: Document) -> IngestOutcome:
         logger.exception("Processing document %s failed", document.pk)
         error = f"Unexpected error while processing the document: {exc}"
         outcome = IngestOutcome(document.source, "failed", document, 0, error)
+    if outcome.deleted:  # nothing was written, nothing re-created (already logged)
+        return outcome
     if outcome.action == "failed":  # recorded once more: a write that failed recorded nothing
-        document_mark_failed(source=document.source, error=outcome.error, fields={})
-    document.refresh_from_db()
-    outcome.document = document
+        document_mark_failed(
+            document_id=document.pk, source=document.source, error=outcome.error, fields={}
+        )
+    current = Document.objects.filter(pk=document.pk).first()
+    if current is None:  # deleted meanwhile: nothing was written, nothing re-created
+        return _deleted_outcome(document.source, document.pk)
+    outcome.document = current
     return outcome
 
 
@@ -186,12 +212,13 @@ def documents_ingest(
     progress: Progress | None = None,
     expires_at: datetime | None = None,
     collection: Collection | None = None,
+    sync_root: str = "",
 ) -> list[IngestOutcome]:
     """Ingest files and directories (walked recursively; files of unsupported types inside a
     directory are skipped, see `paths_expand`). One file failing never stops the others.
     Outcomes in file order; `progress(1)` as each file is done. `expires_at`: when every
-    ingested document expires (see `Document.expires_at`); `collection`: where new documents
-    are created (see `document_ingest`)."""
+    ingested document expires (see `Document.expires_at`); `collection`, `sync_root`: where
+    new documents are created and which sync owns them (see `document_ingest`)."""
     files, _skipped = paths_expand(paths)
     window = _Window(progress=progress)
     for file in files:
@@ -203,6 +230,7 @@ def documents_ingest(
                 dry_run=dry_run,
                 expires_at=expires_at,
                 collection=collection,
+                sync_root=sync_root,
             )
         except Exception as exc:  # one broken file must not stop a batch; logged in full
             logger.exception("Ingesting %s failed", file)
@@ -291,6 +319,7 @@ def _ingest_job(
     source: str | None = None,
     expires_at: datetime | None = None,
     collection: Collection | None = None,
+    sync_root: str = "",
 ) -> IngestOutcome | _Job:
     """Read, check, parse and chunk one file: a final outcome, or a job to embed and write."""
     source = source or str(path.resolve())
@@ -322,12 +351,14 @@ def _ingest_job(
         fields: dict = {"media_type": _media_type(path.name)}
         if title:
             fields["title"] = title[:300]
-        elif existing is None:
+        elif existing is None:  # a failure creates the document with these fields
             fields["title"] = parsed_title or title_from_name(path.name)
         if existing is None:
             fields.update(enabled=enabled, uploaded_by=uploaded_by)
             if collection is not None:
                 fields["collection"] = collection
+            if sync_root:
+                fields["sync_root"] = sync_root
         elif not enabled:
             fields["enabled"] = False
         if expires_at is not None:
@@ -335,23 +366,33 @@ def _ingest_job(
         return fields
 
     try:
-        parsed = document_parse(data=data, name=path.name)
+        parsed = document_parse(data=data, name=path.name, progress=_progress_writer(source))
         drafts = _drafts(parsed=parsed, name=path.name)
     except DocumentParseError as exc:
         document = None
         if not dry_run:
-            document = document_mark_failed(source=source, error=str(exc), fields=fields_for(None))
+            document = document_mark_failed(
+                document_id=existing.pk if existing is not None else None,
+                source=source,
+                error=str(exc),
+                fields=fields_for(None),
+            )
+            if existing is not None and document is None:
+                return _deleted_outcome(source, existing.pk)
         return IngestOutcome(source, "failed", document or existing, 0, str(exc))
     if dry_run:
         return IngestOutcome(source, action, existing, len(drafts))
+    fields = fields_for(parsed.title)
     return _job_new(
         source=source,
         action=action,
         existing=existing,
         content_hash=content_hash,
         drafts=drafts,
-        fields={**fields_for(parsed.title), **_parsed_metadata(parsed, existing)},
-        failure_fields=fields_for(parsed.title),
+        fields={k: v for k, v in fields.items() if title or k != "title"},
+        blank_fields={"title": parsed.title or title_from_name(path.name)},
+        metadata=parsed.metadata or {},
+        failure_fields=fields,
     )
 
 
@@ -362,34 +403,37 @@ def _rebuild_job(
     leaves the document untouched; otherwise it is marked failed."""
     try:
         data, name = _read_original(document)
-        parsed = document_parse(data=data, name=name)
+        parsed = document_parse(data=data, name=name, progress=_progress_writer(document.source))
         drafts = _drafts(parsed=parsed, name=name)
     except (IngestError, DocumentParseError) as exc:
         if not (keep_unreadable and isinstance(exc, IngestError)):
-            document_mark_failed(source=document.source, error=str(exc), fields={})
-            document.refresh_from_db()
+            marked = document_mark_failed(
+                document_id=document.pk, source=document.source, error=str(exc), fields={}
+            )
+            if marked is None:
+                return _deleted_outcome(document.source, document.pk)
+            document = marked
         return IngestOutcome(document.source, "failed", document, 0, str(exc))
-    fields = {"media_type": _media_type(name), **_parsed_metadata(parsed, document)}
-    if not document.title:
-        fields["title"] = parsed.title or title_from_name(name)
     return _job_new(
         source=document.source,
         action=action,
         existing=document,
         content_hash=hashlib.sha256(data).hexdigest(),
         drafts=drafts,
-        fields=fields,
+        fields={"media_type": _media_type(name)},
+        blank_fields={"title": parsed.title or title_from_name(name)},
+        metadata=parsed.metadata or {},
         failure_fields={},
     )
 
 
-def _parsed_metadata(parsed: ParsedDocument, existing: Document | None) -> dict:
-    """{"metadata": ...} when the parser found some (a spreadsheet's sheets), merged over
-    the document's own (its url and the like stay)."""
-    if not parsed.metadata:
-        return {}
-    current = existing.metadata if existing is not None and existing.metadata else {}
-    return {"metadata": {**current, **parsed.metadata}}
+def _deleted_outcome(source: str, document_id: int) -> IngestOutcome:
+    logger.warning(
+        "Document %s (%s) was deleted while it was being processed; nothing was written.",
+        document_id,
+        source,
+    )
+    return IngestOutcome(source, "failed", None, 0, DELETED_MEANWHILE, deleted=True)
 
 
 def _drafts(*, parsed, name: str) -> list[ChunkDraft]:
@@ -438,10 +482,13 @@ def _jobs_embed(jobs: list[_Job]) -> None:
 
 def _job_write(job: _Job) -> IngestOutcome:
     """Write one embedded job (or record its failure) and say what happened."""
+    document_id = job.existing.pk if job.existing is not None else None
     if job.error:
         document = document_mark_failed(
-            source=job.source, error=job.error, fields=job.failure_fields
+            document_id=document_id, source=job.source, error=job.error, fields=job.failure_fields
         )
+        if document is None:
+            return _deleted_outcome(job.source, document_id)
         return IngestOutcome(job.source, "failed", document, 0, job.error)
     try:
         document = _write(job)
@@ -453,63 +500,161 @@ def _job_write(job: _Job) -> IngestOutcome:
         logger.exception("Saving %s failed", job.source)
         error = f"Could not save the document: {exc}"
         return IngestOutcome(job.source, "failed", job.existing, 0, error)
+    if document is None:
+        return _deleted_outcome(job.source, document_id)
     return IngestOutcome(job.source, job.action, document, len(job.drafts))
 
 
-def _write(job: _Job) -> Document:
-    """Swap in the new chunks and embeddings, and mark the document ready, atomically."""
-    model = embedding.model_version()
+def _write(job: _Job) -> Document | None:
+    """Swap in the new chunks and embeddings, and mark the document ready, atomically.
+    None, and nothing written, when the document the job was made from no longer exists."""
     with transaction.atomic():
-        document = Document.objects.select_for_update().filter(source=job.source).first()
+        document = _document_for_update(job.existing.pk if job.existing else None, job.source)
         if document is None:
-            document = Document(source=job.source)
+            return None
         for name, value in job.fields.items():
             setattr(document, name, value)
+        for name, value in job.blank_fields.items():
+            if not getattr(document, name):
+                setattr(document, name, value)
+        if job.metadata:  # the document's own (its url and the like) stay
+            document.metadata = {**(document.metadata or {}), **job.metadata}
         document.content_hash = job.content_hash
         document.chunker_version = CHUNKER_VERSION
         document.status = Document.Status.READY
         document.error = ""
         document.reprocessing_since = None
         document.save()
-        # Old chunks go (their embeddings cascade; citations keep their snapshot), and the
-        # vectors of their sentences that no chunk holds any more.
+        # The vectors of the old chunks' sentences that no chunk holds any more go.
         removed = documents_sentences([document.pk])
-        Embedding.objects.filter(chunk__document=document).delete()
-        Chunk.objects.filter(document=document).only("pk").delete()
-        chunks = Chunk.objects.bulk_create(
-            [
-                Chunk(
-                    document=document,
-                    index=draft.index,
-                    text=draft.text,
-                    page=draft.page,
-                    section=draft.section,
-                    char_start=draft.char_start,
-                    char_end=draft.char_end,
-                    token_count=draft.token_count,
-                    text_hash=draft.text_hash,
-                    sheet=draft.sheet,
-                    cells=draft.cells,
-                )
-                for draft in job.drafts
-            ],
-            batch_size=WRITE_BATCH,
-        )
-        Embedding.objects.bulk_create(
-            [
-                Embedding(
-                    chunk=chunk, vector=job.known[(chunk.text_hash, chunk.section)], model=model
-                )
-                for chunk in chunks
-            ],
-            batch_size=WRITE_BATCH,
-        )
+        _chunks_swap(document, drafts=job.drafts, vectors=job.known)
         sentence_vectors_write(job.sentence_vectors)
         if removed:
             kept = chunk_sentences((draft.text, bool(draft.sheet)) for draft in job.drafts)
             sentence_vectors_prune({k: t for k, t in removed.items() if k not in kept})
     knowledge_changed_send()
     return document
+
+
+def _progress_writer(source: str) -> Callable[[str], None]:
+    """Records what a slow parser is doing on the document `source` (`Document.progress`,
+    shown in the admin while it runs); nothing for a document not created yet."""
+
+    def write(message: str) -> None:
+        Document.objects.filter(source=source).update(progress=message[:200])
+
+    return write
+
+
+def _document_for_update(document_id: int | None, source: str) -> Document | None:
+    """The document to write, locked (`select_for_update`; the caller holds a transaction):
+    by id when it existed when its processing started (None if deleted since), else by
+    `source`, a new unsaved one when there is none."""
+    documents = Document.objects.select_for_update()
+    if document_id is not None:
+        return documents.filter(pk=document_id).first()
+    return documents.filter(source=source).first() or Document(source=source)
+
+
+def _chunk_fields(draft: ChunkDraft) -> dict:
+    """A chunk's columns taken from its draft (those of a new chunk and of a kept one)."""
+    return {
+        "index": draft.index,
+        "text": draft.text,
+        "page": draft.page,
+        "section": draft.section,
+        "char_start": draft.char_start,
+        "char_end": draft.char_end,
+        "token_count": draft.token_count,
+        "text_hash": draft.text_hash,
+        "sheet": draft.sheet,
+        "cells": draft.cells,
+        "ocr_confidence": draft.ocr_confidence,
+    }
+
+
+# What may differ between a kept chunk and its draft (text and section are what matched them).
+_KEPT_CHUNK_COLUMNS = (
+    "index",
+    "page",
+    "char_start",
+    "char_end",
+    "token_count",
+    "sheet",
+    "cells",
+    "ocr_confidence",
+)
+
+
+def _chunks_swap(
+    document: Document, *, drafts: list[ChunkDraft], vectors: dict[VectorKey, Any]
+) -> None:
+    """Make the document's chunks those of `drafts`, embedded with `vectors` ((text hash,
+    section) → vector) under the current model. An old chunk with the same text and section
+    as a draft is kept (same row: citations of it stay attached and fresh) and takes the
+    draft's position, page and cells (written only when they differ); the other old chunks go
+    (their embeddings with them; citations keep their snapshot), and the other drafts become
+    new chunks. The caller holds the transaction and the document's row lock
+    (docs/decisions/0091-unchanged-chunks-keep-their-rows.md)."""
+    model = embedding.model_version()
+    pool: dict[VectorKey, list[Chunk]] = {}
+    top = 0  # the highest index in use
+    old = Chunk.objects.filter(document=document).only("text_hash", "section", *_KEPT_CHUNK_COLUMNS)
+    for chunk in old.order_by("index"):
+        pool.setdefault((chunk.text_hash, chunk.section), []).append(chunk)
+        top = max(top, chunk.index)
+    kept: list[Chunk] = []
+    changed: list[Chunk] = []
+    new: list[ChunkDraft] = []
+    for draft in drafts:
+        same = pool.get((draft.text_hash, draft.section))
+        if not same:
+            new.append(draft)
+            continue
+        chunk = same.pop(0)
+        kept.append(chunk)
+        fields = _chunk_fields(draft)
+        if any(getattr(chunk, name) != fields[name] for name in _KEPT_CHUNK_COLUMNS):
+            for name in _KEPT_CHUNK_COLUMNS:
+                setattr(chunk, name, fields[name])
+            changed.append(chunk)
+    gone = [chunk.pk for chunks in pool.values() for chunk in chunks]
+    if gone:
+        Embedding.objects.filter(chunk_id__in=gone).delete()
+        Chunk.objects.filter(pk__in=gone).only("pk").delete()
+    if changed:
+        # Out of the way first: (document, index) is unique, checked row by row. A kept chunk
+        # left alone already sits at its draft's index, which no other draft has.
+        clear = 1 + len(drafts) + top
+        Chunk.objects.filter(pk__in=[chunk.pk for chunk in changed]).update(
+            index=F("index") + clear
+        )
+        Chunk.objects.bulk_update(changed, _KEPT_CHUNK_COLUMNS, batch_size=WRITE_BATCH)
+    embedded: set[int] = set()
+    if kept:
+        kept_ids = [chunk.pk for chunk in kept]
+        Embedding.objects.filter(chunk_id__in=kept_ids).exclude(model=model).delete()
+        embedded = set(
+            Embedding.objects.filter(chunk_id__in=kept_ids, model=model).values_list(
+                "chunk_id", flat=True
+            )
+        )
+    chunks = [chunk for chunk in kept if chunk.pk not in embedded] + _chunks_create(document, new)
+    Embedding.objects.bulk_create(
+        [
+            Embedding(chunk=chunk, vector=vectors[(chunk.text_hash, chunk.section)], model=model)
+            for chunk in chunks
+        ],
+        batch_size=WRITE_BATCH,
+    )
+
+
+def _chunks_create(document: Document, drafts: list[ChunkDraft]) -> list[Chunk]:
+    """Create the document's chunks for `drafts` (the one place chunks are created)."""
+    return Chunk.objects.bulk_create(
+        [Chunk(document=document, **_chunk_fields(draft)) for draft in drafts],
+        batch_size=WRITE_BATCH,
+    )
 
 
 def _media_type(name: str) -> str:
@@ -519,14 +664,21 @@ def _media_type(name: str) -> str:
         return mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
-def document_mark_failed(*, source: str, error: str, fields: dict) -> Document:
-    """Record the failure on the document (created if new). A ready document keeps its
-    status and its chunks (the last good version stays searchable) and shows the error;
-    any other is marked failed (and never searched)."""
+def document_mark_failed(
+    *, document_id: int | None, source: str, error: str, fields: dict
+) -> Document | None:
+    """Record the failure on the document: the one of `document_id` (None, and nothing
+    written, if it was deleted since), else the one of `source`, created with `fields` if
+    there is none (a new file). A ready document keeps its status and its chunks (the last
+    good version stays searchable) and shows the error; any other is marked failed (and
+    never searched)."""
     with transaction.atomic():
-        document = Document.objects.select_for_update().filter(source=source).first()
+        document = _document_for_update(document_id, source)
         if document is None:
-            document = Document(source=source, **fields)
+            return None
+        if document.pk is None:
+            for name, value in fields.items():
+                setattr(document, name, value)
         elif "enabled" in fields:
             document.enabled = fields["enabled"]
         if document.status != Document.Status.READY:

@@ -35,7 +35,7 @@ def document_processing_enqueue(document: Document) -> None:
         except Exception as exc:  # the request must not fail after the upload was saved
             logger.exception("Could not queue processing of document %s", document_id)
             error = f"Could not queue the document for processing ({exc}). Re-process it."
-            document_mark_failed(source=source, error=error, fields={})
+            document_mark_failed(document_id=document_id, source=source, error=error, fields={})
 
     transaction.on_commit(partial(enqueue, document.pk, document.source))
 

@@ -240,7 +240,7 @@ async def test_a_document_filter_naming_a_restricted_document_is_an_unknown_id(p
     nonexistent_status, nonexistent = await chat_over_api(
         staff, QUESTION, document_ids=[pay.pk + 1000]
     )
-    assert status == nonexistent_status == 422
+    assert status == nonexistent_status == 404
     assert json.loads(body)["error"]["message"] == f"Unknown document ids: {pay.pk}."
     assert json.loads(nonexistent)["error"]["message"] == f"Unknown document ids: {pay.pk + 1000}."
     status, body = await chat_over_api(

@@ -243,7 +243,7 @@ def test_messages_say_what_retrieval_searched_for(api, client, staff_user):
     Message.objects.filter(role="assistant").update(search_query="hotel <cap> London 2026")
     assert searched() == [("user", ""), ("assistant", "hotel <cap> London 2026")]  # not stale
 
-    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     field = schema["components"]["schemas"]["Message"]["properties"]["search_query"]
     assert field["type"] == "string" and "retrieval searched for" in field["description"]
 
@@ -273,8 +273,8 @@ def test_feedback_on_an_answer_is_given_and_replaced(api, staff_user, other_staf
             {"rating": "up"},
             content_type="application/json",
         ),
-        422,
-        "validation-failed",
+        404,
+        "not-found",
     )
     assert_envelope(
         api.post(f"/api/messages/{uuid.uuid4()}/feedback", {"rating": "up"}), 404, "not-found"
@@ -343,6 +343,10 @@ async def post_chat(client: AsyncClient, body, **extra):
         (chat_body(message=" \x00 "), 422, "validation-failed", "message"),
         (chat_body(embedding=[0.1] * 10), 422, "validation-failed", "embedding"),
         ({"message": "Hi"}, 422, "validation-failed", "message_id"),
+        (chat_body(regenerate=0), 422, "validation-failed", "regenerate"),
+        (chat_body(is_private="true"), 422, "validation-failed", "is_private"),
+        (chat_body(embedding=["0.5"] * 384), 422, "validation-failed", "embedding"),
+        (chat_body(embedding=[0.0] * 384), 422, "validation-failed", "embedding"),
     ],
     ids=[
         "malformed-json",
@@ -355,6 +359,10 @@ async def post_chat(client: AsyncClient, body, **extra):
         "empty",
         "short-embedding",
         "missing-id",
+        "regenerate-not-a-boolean",
+        "is-private-not-a-boolean",
+        "embedding-of-strings",
+        "embedding-all-zero",
     ],  # fmt: skip
 )
 async def test_chat_rejects_bad_input_before_answering(chat_client, body, status, code, field):
@@ -472,8 +480,8 @@ async def test_five_questions_in_a_few_seconds_get_a_friendly_429(chat_client, m
 
 # --- OpenAPI -------------------------------------------------------------------------------------
 @pytest.mark.django_db
-def test_schema_documents_every_endpoint_the_sse_events_and_the_error_envelope(client):
-    response = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+def test_schema_documents_every_endpoint_the_sse_events_and_the_error_envelope(api):
+    response = api.get("/api/schema/", HTTP_ACCEPT="application/json")
     assert response.status_code == 200
     schema = json.loads(response.content)
     paths = schema["paths"]
@@ -501,9 +509,9 @@ def test_schema_documents_every_endpoint_the_sse_events_and_the_error_envelope(c
 
 
 @pytest.mark.django_db
-def test_schema_says_what_the_server_checks(client):
+def test_schema_says_what_the_server_checks(api):
     """What schemathesis found undocumented (tests/chat/test_api_contract.py runs it)."""
-    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     paths, components = schema["paths"], schema["components"]["schemas"]
     for path, method in [
         ("/api/conversations/{conversation_id}", "get"),
@@ -523,7 +531,10 @@ def test_schema_says_what_the_server_checks(client):
     assert rename["required"] is True
     assert components["ConversationUpdateRequest"]["required"] == ["title"]
     feedback = paths["/api/messages/{message_id}/feedback"]["post"]
-    assert "answers only" in feedback["responses"]["422"]["description"]
+    assert "answers only" in feedback["responses"]["404"]["description"]
+    embedding = components["ChatRequestRequest"]["properties"]["embedding"]
+    assert embedding["minItems"] == embedding["maxItems"] == 384
+    assert embedding["not"] == {"items": {"type": "number", "enum": [0]}}  # not all zero
     message = components["ChatRequestRequest"]["properties"]["message"]
     assert message["minLength"] == 1 and message["maxLength"] == 4000
     pattern = re.compile(message["pattern"])
@@ -580,12 +591,29 @@ def test_an_embedding_of_huge_or_tiny_numbers_is_still_a_direction():
 
 
 @pytest.mark.django_db
-def test_docs_page_serves_its_assets_locally(client):
-    response = client.get("/api/docs/")
+def test_the_schema_and_the_docs_are_for_staff_only(api, django_user_model):
+    """Like the API they describe: anonymous 401, signed in but not staff 403, staff 200,
+    with a session or with a token."""
+    member = Client()
+    member.force_login(django_user_model.objects.create_user(username="member"))
+    token = Token.objects.create(
+        user=django_user_model.objects.create_user(username="robot", is_staff=True)
+    )
+    with_token = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    for url in ("/api/schema/", "/api/docs/", "/api/docs/?script="):
+        assert_envelope(Client().get(url), 401, "unauthorized")
+        assert_envelope(member.get(url), 403, "forbidden")
+        assert api.get(url).status_code == 200, url
+        assert with_token.get(url).status_code == 200, url
+
+
+@pytest.mark.django_db
+def test_docs_page_serves_its_assets_locally(api):
+    response = api.get("/api/docs/")
     assert response.status_code == 200
     html = response.content.decode()
     # The page's start-up script is served apart (no inline script: the CSP allows none).
-    script = client.get("/api/docs/", {"script": ""}).content.decode()
+    script = api.get("/api/docs/", {"script": ""}).content.decode()
     assert "swagger-ui" in html and "/api/docs/?script=" in html and "/api/schema/" in script
     for text in (html, script):
         assert "cdn" not in text.lower() and "https://" not in text

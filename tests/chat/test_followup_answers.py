@@ -178,7 +178,8 @@ async def test_another_users_shared_conversation_lends_its_context_to_nobody(
     assert searched.data["search_query"] == LONDON
 
 
-async def test_the_query_used_is_logged_with_the_exchange(travel_kb, staff_user, caplog):
+async def test_the_query_used_is_logged_with_the_exchange(travel_kb, staff_user, caplog, settings):
+    settings.CHAT_LOG_QUERIES = True
     conversation_id = uuid.uuid4()
     await collect(user=staff_user, question=LISBON, conversation_id=conversation_id)
     caplog.clear()

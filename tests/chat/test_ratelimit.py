@@ -19,6 +19,7 @@ from chat.ratelimit import (
     flood_hit,
     in_flight_holder,
     in_flight_release,
+    in_flight_renew,
     rate_parse,
     search_rate_limited,
     store_get,
@@ -156,6 +157,18 @@ class StoreTests:
         assert in_flight_holder("conversation:2") is None
         assert chat_admit(staff_user, lock=alive).locked
         assert in_flight_holder("conversation:2") == "socket"
+        in_flight_release(dead)  # the dead holder's late release frees nothing of the other's
+        assert in_flight_holder("conversation:2") == "socket"
+
+    def test_a_lock_renewed_by_its_holder_outlives_its_first_expiry(self, store, staff_user):
+        short = InFlightLock(key="conversation:3", holder="socket", seconds=1)
+        other = InFlightLock(key="conversation:3", holder="other", seconds=300)
+        assert chat_admit(staff_user, lock=short).locked
+        assert not in_flight_renew(other)  # not its holder: nothing changes
+        assert in_flight_renew(InFlightLock(key="conversation:3", holder="socket", seconds=300))
+        time.sleep(1.2)
+        assert in_flight_holder("conversation:3") == "socket"
+        assert not chat_admit(staff_user, lock=other).locked
 
 
 class TestPostgresStore(StoreTests):

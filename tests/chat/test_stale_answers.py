@@ -30,7 +30,9 @@ def streaming_exchange(owner, *, age: timedelta) -> tuple[Conversation, Message,
         answer="Full-time staff get",
         status=Message.Status.STREAMING,
     )
-    Message.objects.filter(pk=answer.pk).update(created_at=timezone.now() - age)
+    Message.objects.filter(pk=answer.pk).update(
+        created_at=timezone.now() - age, heartbeat_at=timezone.now() - age
+    )
     return conversation, question, answer
 
 

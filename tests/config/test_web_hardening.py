@@ -11,16 +11,19 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 
+import httpx
 import pytest
 from django.conf import settings
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from chat.models import ChatSettings, Conversation, Feedback, Message
 from knowledge.models import Document
 from tests.support.knowledge_base import LEAVE_TEXTS, document_create
-from tests.support.live_server import BASE_DIR, database_url_of
+from tests.support.live_server import BASE_DIR, daphne_server, database_url_of
 
 PRODUCTION_ENV = {
     "DJANGO_SECURE": "1",
@@ -99,6 +102,27 @@ def site(django_user_model):
     return {"document": document, "conversation": conversation, "answer": answer}
 
 
+def admin_refuses(url: str, user) -> bool:
+    """Whether the admin itself refuses `user` the add or change form at `url` (a model whose
+    rows are made elsewhere has no add form, one kept as recorded no change form): the one
+    reason a page may answer a superuser 403."""
+    from django.test import RequestFactory
+    from django.urls import resolve
+
+    match = resolve(url)
+    model_admin = getattr(match.func, "model_admin", None)
+    if model_admin is None:
+        return False
+    request = RequestFactory().get(url)
+    request.user = user
+    if match.url_name.endswith("_add"):
+        return not model_admin.has_add_permission(request)
+    if match.url_name.endswith("_change"):
+        obj = model_admin.get_object(request, match.kwargs["object_id"])
+        return not model_admin.has_view_or_change_permission(request, obj)
+    return False
+
+
 def admin_pages(site) -> list[str]:
     """The admin's index, every model's list and add/change form, and the custom views."""
     objects = {
@@ -132,11 +156,15 @@ def test_every_page_has_the_csp_header_and_no_inline_script(superuser_client, si
         *admin_pages(site),
     ]
     anonymous = ["/login/", "/admin/login/"]
+    superuser = get_user_model().objects.get(username="root")
+    refused = {url for url in pages if admin_refuses(url, superuser)}
+    print(f"refused by the admin itself: {sorted(refused)}")
     checked = 0
     for client, urls in ((superuser_client, pages), (Client(), anonymous)):
         for url in urls:
             response = client.get(url, follow=True)
-            assert response.status_code in {200, 403}, (url, response.status_code)
+            expected = 403 if url in refused else 200
+            assert response.status_code == expected, (url, response.status_code)
             assert response["Content-Security-Policy"] == settings.CONTENT_SECURITY_POLICY, url
             assert "script-src 'self'" in response["Content-Security-Policy"]
             assert "unsafe-inline" not in response["Content-Security-Policy"].split("style-src")[0]
@@ -294,18 +322,22 @@ def test_local_http_settings_keep_cookies_plain_and_never_redirect():
         assert check in warned.stdout + warned.stderr
 
 
-@pytest.mark.django_db
-def test_behind_the_https_proxy_cookies_are_secure_and_http_is_redirected(settings, client):
-    settings.SECURE_SSL_REDIRECT = True
-    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    settings.SECURE_HSTS_SECONDS = 31536000
-    settings.CSRF_COOKIE_SECURE = settings.SESSION_COOKIE_SECURE = True
-    settings.ALLOWED_HOSTS = ["sourced.example.org"]
-
-    plain = client.get("/login/", HTTP_HOST="sourced.example.org")
+@pytest.mark.django_db(transaction=True)
+def test_behind_the_https_proxy_cookies_are_secure_and_http_is_redirected():
+    """A real server started with the documented production environment (DJANGO_SECURE=1), as
+    a proxy terminating TLS would reach it: the wiring from the variable to the behaviour."""
+    env = {**PRODUCTION_ENV, "DJANGO_SECRET_KEY": secrets.token_urlsafe(60)}
+    host = {"Host": "sourced.example.org"}
+    with daphne_server(database_url_of(connection.settings_dict), env=env) as url:
+        plain = httpx.get(f"{url}/login/", headers=host, timeout=30)
+        secure = httpx.get(
+            f"{url}/login/", headers={**host, "X-Forwarded-Proto": "https"}, timeout=30
+        )
     assert plain.status_code == 301
-    assert plain["Location"] == "https://sourced.example.org/login/"
-    secure = client.get("/login/", HTTP_HOST="sourced.example.org", HTTP_X_FORWARDED_PROTO="https")
+    assert plain.headers["Location"] == "https://sourced.example.org/login/"
     assert secure.status_code == 200
-    assert secure["Strict-Transport-Security"].startswith("max-age=31536000")
-    assert secure.cookies["csrftoken"]["secure"]
+    assert secure.headers["Strict-Transport-Security"] == (
+        "max-age=31536000; includeSubDomains; preload"
+    )
+    cookie = next(c for c in secure.headers.get_list("Set-Cookie") if c.startswith("csrftoken="))
+    assert "; Secure" in cookie

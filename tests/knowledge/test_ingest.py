@@ -122,7 +122,7 @@ def test_a_changed_file_replaces_its_chunks_and_reuses_unchanged_embeddings(
 ):
     path = documents_dir / "handbook.md"
     first = document_ingest(path=path)
-    old_ids = set(first.document.chunks.values_list("pk", flat=True))
+    old_rows = dict(first.document.chunks.values_list("pk", "text"))
     old_vectors = vectors_by_input(first.document)
     new_paragraph = "Employees may buy up to five extra days of leave through salary sacrifice."
     path.write_text(
@@ -140,7 +140,12 @@ def test_a_changed_file_replaces_its_chunks_and_reuses_unchanged_embeddings(
     assert document.pk == first.document.pk
     assert document.content_hash == hashlib.sha256(path.read_bytes()).hexdigest()
     new_chunks = list(document.chunks.all())
-    assert not old_ids & {chunk.pk for chunk in new_chunks}  # every old row is gone
+    # Chunks whose text did not change are the same rows, the others are gone
+    # (docs/decisions/0091-unchanged-chunks-keep-their-rows.md).
+    unchanged = {pk for pk, text in old_rows.items() if text in {c.text for c in new_chunks}}
+    assert unchanged and unchanged != set(old_rows)
+    assert set(old_rows) & {chunk.pk for chunk in new_chunks} == unchanged
+    assert all(Chunk.objects.get(pk=pk).text == old_rows[pk] for pk in unchanged)
     assert Chunk.objects.count() == len(new_chunks) == second.chunks
     assert Embedding.objects.count() == len(new_chunks)
     assert any(new_paragraph in chunk.text for chunk in new_chunks)

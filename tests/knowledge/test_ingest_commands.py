@@ -99,7 +99,10 @@ def test_ingest_of_an_unsupported_type_fails_naming_the_supported_types(tmp_path
 
     assert error.returncode == 1
     assert "Unsupported file type '.xls' (budget.xls)" in output
-    supported = ".pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx"
+    supported = (
+        ".pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx, .odt, .ods, "
+        ".png, .jpg/.jpeg, .tif/.tiff"
+    )
     assert f"Supported types: {supported}." in output
     assert not Document.objects.exists()
 

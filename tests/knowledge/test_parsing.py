@@ -199,9 +199,9 @@ def test_pdf_without_text_is_refused():
 
     pdf = FPDF()
     pdf.add_page()
-    pdf.rect(10, 10, 50, 50)  # a drawing, no text: what a scanned page looks like to us
+    pdf.rect(10, 10, 50, 50)  # a drawing: no text layer, and nothing OCR can read on it
 
-    with pytest.raises(DocumentParseError, match="no extractable text"):
+    with pytest.raises(DocumentParseError, match="No text could be extracted from scan.pdf"):
         document_parse(data=bytes(pdf.output()), name="scan.pdf")
 
 

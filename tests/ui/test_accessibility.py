@@ -1,13 +1,12 @@
-"""Accessibility: axe-core, run inside Debian's Chromium, finds no violation on any page of the
-app, in light and in dark mode.
+"""Accessibility: axe-core, run inside Debian's Chromium, finds no violation on the app's pages
+(the chat's, the document view, the admin's insights), in light and in dark mode.
 
 axe-core is vendored in tests/ui/vendor/ (axe.min.js from the npm package, with its licence)
 and injected into each page with Playwright's `add_script_tag`: nothing is downloaded at test
 time. To check another page, add one line to PAGES: its name, its path (``{conversation}`` and
 ``{document}`` are filled in with this module's stored conversation and document), who opens
 it (ANONYMOUS, STAFF, or ADMIN: a superuser), and what to do in the page before the check
-(``None``, or a function of the page). For example the admin's insights page:
-``("insights", "/admin/insights/", ADMIN, None)``.
+(``None``, or a function of the page).
 
 The browser and the logged-in pages are tests/ui/conftest.py's; this module brings its own
 live server and data (stored directly: no question is asked)."""
@@ -57,6 +56,7 @@ PAGES: list[tuple[str, str, str, Callable | None]] = [
     ("document", "/documents/{document}/", STAFF, None),
     ("settings", "/", STAFF, _settings_open),
     ("sidebar-drawer", "/", STAFF, _drawer_open),
+    ("insights", "/admin/insights/", ADMIN, None),
 ]
 SCHEMES = ["light", "dark"]
 
