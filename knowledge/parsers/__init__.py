@@ -14,8 +14,9 @@ Supported: .pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx. Any
 is refused with an `UnsupportedFileType`; a corrupt or empty file raises a
 `DocumentParseError` whose message is meant for the person who gave us the file.
 
-This module picks the parser by the file's extension (`PARSERS`, one module per format); what
-they share is in knowledge/parsers/base.py.
+This module picks the parser by the file's extension (`PARSERS`, one module per format) and
+checks every zip-based file before its parser opens it (knowledge/parsers/archives.py); what
+the parsers share is in knowledge/parsers/base.py.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from knowledge.parsers.archives import (
+    ZIP_MAX_PARTS,
+    ZIP_MAX_RATIO,
+    ZIP_MAX_UNCOMPRESSED_BYTES,
+    is_zip,
+    zip_check,
+)
 from knowledge.parsers.base import (
     HTML_MAX_DEPTH,
     SECTION_SEPARATOR,
@@ -51,6 +59,9 @@ __all__ = [
     "Block",
     "DocumentParseError",
     "ParsedDocument",
+    "ZIP_MAX_PARTS",
+    "ZIP_MAX_RATIO",
+    "ZIP_MAX_UNCOMPRESSED_BYTES",
     "UnsupportedFileType",
     "document_parse",
     "file_type_check",
@@ -105,10 +116,17 @@ def is_supported(name: str) -> bool:
 
 
 def document_parse(*, data: bytes, name: str) -> ParsedDocument:
-    """Parse `data`, the bytes of a file called `name` (its extension picks the parser)."""
+    """Parse `data`, the bytes of a file called `name` (its extension picks the parser).
+
+    Raises `UnsupportedFileType` for an extension no parser reads, `DocumentParseError` (a
+    message for the person who gave the file) for an empty, damaged or hostile one. Any file
+    whose bytes open like a zip is checked by `zip_check` (the sizes its zip declares) before
+    its parser sees it, whatever the parser."""
     media_type = file_type_check(name)
     if not data.strip():
         raise DocumentParseError(f"The file is empty ({Path(name).name}).")
+    if is_zip(data):
+        zip_check(data, name=Path(name).name)
     parser = PARSERS[Path(name).suffix.lower()]
     builder = BlockBuilder(name=Path(name).name)
     try:

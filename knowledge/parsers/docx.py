@@ -1,19 +1,15 @@
 """Word documents (.docx, python-docx): heading styles open sections; paragraphs and table
-rows ("cell | cell") are blocks. The zip's declared sizes are checked against the DOCX_* limits
-before python-docx unpacks anything."""
+rows ("cell | cell") are blocks. The zip's declared sizes were checked before this parser runs
+(knowledge/parsers/archives.py)."""
 
 from __future__ import annotations
 
 import io
 import re
-import zipfile
 from collections.abc import Iterable
 
+from knowledge.parsers.archives import ooxml_title
 from knowledge.parsers.base import (
-    DOCX_MAX_PARTS,
-    DOCX_MAX_RATIO,
-    DOCX_MAX_UNCOMPRESSED_BYTES,
-    DOCX_RATIO_FROM,
     BlockBuilder,
     DocumentParseError,
     Headings,
@@ -25,45 +21,12 @@ from knowledge.parsers.base import (
 _DOCX_HEADING = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 
 
-def _docx_size_check(data: bytes) -> None:
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            parts = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError) as exc:
-        raise DocumentParseError(
-            "Could not read the Word document: the file is damaged or not a .docx file "
-            f"({error_reason(exc)})."
-        ) from exc
-    if len(parts) > DOCX_MAX_PARTS:
-        raise DocumentParseError(
-            f"The Word document has too many parts ({len(parts):,}; the limit is "
-            f"{DOCX_MAX_PARTS:,}): it is not a document Word wrote."
-        )
-    total = sum(part.file_size for part in parts)
-    if total > DOCX_MAX_UNCOMPRESSED_BYTES:
-        raise DocumentParseError(
-            f"The Word document would unpack to {total / 2**20:,.0f} MB (the limit is "
-            f"{DOCX_MAX_UNCOMPRESSED_BYTES // 2**20} MB): it looks like a zip bomb, not a "
-            "document."
-        )
-    for part in parts:
-        if part.file_size > DOCX_RATIO_FROM and part.file_size > DOCX_MAX_RATIO * max(
-            part.compress_size, 1
-        ):
-            raise DocumentParseError(
-                f"The Word document's part {part.filename} is compressed "
-                f"{part.file_size // max(part.compress_size, 1):,} to 1 (the limit is "
-                f"{DOCX_MAX_RATIO} to 1): it looks like a zip bomb, not a document."
-            )
-
-
 def parse_docx(data: bytes, builder: BlockBuilder) -> str | None:
     """Add the blocks of `data` to `builder`; the document's own title, if it has one.
     Raises `DocumentParseError` on a file it cannot read."""
     import docx
     from docx.table import Table
 
-    _docx_size_check(data)
     try:
         document = docx.Document(io.BytesIO(data))
         items = list(document.iter_inner_content())
@@ -73,7 +36,7 @@ def parse_docx(data: bytes, builder: BlockBuilder) -> str | None:
             f"({error_reason(exc)})."
         ) from exc
     headings = Headings()
-    title = clean_inline(document.core_properties.title or "") or None
+    title = clean_inline(ooxml_title(data) or "") or None
     first_heading: str | None = None
     previous_row = False
     for item in items:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
+from knowledge.parsers.archives import ooxml_title
 from knowledge.parsers.base import (
     BlockBuilder,
     DocumentParseError,
@@ -30,7 +31,7 @@ def parse_pptx(data: bytes, builder: BlockBuilder) -> str | None:
     try:
         presentation = Presentation(io.BytesIO(data))
         slides = list(presentation.slides)
-        deck_title = clean_inline(presentation.core_properties.title or "") or None
+        deck_title = clean_inline(ooxml_title(data) or "") or None
     except Exception as exc:  # zip, XML and package errors of many kinds on broken files
         raise DocumentParseError(
             "Could not read the presentation: the file is damaged or not a .pptx file "
