@@ -1,0 +1,201 @@
+"""Files written by other tools (LibreOffice, XlsxWriter, small writers that lay an .xlsx out
+by hand, PDF encryption, CSV in other encodings, damaged files) ingest with their pages,
+sheets and sections, or fail with a readable message; one bad file never stops the others.
+The files are committed under tests/knowledge/corpus/ (README.md says how each was made), so
+these tests need none of the writers."""
+
+from __future__ import annotations
+
+import shutil
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from knowledge.models import Document
+from knowledge.parsers import DocumentParseError, document_parse
+
+pytestmark = pytest.mark.django_db
+
+CORPUS = Path(__file__).parent / "corpus"
+FILES = sorted(
+    path for path in CORPUS.iterdir() if path.suffix not in {".py", ".md"} and path.is_file()
+)
+
+# What each file that must fail says (part of its message); every other file ingests.
+FAILURES = {
+    "damaged-missing-slide.pptx": "Could not read the presentation: the file is damaged",
+    "damaged-not-a-zip.xlsx": "Could not read the spreadsheet: the file is damaged",
+    "damaged-truncated.docx": "Could not read the Word document: the file is damaged",
+    "damaged-truncated.pdf": "Could not read the PDF: the file is damaged",
+    "encrypted-user-password.pdf": "The PDF is password protected.",
+    "image-only.pdf": "The PDF contains no extractable text",
+}
+
+# Rows every workbook of the same source must read the same, whatever wrote it.
+STOCK_ROW = (
+    "Stock — Product code: QX-2201 · Product name: Brass valve size 1 · Quantity: 10 · "
+    "Price: 1,234.50 · Received: 1 March 2026"
+)
+WORKBOOKS = {
+    "xlsxwriter.xlsx": [STOCK_ROW],
+    "xlsxwriter-inline-strings.xlsx": [STOCK_ROW],
+    "xlsxwriter-1904-dates.xlsx": [STOCK_ROW],
+    "libreoffice-calc-ooxml.xlsx": [STOCK_ROW],
+    "libreoffice-calc.xlsx": [
+        "budget — Cost centre: Travel · Amount: 1250.5 · Approved on: 15 March 2026 · "
+        "Owner: Ana Müller"
+    ],
+    "minimal-inline-strings.xlsx": ["Budget — Cost centre: Office supplies · Amount: 310"],
+    "minimal-absolute-paths.xlsx": ["Budget — Cost centre: Office supplies · Amount: 310"],
+    "minimal-prefixed-namespace.xlsx": ["Budget — Cost centre: Office supplies · Amount: 310"],
+    "minimal-sheet-outside-worksheets.xlsx": [
+        "Budget — Cost centre: Office supplies · Amount: 310"
+    ],
+    "minimal-no-cell-references.xlsx": ["Budget — Cost centre: Travel · Amount: 1250.5"],
+    "shared-rich-text-no-styles.xlsx": [
+        "Budget — Cost centre: Travel · Amount: 1250.5",
+        "Budget — Cost centre: Rent · Amount: 9000",
+    ],
+    "shared-absolute-paths.xlsx": ["Budget — Cost centre: Travel · Amount: 1250.5"],
+    "cell-types-str-e-d-b.xlsx": [
+        "Budget — Kind: Error · Value: #N/A",
+        "Budget — Kind: Date · Value: 15 March 2026",
+        "Budget — Kind: Flag · Value: TRUE",
+        "Budget — Kind: Formula · Value: ab",
+    ],
+    "dates-1904.xlsx": ["Budget — Event: Launch · Day: 16 March 2027"],
+    "style-beyond-the-styles.xlsx": ["Budget — Event: Launch · Day: 45000"],
+}
+
+
+def test_the_corpus_is_what_this_file_expects():
+    names = {path.name for path in FILES}
+    assert set(FAILURES) <= names and set(WORKBOOKS) <= names
+    assert len(FILES) >= 30
+    assert all(path.stat().st_size < 100_000 for path in FILES)
+
+
+@pytest.mark.parametrize("name", sorted(WORKBOOKS))
+def test_a_workbook_any_writer_wrote_reads_row_by_row_with_its_cells(name):
+    parsed = document_parse(data=(CORPUS / name).read_bytes(), name=name)
+
+    texts = [block.text for block in parsed.blocks]
+    for row in WORKBOOKS[name]:
+        assert row in texts
+    assert all(block.sheet and block.cells for block in parsed.blocks)
+    assert parsed.metadata["sheets"]
+
+
+def test_a_workbook_keeps_its_merged_cells_and_its_second_sheet():
+    parsed = document_parse(data=(CORPUS / "xlsxwriter.xlsx").read_bytes(), name="x.xlsx")
+
+    merged = next(block for block in parsed.blocks if "Lyon warehouse" in block.text)
+    assert (merged.sheet, merged.cells) == ("Stock", "A8:E8")
+    assert merged.text.count("Counted by the Lyon warehouse team") == 5  # one per column
+    notes = {block.text: block.cells for block in parsed.blocks if block.sheet == "Notes"}
+    assert notes == {
+        "Notes — Item: Valve QX-2207 brass · Remark: checked twice · Result: #DIV/0!": "A2:C2",
+        "Notes — Item: Pump housing · Remark: TRUE · Result: ready to ship": "A3:C3",
+    }
+    assert [sheet["name"] for sheet in parsed.metadata["sheets"]] == ["Stock", "Notes"]
+
+
+@pytest.mark.parametrize("name", ["libreoffice-writer.docx", "libreoffice-writer-ooxml.docx"])
+def test_a_libreoffice_word_document_has_its_title_and_sections(name):
+    parsed = document_parse(data=(CORPUS / name).read_bytes(), name=name)
+
+    assert parsed.title == "Travel policy"
+    sections = {block.text: block.section for block in parsed.blocks}
+    assert sections["Claim meals up to 35 euros per day; attach the receipts to the claim."] == (
+        "Travel policy > Expenses"
+    )
+    assert sections["Zone | Daily limit"] == "Travel policy > Expenses"
+
+
+def test_a_libreoffice_presentation_has_its_slides_as_pages():
+    parsed = document_parse(
+        data=(CORPUS / "libreoffice-impress.pptx").read_bytes(), name="deck.pptx"
+    )
+
+    assert parsed.title == "Warehouse review 2026"
+    pages = {block.text: (block.page, block.section) for block in parsed.blocks}
+    assert pages["Q1 | 42"] == (3, "Deliveries per quarter")
+    assert pages["Notes: Mention the supplier change in March."] == (2, "Stock targets")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "libreoffice-writer.pdf",
+        "encrypted-owner-password-only.pdf",
+        "encrypted-rc4-owner-only.pdf",
+        "damaged-shifted-offsets.pdf",
+    ],
+)
+def test_a_pdf_that_opens_without_a_password_is_read(name):
+    parsed = document_parse(data=(CORPUS / name).read_bytes(), name=name)
+
+    assert "Claim meals up to 35 euros per day" in parsed.text
+    assert {block.page for block in parsed.blocks} == {1}
+
+
+@pytest.mark.parametrize(
+    ("name", "row"),
+    [
+        ("excel-unicode-text-utf16.csv", "Catering · Amount: 480 · Approved on: 2026-04-03"),
+        ("utf8-bom-commas.csv", "Owner: Søren Ærø"),
+        ("latin1-pipes-cr.csv", "Owner: Zoë Ødegaard"),
+        ("libreoffice-cp1252-semicolons.csv", "Owner: José Núñez"),
+        ("shift-jis.csv", "品番: QX-2207 · 品名: 真鍮バルブ · 数量: 150"),
+    ],
+)
+def test_csv_in_other_encodings_and_dialects_reads_its_rows(name, row):
+    parsed = document_parse(data=(CORPUS / name).read_bytes(), name=name)
+
+    assert any(row in block.text for block in parsed.blocks), [b.text for b in parsed.blocks]
+    assert parsed.blocks[0].text.startswith(f"{Path(name).stem} — Cost centre: Travel") or (
+        name == "shift-jis.csv"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(FAILURES))
+def test_a_file_that_cannot_be_read_fails_with_a_readable_message(name):
+    with pytest.raises(DocumentParseError) as caught:
+        document_parse(data=(CORPUS / name).read_bytes(), name=name)
+    assert FAILURES[name] in str(caught.value)
+
+
+def test_the_whole_corpus_in_one_ingest_run(tmp_path):
+    """Every file in one `ingest` run: the readable ones become ready documents with their
+    pages, sheets or sections, the others failed documents with their message, and no file
+    stops the others."""
+    folder = tmp_path / "from-other-tools"
+    folder.mkdir()
+    for path in FILES:
+        shutil.copy(path, folder / path.name)
+
+    out, err = StringIO(), StringIO()
+    with pytest.raises(CommandError, match=rf"^{len(FAILURES)} file\(s\) failed"):
+        call_command("ingest", str(folder), stdout=out, stderr=err)
+
+    documents = {Path(d.source).name: d for d in Document.objects.all()}
+    assert set(documents) == {path.name for path in FILES}
+    for name, document in documents.items():
+        if name in FAILURES:
+            assert document.status == Document.Status.FAILED, name
+            assert FAILURES[name] in document.error
+            continue
+        assert document.status == Document.Status.READY, (name, document.error)
+        chunks = list(document.chunks.all())
+        assert chunks, name
+        if name.endswith((".xlsx", ".csv")):
+            assert all(chunk.sheet and chunk.cells for chunk in chunks), name
+        elif name.endswith((".pdf", ".pptx")):
+            assert all(chunk.page for chunk in chunks), name
+        else:
+            assert all(chunk.section for chunk in chunks), name
+    assert f"{len(FILES) - len(FAILURES)} new, 0 updated, 0 unchanged, {len(FAILURES)} failed" in (
+        out.getvalue()
+    )
