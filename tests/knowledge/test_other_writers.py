@@ -199,3 +199,77 @@ def test_the_whole_corpus_in_one_ingest_run(tmp_path):
     assert f"{len(FILES) - len(FAILURES)} new, 0 updated, 0 unchanged, {len(FAILURES)} failed" in (
         out.getvalue()
     )
+
+
+# --- Word content that python-docx's paragraphs leave out ------------------------------------
+
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+
+
+def word_document_with_wrapped_content() -> bytes:
+    """A .docx (python-docx) whose text sits where Word, Google Docs and templates put it: a
+    tracked insertion, a block content control (a template's field), an inline content
+    control, a hyperlink, a text box in a drawing, and a table of contents (left out)."""
+    import io
+
+    import docx
+    from lxml import etree
+
+    document = docx.Document()
+    document.add_heading("Leave policy", level=1)
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "Part-time staff"
+    table.cell(0, 1)._tc.append(
+        etree.fromstring(
+            f"<w:p xmlns:w='{W}'><w:ins w:id='3' w:author='HR'><w:r><w:t>pro rata</w:t></w:r>"
+            "</w:ins></w:p>"
+        )
+    )
+    body = document.element.body
+    sect = body[-1]
+
+    def xml(text: str):
+        return etree.fromstring(
+            f'<root xmlns:w="{W}" xmlns:mc="http://schemas.openxmlformats.org/'
+            f'markup-compatibility/2006">{text}</root>'
+        )[0]
+
+    for fragment in [
+        "<w:p><w:r><w:t>Annual leave is </w:t></w:r><w:ins w:id='1' w:author='HR'><w:r>"
+        "<w:t>twenty-five</w:t></w:r></w:ins><w:del w:id='2' w:author='HR'><w:r><w:delText>"
+        "twenty</w:delText></w:r></w:del><w:r><w:t xml:space='preserve'> days a year.</w:t>"
+        "</w:r></w:p>",
+        "<w:sdt><w:sdtPr><w:docPartObj><w:docPartGallery w:val='Table of Contents'/>"
+        "</w:docPartObj></w:sdtPr><w:sdtContent><w:p><w:r><w:t>Contents page entry 3</w:t>"
+        "</w:r></w:p></w:sdtContent></w:sdt>",
+        "<w:sdt><w:sdtPr><w:alias w:val='Owner'/></w:sdtPr><w:sdtContent><w:p><w:r><w:t>"
+        "The policy owner is the Lyon people team.</w:t></w:r></w:p></w:sdtContent></w:sdt>",
+        "<w:p><w:r><w:t xml:space='preserve'>Carry-over needs </w:t></w:r><w:sdt><w:sdtContent>"
+        "<w:r><w:t>written approval</w:t></w:r></w:sdtContent></w:sdt><w:hyperlink><w:r><w:t>"
+        " from a director</w:t></w:r></w:hyperlink><w:r><w:t>.</w:t></w:r></w:p>",
+        "<w:p><w:r><w:t>See the box.</w:t></w:r><w:r><mc:AlternateContent><mc:Choice "
+        "Requires='wps'><w:drawing><w:txbxContent><w:p><w:r><w:t>Boxed: sick leave needs a "
+        "note after three days.</w:t></w:r></w:p></w:txbxContent></w:drawing></mc:Choice>"
+        "<mc:Fallback><w:pict><w:txbxContent><w:p><w:r><w:t>Boxed: sick leave needs a note "
+        "after three days.</w:t></w:r></w:p></w:txbxContent></w:pict></mc:Fallback>"
+        "</mc:AlternateContent></w:r></w:p>",
+    ]:
+        sect.addprevious(xml(fragment))
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_word_text_in_tracked_changes_content_controls_and_text_boxes_is_read():
+    parsed = document_parse(data=word_document_with_wrapped_content(), name="leave.docx")
+
+    texts = [block.text for block in parsed.blocks]
+    assert texts == [
+        "Part-time staff | pro rata",
+        "Annual leave is twenty-five days a year.",
+        "The policy owner is the Lyon people team.",
+        "Carry-over needs written approval from a director.",
+        "See the box.",
+        "Boxed: sick leave needs a note after three days.",
+    ]
+    assert {block.section for block in parsed.blocks} == {"Leave policy"}
