@@ -21,7 +21,7 @@ def parse_pdf(data: bytes, builder: BlockBuilder) -> str | None:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise DocumentParseError("The PDF is password protected.")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = [_page_text(page) for page in reader.pages]
         metadata = reader.metadata
         title = metadata.title if metadata is not None else None
     except DocumentParseError:
@@ -30,6 +30,13 @@ def parse_pdf(data: bytes, builder: BlockBuilder) -> str | None:
         raise DocumentParseError(
             f"Could not read the PDF: the file is damaged or not a PDF ({error_reason(exc)})."
         ) from exc
+    failures = [page for page in pages if isinstance(page, Exception)]
+    if pages and len(failures) == len(pages):
+        raise DocumentParseError(
+            "Could not read the PDF: the file is damaged or not a PDF "
+            f"({error_reason(failures[0])})."
+        ) from failures[0]
+    pages = ["" if isinstance(page, Exception) else page for page in pages]
     if not any(page.strip() for page in pages):
         raise DocumentParseError(
             "The PDF contains no extractable text (it may be a scanned image)."
@@ -38,6 +45,15 @@ def parse_pdf(data: bytes, builder: BlockBuilder) -> str | None:
         for paragraph in _pdf_paragraphs(page_text):
             builder.add(paragraph, page=number)
     return str(title) if title else None
+
+
+def _page_text(page) -> str | Exception:
+    """A page's text, or the error pypdf raised on it: one page it cannot read (a font or
+    content stream some producer wrote oddly) must not lose the document's other pages."""
+    try:
+        return page.extract_text() or ""
+    except Exception as exc:  # pypdf raises many shapes of error on odd pages
+        return exc
 
 
 def _pdf_paragraphs(page_text: str) -> Iterable[str]:

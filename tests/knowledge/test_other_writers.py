@@ -310,3 +310,38 @@ def test_a_deck_missing_a_slide_part_is_read_without_it():
 
     assert {block.page for block in parsed.blocks} == {1, 3}
     assert "Q1 | 42" in parsed.text
+
+
+# --- PDF pages pypdf cannot read -------------------------------------------------------------
+
+
+def test_a_pdf_page_pypdf_fails_on_leaves_the_other_pages(monkeypatch):
+    from pypdf import PageObject
+
+    real = PageObject.extract_text
+
+    def extract_text(page, *args, **kwargs):
+        if page.page_number == 1:
+            raise KeyError("/Widths")  # as pypdf raises on some fonts of some producers
+        return real(page, *args, **kwargs)
+
+    monkeypatch.setattr(PageObject, "extract_text", extract_text)
+    data = (CORPUS / "libreoffice-impress.pdf").read_bytes()
+
+    parsed = document_parse(data=data, name="deck.pdf")
+
+    assert {block.page for block in parsed.blocks} == {1, 3}
+    assert "Deliveries per quarter" in parsed.text
+
+
+def test_a_pdf_whose_every_page_fails_says_it_is_damaged(monkeypatch):
+    from pypdf import PageObject
+
+    def extract_text(page, *args, **kwargs):
+        raise KeyError("/Widths")
+
+    monkeypatch.setattr(PageObject, "extract_text", extract_text)
+    data = (CORPUS / "libreoffice-impress.pdf").read_bytes()
+
+    with pytest.raises(DocumentParseError, match=r"damaged .*KeyError: '/Widths'"):
+        document_parse(data=data, name="deck.pdf")
