@@ -22,7 +22,10 @@ the parsers share is in knowledge/parsers/base.py.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from knowledge.parsers.archives import (
@@ -53,16 +56,17 @@ from knowledge.parsers.text import parse_text
 __all__ = [
     "HTML_MAX_DEPTH",
     "PARSERS",
+    "PARSE_TIME_LIMIT_SECONDS",
     "SECTION_SEPARATOR",
     "SUPPORTED_TYPES",
     "SUPPORTED_TYPES_LABEL",
     "Block",
     "DocumentParseError",
     "ParsedDocument",
+    "UnsupportedFileType",
     "ZIP_MAX_PARTS",
     "ZIP_MAX_RATIO",
     "ZIP_MAX_UNCOMPRESSED_BYTES",
-    "UnsupportedFileType",
     "document_parse",
     "file_type_check",
     "is_supported",
@@ -82,6 +86,10 @@ SUPPORTED_TYPES: dict[str, str] = {
 }
 SUPPORTED_TYPES_LABEL = ".pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx"
 logger = logging.getLogger(__name__)
+
+# A parser still busy after this long (a pathological file) is stopped: the file fails with a
+# readable error well before the worker's document counts as stalled (15 minutes).
+PARSE_TIME_LIMIT_SECONDS = 600.0
 
 # The parser of each extension: it adds the file's blocks to the builder and returns the
 # document's own title when it has one.
@@ -130,7 +138,13 @@ def document_parse(*, data: bytes, name: str) -> ParsedDocument:
     parser = PARSERS[Path(name).suffix.lower()]
     builder = BlockBuilder(name=Path(name).name)
     try:
-        title = parser(data, builder)
+        with _time_limit(PARSE_TIME_LIMIT_SECONDS):
+            title = parser(data, builder)
+    except _TimeUp:
+        raise DocumentParseError(
+            f"Reading {Path(name).name} took longer than {PARSE_TIME_LIMIT_SECONDS:g} s: the "
+            "file is too large or too complex to read."
+        ) from None
     except DocumentParseError:
         raise
     except Exception as exc:  # a reader's own bug on odd input: that file fails, readably
@@ -148,3 +162,30 @@ def document_parse(*, data: bytes, name: str) -> ParsedDocument:
         media_type=media_type,
         metadata=builder.metadata,
     )
+
+
+class _TimeUp(BaseException):
+    """Raised in the parsing thread when its time is up: a BaseException, so that parsers'
+    own `except Exception` (which turns a library's errors into "damaged file") lets it by."""
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise `_TimeUp` in the block after `seconds` (a SIGALRM timer). Only in the main
+    thread, where signals are delivered (the worker, the `ingest` command); elsewhere the
+    block runs unlimited. A pure-Python loop is interrupted between two bytecodes; a call into
+    C code when it returns. The previous SIGALRM handler is restored."""
+    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
+        yield
+        return
+
+    def time_up(signum, frame) -> None:
+        raise _TimeUp
+
+    previous = signal.signal(signal.SIGALRM, time_up)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
