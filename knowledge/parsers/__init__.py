@@ -14,9 +14,11 @@ Supported: .pdf, .md/.markdown, .html/.htm, .txt, .docx, .xlsx, .csv, .pptx. Any
 is refused with an `UnsupportedFileType`; a corrupt or empty file raises a
 `DocumentParseError` whose message is meant for the person who gave us the file.
 
-This module picks the parser by the file's extension (`PARSERS`, one module per format) and
-checks every zip-based file before its parser opens it (knowledge/parsers/archives.py); what
-the parsers share is in knowledge/parsers/base.py.
+This module picks the parser by the file's extension (`PARSERS`, one module per format),
+checks every zip-based file before its parser opens it (knowledge/parsers/archives.py) and
+stops a parser still busy after PARSE_TIME_LIMIT_SECONDS (in the main thread; see
+docs/decisions/0099-other-writers-files-read-or-refused-readably.md); what the parsers share
+is in knowledge/parsers/base.py.
 """
 
 from __future__ import annotations
