@@ -11,6 +11,7 @@ Document text only ever reaches the page through Django's autoescaping (plain st
 
 from __future__ import annotations
 
+import io
 import uuid
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.core.files.uploadedfile import InMemoryUploadedFile
+from django.core.files.uploadhandler import FileUploadHandler
 from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
@@ -25,8 +28,10 @@ from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
+from django.views.decorators.csrf import csrf_protect
 
 from knowledge.access import collections_readable, documents_readable_filter
 from knowledge.collections import collection_default, documents_move
@@ -48,6 +53,31 @@ STATUS_COLOURS = {
     Document.Status.FAILED: ("#b91c1c", "#fee2e2"),
 }
 REFRESH_SECONDS = 5
+# What the upload form adds to a request's body besides the file (its other fields, the
+# multipart boundaries): a request declaring more than the size limit plus this is refused
+# before its body is read.
+UPLOAD_FORM_ALLOWANCE = 64 * 1024
+
+
+class UploadLimitHandler(FileUploadHandler):
+    """The first upload handler of an admin upload: hands a file's bytes on to Django's own
+    handlers (memory, temporary file) up to `limit`, then drops the rest, so no more than
+    `limit` bytes of a file are ever kept, and gives the form a stand-in with the size read
+    (and no content) for it to refuse as too large."""
+
+    def __init__(self, request: HttpRequest, *, limit: int) -> None:
+        super().__init__(request)
+        self.limit = limit
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
+        return raw_data if start + len(raw_data) <= self.limit else None
+
+    def file_complete(self, file_size: int) -> InMemoryUploadedFile | None:
+        if file_size <= self.limit:
+            return None  # the next handler's file
+        return InMemoryUploadedFile(
+            io.BytesIO(), self.field_name, self.file_name, self.content_type, file_size, None
+        )
 
 
 class DocumentUploadForm(forms.ModelForm):
@@ -202,6 +232,35 @@ class DocumentAdmin(admin.ModelAdmin):
     )
 
     # --- Pages -------------------------------------------------------------------------
+    def add_view(self, request: HttpRequest, form_url: str = "", extra_context=None):
+        """The upload page. A POST declaring a body over DOCUMENT_MAX_UPLOAD_BYTES (plus the
+        form's allowance) is refused with a message before any of it is read; any other gets
+        `UploadLimitHandler` first, so a file over the limit is never kept whole. The CSRF
+        check runs after this (in `_add_view_checked`): upload handlers can only be set
+        before the body is read, and checking the token reads it."""
+        if request.method == "POST":
+            limit = settings.DOCUMENT_MAX_UPLOAD_BYTES
+            try:
+                declared = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                declared = 0
+            if declared > limit + UPLOAD_FORM_ALLOWANCE:
+                self.message_user(
+                    request,
+                    f"The file is too large ({filesizeformat(declared)}); the limit is "
+                    f"{filesizeformat(limit)}. Nothing was uploaded.",
+                    messages.ERROR,
+                )
+                return HttpResponseRedirect(request.get_full_path())
+            request.upload_handlers.insert(0, UploadLimitHandler(request, limit=limit))
+        return self._add_view_checked(request, form_url, extra_context)
+
+    add_view.csrf_exempt = True  # checked by _add_view_checked, once the handlers are set
+
+    @method_decorator(csrf_protect)
+    def _add_view_checked(self, request: HttpRequest, form_url: str = "", extra_context=None):
+        return super().add_view(request, form_url, extra_context)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
         return (
             super()

@@ -4,7 +4,8 @@
 doubling up to 30 s), and polls again once the database answers; a task it was running when
 the database went away goes back to the queue (its document's previous version is intact:
 ingestion writes each document in one transaction). `bin/serve` restarts a worker that still
-dies.
+dies; a document a dead worker left `processing` is marked failed, readably, by the next
+worker to start or to take a task once it has stalled (`documents_fail_interrupted`).
 
 It also re-scans the watched folders: at start and then every `SYNC_POLL_SECONDS` (on a
 thread of its own), the folders whose re-scan is due are claimed and a re-scan task is
@@ -25,6 +26,7 @@ from django_tasks_db.compat import TaskResultStatus
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 
+from knowledge.services.lifecycle import documents_fail_interrupted
 from knowledge.services.sync import watched_folders_claim_due
 from knowledge.tasks import watched_folder_sync_task
 
@@ -46,6 +48,7 @@ class ResilientWorker(Worker):
             try:
                 self._requeue_interrupted()
                 self._watched_folders_enqueue()
+                documents_fail_interrupted()
                 super().run()
                 return  # batch or max-tasks: done
             except (OperationalError, InterfaceError) as exc:
@@ -59,6 +62,10 @@ class ResilientWorker(Worker):
                 connections.close_all()
                 time.sleep(delay)  # a stop signal during the wait exits at once
                 delay = min(delay * 2, BACKOFF_MAX)
+
+    def run_task(self, db_task_result: DBTaskResult) -> None:
+        documents_fail_interrupted()
+        super().run_task(db_task_result)
 
     def _requeue_interrupted(self) -> None:
         """Tasks this worker claimed but could not finish (the database went away under

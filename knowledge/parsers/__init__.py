@@ -20,16 +20,31 @@ Supported: .pdf, .md/.markdown, .html/.htm, .txt, .docx, .odt, .xlsx, .ods, .csv
 is refused with an `UnsupportedFileType`; a corrupt or empty file raises a
 `DocumentParseError` whose message is meant for the person who gave us the file.
 
-This module picks the parser by the file's extension (`PARSERS`, one module per format); what
-they share is in knowledge/parsers/base.py.
+This module picks the parser by the file's extension (`PARSERS`, one module per format),
+checks every zip-based file before its parser opens it (knowledge/parsers/archives.py) and
+stops a parser still busy after PARSE_TIME_LIMIT_SECONDS (in the main thread; see
+docs/decisions/0099-other-writers-files-read-or-refused-readably.md); what the parsers share
+is in knowledge/parsers/base.py.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from django.conf import settings
+
+from knowledge.parsers.archives import (
+    ZIP_MAX_PARTS,
+    ZIP_MAX_RATIO,
+    ZIP_MAX_UNCOMPRESSED_BYTES,
+    is_zip,
+    zip_check,
+)
 from knowledge.parsers.base import (
     HTML_MAX_DEPTH,
     SECTION_SEPARATOR,
@@ -53,6 +68,7 @@ from knowledge.parsers.text import parse_text
 __all__ = [
     "HTML_MAX_DEPTH",
     "PARSERS",
+    "PARSE_TIME_LIMIT_SECONDS",
     "SECTION_SEPARATOR",
     "SUPPORTED_TYPES",
     "SUPPORTED_TYPES_LABEL",
@@ -60,6 +76,9 @@ __all__ = [
     "DocumentParseError",
     "ParsedDocument",
     "UnsupportedFileType",
+    "ZIP_MAX_PARTS",
+    "ZIP_MAX_RATIO",
+    "ZIP_MAX_UNCOMPRESSED_BYTES",
     "document_parse",
     "file_type_check",
     "is_supported",
@@ -89,6 +108,18 @@ SUPPORTED_TYPES_LABEL = (
     ".png, .jpg/.jpeg, .tif/.tiff"
 )
 logger = logging.getLogger(__name__)
+
+# A parser still busy after this long (a pathological file) is stopped: the file fails with a
+# readable error well before the worker's document counts as stalled (15 minutes without
+# progress). OCR has a budget of its own (OCR_MAX_SECONDS): the limit leaves it a minute more.
+PARSE_TIME_LIMIT_SECONDS = 600.0
+
+
+def parse_time_limit() -> float:
+    """Seconds a parser may run: PARSE_TIME_LIMIT_SECONDS, or the OCR budget and a minute when
+    that is longer."""
+    return max(PARSE_TIME_LIMIT_SECONDS, float(settings.OCR_MAX_SECONDS) + 60.0)
+
 
 # The parser of each extension: it adds the file's blocks to the builder and returns the
 # document's own title when it has one.
@@ -133,14 +164,27 @@ def document_parse(
     *, data: bytes, name: str, progress: Callable[[str], None] | None = None
 ) -> ParsedDocument:
     """Parse `data`, the bytes of a file called `name` (its extension picks the parser).
-    `progress` is told what a slow parser is doing ("OCR: page 3 of 10", then "" when done)."""
+    `progress` is told what a slow parser is doing ("OCR: page 3 of 10", then "" when done).
+
+    Raises `UnsupportedFileType` for an extension no parser reads, `DocumentParseError` (a
+    message for the person who gave the file) for an empty, damaged or hostile one. Any file
+    whose bytes open like a zip is checked by `zip_check` (the sizes its zip declares) before
+    its parser sees it, whatever the parser."""
     media_type = file_type_check(name)
     if not data.strip():
         raise DocumentParseError(f"The file is empty ({Path(name).name}).")
+    if is_zip(data):
+        zip_check(data, name=Path(name).name)
     parser = PARSERS[Path(name).suffix.lower()]
     builder = BlockBuilder(name=Path(name).name, progress=progress)
     try:
-        title = parser(data, builder)
+        with _time_limit(limit := parse_time_limit()):
+            title = parser(data, builder)
+    except _TimeUp:
+        raise DocumentParseError(
+            f"Reading {Path(name).name} took longer than {limit:g} s: the "
+            "file is too large or too complex to read."
+        ) from None
     except DocumentParseError:
         raise
     except Exception as exc:  # a reader's own bug on odd input: that file fails, readably
@@ -158,3 +202,30 @@ def document_parse(
         media_type=media_type,
         metadata=builder.metadata,
     )
+
+
+class _TimeUp(BaseException):
+    """Raised in the parsing thread when its time is up: a BaseException, so that parsers'
+    own `except Exception` (which turns a library's errors into "damaged file") lets it by."""
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise `_TimeUp` in the block after `seconds` (a SIGALRM timer). Only in the main
+    thread, where signals are delivered (the worker, the `ingest` command); elsewhere the
+    block runs unlimited. A pure-Python loop is interrupted between two bytecodes; a call into
+    C code when it returns. The previous SIGALRM handler is restored."""
+    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
+        yield
+        return
+
+    def time_up(signum, frame) -> None:
+        raise _TimeUp
+
+    previous = signal.signal(signal.SIGALRM, time_up)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -1,6 +1,7 @@
 """What every parser shares: the parse result (`ParsedDocument` of `Block`s), the
 `BlockBuilder` that lays blocks out in one text, the heading path, the text cleaners and
-decoder, the errors, and the limits that refuse hostile files before a library unpacks them."""
+decoder, the errors, and the HTML nesting limit. The limits of zip-based files are in
+knowledge/parsers/archives.py."""
 
 from __future__ import annotations
 
@@ -196,13 +197,3 @@ class Headings:
 # Deeper than this, an HTML file is refused before it is parsed: nothing written by a person
 # nests a thousand levels, and BeautifulSoup's tree building slows down with the depth.
 HTML_MAX_DEPTH = 1000
-
-
-# A .docx is a zip. Its parts are checked by the sizes the zip declares before python-docx
-# unpacks anything (Python's zipfile never inflates a member past its declared size): a few
-# megabytes that would unpack to gigabytes (a "zip bomb") are refused. Word's own files
-# unpack to a few times their size, pictures not at all.
-DOCX_MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024
-DOCX_MAX_RATIO = 100  # uncompressed / compressed, for a part over DOCX_RATIO_FROM bytes
-DOCX_RATIO_FROM = 10 * 1024 * 1024
-DOCX_MAX_PARTS = 10_000

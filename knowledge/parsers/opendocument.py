@@ -14,8 +14,9 @@ public administrations, read like their Office counterparts.
   LibreOffice wrote for each cell: its number format applied), dates as "15 March 2026",
   booleans TRUE / FALSE; merged cells fill each cell they cover; hidden sheets are marked.
 
-Both are zips: their declared sizes are checked before anything is unpacked (the Word
-check, `_docx_size_check`, shared by every zip-based format), and their XML is read with
+Both are zips: their declared sizes are checked before anything is unpacked (by
+`document_parse`, with `archives.zip_check`, as for every zip-based format), and their XML is
+read with
 entities and network access off. A spreadsheet's rows are streamed: LibreOffice pads a sheet
 with `table:number-rows-repeated="1048000"` empty rows and `number-columns-repeated` empty
 cells; repeats are expanded lazily (an empty run only moves the row or column counter), so
@@ -39,7 +40,6 @@ from knowledge.parsers.base import (
     error_reason,
     table_row_text,
 )
-from knowledge.parsers.docx import _docx_size_check
 from knowledge.parsers.spreadsheets import (
     MAX_LABEL_CHARS,
     MAX_SHEETS,
@@ -67,7 +67,6 @@ def _q(namespace: str, name: str) -> str:
 
 def _archive(data: bytes, kind: str) -> zipfile.ZipFile:
     label = {"odt": "OpenDocument text", "ods": "OpenDocument spreadsheet"}[kind]
-    _docx_size_check(data, what=label, kind=f"an .{kind} file")
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         archive.getinfo("content.xml")

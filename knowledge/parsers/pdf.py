@@ -31,7 +31,7 @@ def parse_pdf(data: bytes, builder: BlockBuilder) -> str | None:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise DocumentParseError("The PDF is password protected.")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = [_page_text(page) for page in reader.pages]
         metadata = reader.metadata
         title = metadata.title if metadata is not None else None
     except DocumentParseError:
@@ -40,7 +40,21 @@ def parse_pdf(data: bytes, builder: BlockBuilder) -> str | None:
         raise DocumentParseError(
             f"Could not read the PDF: the file is damaged or not a PDF ({error_reason(exc)})."
         ) from exc
-    scanned = [number for number, text in enumerate(pages, start=1) if not _has_text(text)]
+    failures = [page for page in pages if isinstance(page, Exception)]
+    if pages and len(failures) == len(pages):
+        raise DocumentParseError(
+            "Could not read the PDF: the file is damaged or not a PDF "
+            f"({error_reason(failures[0])})."
+        ) from failures[0]
+    # A page pypdf could not read is left out (not rendered for OCR either: its content is what
+    # failed); the others are read.
+    failed = {number for number, page in enumerate(pages, start=1) if isinstance(page, Exception)}
+    pages = ["" if isinstance(page, Exception) else page for page in pages]
+    scanned = [
+        number
+        for number, text in enumerate(pages, start=1)
+        if number not in failed and not _has_text(text)
+    ]
     if not scanned:
         for number, page_text in enumerate(pages, start=1):
             for paragraph in _pdf_paragraphs(page_text):
@@ -88,6 +102,15 @@ def _rendered(data: bytes) -> Iterator[Callable[[int], object]]:
         yield render
     finally:
         document.close()
+
+
+def _page_text(page) -> str | Exception:
+    """A page's text, or the error pypdf raised on it: one page it cannot read (a font or
+    content stream some producer wrote oddly) must not lose the document's other pages."""
+    try:
+        return page.extract_text() or ""
+    except Exception as exc:  # pypdf raises many shapes of error on odd pages
+        return exc
 
 
 def _pdf_paragraphs(page_text: str) -> Iterable[str]:

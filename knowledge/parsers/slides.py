@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
+from knowledge.parsers.archives import ooxml_title
 from knowledge.parsers.base import (
     BlockBuilder,
     DocumentParseError,
@@ -29,15 +30,19 @@ def parse_pptx(data: bytes, builder: BlockBuilder) -> str | None:
 
     try:
         presentation = Presentation(io.BytesIO(data))
-        slides = list(presentation.slides)
-        deck_title = clean_inline(presentation.core_properties.title or "") or None
+        slides = _slides(presentation)
+        deck_title = clean_inline(ooxml_title(data) or "") or None
     except Exception as exc:  # zip, XML and package errors of many kinds on broken files
         raise DocumentParseError(
             "Could not read the presentation: the file is damaged or not a .pptx file "
             f"({error_reason(exc)})."
         ) from exc
+    if slides and all(slide is None for slide in slides):
+        raise DocumentParseError("Could not read the presentation: it has no readable slide.")
     first_title: str | None = None
     for number, slide in enumerate(slides, start=1):
+        if slide is None:  # its part is missing: the other slides keep their numbers
+            continue
         title_shape = slide.shapes.title
         title = clean_inline(title_shape.text_frame.text) if title_shape is not None else ""
         first_title = first_title or title or None
@@ -53,12 +58,29 @@ def parse_pptx(data: bytes, builder: BlockBuilder) -> str | None:
     return deck_title or first_title
 
 
+def _slides(presentation) -> list:
+    """The deck's slides in order, None for one whose part the file lacks (the slide list
+    names it, the package does not have it)."""
+    slides = []
+    slide_list = presentation._element.sldIdLst  # `presentation.slides` fails on a lack
+    for slide_id in slide_list if slide_list is not None else ():
+        try:
+            slides.append(presentation.part.related_slide(slide_id.rId))
+        except KeyError:
+            slides.append(None)
+    return slides
+
+
 def _slide_texts(shapes, *, skip) -> Iterator[tuple[str, bool]]:
-    """(text, is a table row) of the shapes, in order."""
+    """(text, is a table row) of the shapes, in order. Shapes are told apart by class and
+    by what they have, never by `shape_type`, which python-pptx cannot give for shapes some
+    writers lay out (a text shape without preset geometry raises NotImplementedError)."""
+    from pptx.shapes.group import GroupShape
+
     for shape in shapes:
         if skip is not None and shape.shape_id == skip.shape_id:
             continue
-        if shape.shape_type is not None and int(shape.shape_type) == 6:  # a group
+        if isinstance(shape, GroupShape):
             yield from _slide_texts(shape.shapes, skip=None)
             continue
         if getattr(shape, "has_table", False) and shape.has_table:

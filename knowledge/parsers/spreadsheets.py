@@ -28,10 +28,13 @@ Reading, per sheet:
   encoding detected like plain text's (UTF-8, else charset-normalizer: cp1252 with "€"), its
   delimiter sniffed among , ; tab and |.
 
+Any writer's .xlsx is read as openpyxl reads it (shared or inline strings, absolute part
+paths, no styles part, sheets without a dimension, `str`/`e`/`d` cells, 1904 dates).
+
 Limits: settings.SPREADSHEET_MAX_ROWS rows holding data and settings.SPREADSHEET_MAX_CELLS
-non-empty cells per file, and a bound on the unpacked size of an .xlsx, checked while
-streaming, so a huge or malicious file fails at once with a readable error instead of
-holding a worker for minutes.
+non-empty cells per file, checked while streaming, and the unpacked size of an .xlsx, checked
+before it is opened (knowledge/parsers/archives.py), so a huge or malicious file fails at
+once with a readable error instead of holding a worker for minutes.
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ import csv
 import datetime as dt
 import io
 import re
-import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from django.conf import settings
 
@@ -60,9 +63,6 @@ CELL_SEPARATOR = " · "  # between "label: value" pairs
 LABEL_SEPARATOR = ": "
 HEADER_SEARCH_ROWS = 10  # the header row is looked for among a sheet's first non-empty rows
 MAX_SHEETS = 500
-# Sum of an .xlsx's parts once unzipped: 50,000 rows of 20 filled cells take about 60 MB; a
-# file far beyond (empty styled cells by the million, a zip bomb) is refused before parsing.
-MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 MAX_LABEL_CHARS = 120
 MAX_CELL_CHARS = 2000  # a longer cell is cut (with "…"): a row must stay readable
 CSV_DELIMITERS = ",;\t|"
@@ -451,24 +451,13 @@ def sheet_blocks(
 
 
 def parse_xlsx(data: bytes, builder: BlockBuilder) -> str | None:
-    """An Excel workbook, sheet by sheet in workbook order."""
+    """An Excel workbook, sheet by sheet in workbook order. Raises `DocumentParseError` on a
+    file openpyxl cannot open, a damaged sheet, or one over the limits. The zip's declared
+    sizes were checked before (knowledge/parsers/archives.py)."""
     import warnings
 
     from openpyxl import load_workbook
 
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        unpacked = sum(info.file_size for info in archive.infolist())
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise DocumentParseError(
-            "Could not read the spreadsheet: the file is damaged or not an .xlsx file "
-            f"({error_reason(exc)})."
-        ) from exc
-    if unpacked > MAX_UNPACKED_BYTES:
-        raise DocumentParseError(
-            f"The spreadsheet is too large: it unpacks to more than "
-            f"{MAX_UNPACKED_BYTES // (1024 * 1024)} MB. Split it into smaller files."
-        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # openpyxl warns about styles it does not know
@@ -486,8 +475,9 @@ def parse_xlsx(data: bytes, builder: BlockBuilder) -> str | None:
             raise DocumentParseError(
                 f"The spreadsheet has {len(worksheets)} sheets; at most {MAX_SHEETS} are read."
             )
+        number_formats = _NumberFormats(workbook)
         for worksheet in worksheets:
-            info = _xlsx_sheet(worksheet, archive, builder, budget)
+            info = _xlsx_sheet(worksheet, builder, budget, number_formats)
             if info is not None:
                 sheets.append(info.as_dict())
         title = workbook.properties.title if workbook.properties is not None else None
@@ -503,25 +493,57 @@ def parse_xlsx(data: bytes, builder: BlockBuilder) -> str | None:
     return clean_inline(title or "") or builder.name or None
 
 
-def _xlsx_sheet(worksheet, archive: zipfile.ZipFile, builder, budget: _Budget) -> SheetInfo | None:
-    from openpyxl.cell.read_only import ReadOnlyCell
+class _NumberFormats:
+    """A cell's number format by its style index, as openpyxl's `ReadOnlyCell.number_format`
+    reads it, but "General" where the workbook has no such style (a file written without a
+    styles part, or with fewer styles than its cells name) instead of an IndexError."""
+
+    def __init__(self, workbook) -> None:
+        self._styles = getattr(workbook, "_cell_styles", None) or []
+        self._custom = getattr(workbook, "_number_formats", None) or []
+        self._known: dict[int, str] = {}
+
+    def __call__(self, style_id: int) -> str:
+        if style_id not in self._known:
+            self._known[style_id] = self._lookup(style_id)
+        return self._known[style_id]
+
+    def _lookup(self, style_id: int) -> str:
+        from openpyxl.styles.numbers import BUILTIN_FORMATS, BUILTIN_FORMATS_MAX_SIZE
+
+        try:
+            format_id = self._styles[style_id].numFmtId
+            if format_id < BUILTIN_FORMATS_MAX_SIZE:
+                return BUILTIN_FORMATS.get(format_id, "General")
+            return self._custom[format_id - BUILTIN_FORMATS_MAX_SIZE] or "General"
+        except (IndexError, TypeError, AttributeError):
+            return "General"
+
+
+def _xlsx_sheet(
+    worksheet, builder: BlockBuilder, budget: _Budget, number_formats: _NumberFormats
+) -> SheetInfo | None:
+    """One sheet's rows, streamed: openpyxl's read-only sheet parser reads the sheet's XML
+    with the inputs openpyxl's own read-only sheets give it (the workbook's shared strings,
+    the part the workbook points to, its epoch and date formats), without the empty cells
+    its public API pads every row with."""
     from openpyxl.worksheet._reader import WorkSheetParser
 
     # openpyxl's read-only sheets do not expose merged cells (they follow the rows in the
     # file): read their references from the sheet's XML first.
-    path = worksheet._worksheet_path
-    merges = [
-        merged
-        for ref in _merge_refs(archive, path)
-        if (merged := range_parse(ref.decode())) is not None
-    ]
+    with worksheet._get_source() as source:
+        merges = [
+            merged
+            for ref in _merge_refs(source)
+            if (merged := range_parse(ref.decode())) is not None
+        ]
     workbook = worksheet.parent
 
     def raw_rows() -> Iterator[tuple[int, dict[int, object]]]:
-        with archive.open(path) as source:
+        with worksheet._get_source() as source:
             parser = WorkSheetParser(
                 source,
-                workbook.shared_strings,
+                worksheet._shared_strings,
                 data_only=True,
                 epoch=workbook.epoch,
                 date_formats=workbook._date_formats,
@@ -534,7 +556,7 @@ def _xlsx_sheet(worksheet, archive: zipfile.ZipFile, builder, budget: _Budget) -
                     if value is None or (isinstance(value, str) and not value.strip()):
                         continue
                     if isinstance(value, (int, float)) and not isinstance(value, bool):
-                        value = (value, ReadOnlyCell(worksheet, **cell).number_format)
+                        value = (value, number_formats(cell.get("style_id") or 0))
                     values[cell["column"]] = value
                 yield number, values
 
@@ -553,16 +575,15 @@ def _xlsx_sheet(worksheet, archive: zipfile.ZipFile, builder, budget: _Budget) -
     )
 
 
-def _merge_refs(archive: zipfile.ZipFile, path: str) -> list[bytes]:
-    """The `ref` of every <mergeCell> of a sheet part, read in pieces (merges follow the
-    sheet's data, which may be large)."""
+def _merge_refs(source: IO[bytes]) -> list[bytes]:
+    """The `ref` of every <mergeCell> of a sheet part (`source`, open), read in pieces
+    (merges follow the sheet's data, which may be large)."""
     found: list[bytes] = []
     tail = b""
-    with archive.open(path) as source:
-        while piece := source.read(1 << 20):
-            window = tail + piece
-            found.extend(match.group(1) for match in _MERGE_REF.finditer(window))
-            tail = window[-200:]  # a tag cut in two is whole in the next window
+    while piece := source.read(1 << 20):
+        window = tail + piece
+        found.extend(match.group(1) for match in _MERGE_REF.finditer(window))
+        tail = window[-200:]  # a tag cut in two is whole in the next window
     return list(dict.fromkeys(found))
 
 

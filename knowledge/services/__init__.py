@@ -25,6 +25,7 @@ from knowledge.services.ingest import (
 )
 from knowledge.services.lifecycle import (
     document_processing_enqueue,
+    documents_fail_interrupted,
     documents_purge_expired,
     documents_reprocess,
     documents_set_enabled,
@@ -47,6 +48,7 @@ __all__ = [
     "document_process",
     "document_processing_enqueue",
     "document_sentences_prune_on_commit",
+    "documents_fail_interrupted",
     "documents_ingest",
     "documents_purge_expired",
     "documents_reindex",

@@ -538,10 +538,14 @@ def _write(job: _Job) -> Document | None:
 
 def _progress_writer(source: str) -> Callable[[str], None]:
     """Records what a slow parser is doing on the document `source` (`Document.progress`,
-    shown in the admin while it runs); nothing for a document not created yet."""
+    shown in the admin while it runs); nothing for a document not created yet. Each report
+    also moves `updated_at`: a document making progress is never taken for one a dead worker
+    left behind (`documents_fail_interrupted`)."""
 
     def write(message: str) -> None:
-        Document.objects.filter(source=source).update(progress=message[:200])
+        Document.objects.filter(source=source).update(
+            progress=message[:200], updated_at=timezone.now()
+        )
 
     return write
 

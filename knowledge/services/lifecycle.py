@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from knowledge.models import Document
-from knowledge.selectors import documents_expired, documents_in_progress
+from knowledge.selectors import STALLED_AFTER, documents_expired, documents_in_progress
 from knowledge.services.ingest import Progress, document_mark_failed
 from knowledge.signals import knowledge_changed_send
 
@@ -72,6 +72,25 @@ def documents_reprocess(*, ids: Iterable[int]) -> tuple[int, int]:
             document_processing_enqueue(document)
             queued += 1
     return queued, len(busy_ids)
+
+
+INTERRUPTED_ERROR = (
+    "Processing stopped before it finished: the worker was stopped, or ran out of memory or "
+    "time on this file. Re-process the document to try again; if it stops again, the file "
+    "is too large or damaged."
+)
+
+
+def documents_fail_interrupted(*, now: datetime | None = None) -> int:
+    """Mark failed, with a readable error, the documents left `processing` for longer than
+    STALLED_AFTER: their worker was killed mid-document (a hostile file, out of memory) and
+    no worker will finish them. They are not queued again (the same file could kill the next
+    worker); re-processing them is the user's choice. Documents still waiting for a worker
+    (`pending`) are left to the queue. Returns how many were marked."""
+    now = now or timezone.now()
+    return Document.objects.filter(
+        status=Document.Status.PROCESSING, updated_at__lt=now - STALLED_AFTER
+    ).update(status=Document.Status.FAILED, error=INTERRUPTED_ERROR, updated_at=now)
 
 
 def documents_purge_expired(

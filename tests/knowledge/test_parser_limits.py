@@ -5,10 +5,8 @@ Every hostile file is built here, in the test."""
 from __future__ import annotations
 
 import io
-import struct
 import time
 import zipfile
-import zlib
 
 import pytest
 
@@ -18,46 +16,13 @@ from knowledge.parsers import HTML_MAX_DEPTH, DocumentParseError, document_parse
 from knowledge.services import document_ingest
 from tests.support import documents
 
-BLOCK = 16 * 2**20  # 16 MiB of zeros, deflated once and repeated
+BLOCK = documents.ZIP_BOMB_BLOCK
 
 
 def zip_bomb_docx(gigabytes: int = 2) -> bytes:
     """A real .docx (python-docx reads it) plus one part, word/bomb.xml, of `gigabytes` GiB of
-    zeros deflated to about 2 MB. The deflate stream is built from one compressed block
-    repeated (a full flush resets the compressor, so the same input gives the same bytes), so
-    building it takes a second, not the minute of compressing gigabytes."""
-    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
-    piece = compressor.compress(bytes(BLOCK)) + compressor.flush(zlib.Z_FULL_FLUSH)
-    repeats = gigabytes * 2**30 // BLOCK
-    stream = piece * repeats + compressor.flush(zlib.Z_FINISH)
-    crc = 0
-    zeros = bytes(BLOCK)
-    for _ in range(repeats):
-        crc = zlib.crc32(zeros, crc)
-    size = repeats * BLOCK
-    name = b"word/bomb.xml"
-    # ZIP64 sizes: the part is larger than 4 GiB when gigabytes > 3.
-    extra = struct.pack("<HHQQ", 1, 16, size, len(stream))
-    local = struct.pack(
-        "<4s2B4HL2L2H", b"PK\x03\x04", 45, 0, 0, 8, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF,
-        len(name), len(extra),
-    ) + name + extra  # fmt: skip
-    central_extra = struct.pack("<HHQQQ", 1, 24, size, len(stream), 0)
-    central = struct.pack(
-        "<4s4B4HL2L5H2L", b"PK\x01\x02", 45, 3, 45, 0, 0, 8, 0, 0x21, crc, 0xFFFFFFFF,
-        0xFFFFFFFF, len(name), len(central_extra), 0, 0, 0, 0o644 << 16, 0xFFFFFFFF,
-    ) + name + central_extra  # fmt: skip
-    body = local + stream
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(central), len(body), 0)
-    archive = io.BytesIO(body + central + end)
-    # The parts of a real Word document, appended by zipfile itself.
-    with (
-        zipfile.ZipFile(io.BytesIO(documents.docx_bytes())) as source,
-        zipfile.ZipFile(archive, "a", zipfile.ZIP_DEFLATED) as target,
-    ):
-        for part in source.infolist():
-            target.writestr(part.filename, source.read(part.filename))
-    return archive.getvalue()
+    zeros deflated to about 2 MB."""
+    return documents.zip_bomb(documents.docx_bytes(), "word/bomb.xml", megabytes=gigabytes * 1024)
 
 
 def test_the_zip_bomb_is_real():
