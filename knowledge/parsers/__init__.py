@@ -115,10 +115,16 @@ logger = logging.getLogger(__name__)
 PARSE_TIME_LIMIT_SECONDS = 600.0
 
 
-def parse_time_limit() -> float:
-    """Seconds a parser may run: PARSE_TIME_LIMIT_SECONDS, or the OCR budget and a minute when
-    that is longer."""
-    return max(PARSE_TIME_LIMIT_SECONDS, float(settings.OCR_MAX_SECONDS) + 60.0)
+# The formats whose pages may be read by OCR, which has a time budget of its own.
+OCR_SUFFIXES = frozenset({".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff"})
+
+
+def parse_time_limit(suffix: str) -> float:
+    """Seconds the parser of a file ending in `suffix` may run: PARSE_TIME_LIMIT_SECONDS, or
+    for a format OCR may read, its budget (OCR_MAX_SECONDS) and a minute when that is longer."""
+    if suffix in OCR_SUFFIXES:
+        return max(PARSE_TIME_LIMIT_SECONDS, float(settings.OCR_MAX_SECONDS) + 60.0)
+    return PARSE_TIME_LIMIT_SECONDS
 
 
 # The parser of each extension: it adds the file's blocks to the builder and returns the
@@ -178,7 +184,7 @@ def document_parse(
     parser = PARSERS[Path(name).suffix.lower()]
     builder = BlockBuilder(name=Path(name).name, progress=progress)
     try:
-        with _time_limit(limit := parse_time_limit()):
+        with _time_limit(limit := parse_time_limit(Path(name).suffix.lower())):
             title = parser(data, builder)
     except _TimeUp:
         raise DocumentParseError(

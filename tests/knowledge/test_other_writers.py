@@ -29,7 +29,7 @@ FAILURES = {
     "damaged-truncated.docx": "Could not read the Word document: the file is damaged",
     "damaged-truncated.pdf": "Could not read the PDF: the file is damaged",
     "encrypted-user-password.pdf": "The PDF is password protected.",
-    "image-only.pdf": "The PDF contains no extractable text",
+    "image-only.pdf": "No text could be extracted",
 }
 
 # Rows every workbook of the same source must read the same, whatever wrote it.

@@ -52,3 +52,11 @@ def test_a_parse_off_the_main_thread_is_not_limited_but_still_works(monkeypatch)
     thread.join()
 
     assert results and results[0].text == "Text here."
+
+
+def test_a_format_ocr_may_read_is_given_the_ocr_budget_and_a_minute(settings):
+    settings.OCR_MAX_SECONDS = 1200
+
+    assert parsers.parse_time_limit(".pdf") == 1260
+    assert parsers.parse_time_limit(".tiff") == 1260
+    assert parsers.parse_time_limit(".docx") == parsers.PARSE_TIME_LIMIT_SECONDS
