@@ -295,3 +295,11 @@ class SentenceVector(models.Model):
 
     def __str__(self) -> str:
         return f"sentence vector {self.text_hash[:12]} ({self.model})"
+
+
+class PersonalFile(Document):
+    """Personal files as the admin lists them: metadata only (knowledge/admin.py)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "personal file"
