@@ -678,11 +678,14 @@ def unknown_document_ids(document_ids: list[int], *, reader: Reader) -> list[int
 
 def documents_file_state(document_ids: Iterable[int | None]) -> dict[int, bool]:
     """{document id: its original file can be opened} for the documents of `document_ids`
-    that still exist (one query; none when there are no ids)."""
+    that still exist, a purged personal file being gone (one query; none when there are no
+    ids)."""
     ids = {pk for pk in document_ids if pk}
     if not ids:
         return {}
-    documents = Document.objects.filter(pk__in=ids).only("pk", "file", "source")
+    documents = Document.objects.filter(pk__in=ids, purged_at__isnull=True).only(
+        "pk", "file", "source"
+    )
     return {document.pk: document_original_path(document) is not None for document in documents}
 
 

@@ -35,6 +35,17 @@ logger = logging.getLogger(__name__)
 
 # Lower than the default (0): the worker reads the admin's uploads first.
 PROCESS_PRIORITY = -10
+# How an answer names a personal file it cites: "your file · offer.pdf".
+PERSONAL_LABEL = "your file · "
+
+
+def personal_file_label(title: str) -> str:
+    """The name a citation gives a personal file titled `title`."""
+    return f"{PERSONAL_LABEL}{title}"
+
+
+def is_personal_file_label(label: str) -> bool:
+    return label.startswith(PERSONAL_LABEL)
 
 
 class PersonalFileError(Exception):
@@ -140,7 +151,9 @@ def personal_file_upload(
 def _enqueue(document: Document) -> None:
     try:
         personal_file_process_task.using(priority=PROCESS_PRIORITY).enqueue(document.pk)
-        personal_files_purge_task.using(run_after=document.expires_at).enqueue()
+        if personal_files_purge_task.get_backend().supports_defer:
+            personal_files_purge_task.using(run_after=document.expires_at).enqueue()
+        # else (a backend that runs tasks at once) `manage.py purge_expired` purges
     except Exception as exc:  # the upload is saved: its failure is shown on the file
         logger.exception("Could not queue personal file %s", document.pk)
         Document.objects.filter(pk=document.pk).update(

@@ -58,6 +58,7 @@ from pgvector.django import CosineDistance
 from knowledge import embedding
 from knowledge.access import Reader, documents_available_filter, documents_readable_filter
 from knowledge.models import Chunk, Document, Embedding
+from knowledge.personal import personal_file_label
 from knowledge.vocabulary import Vocabulary, text_search_parse, vocabulary_get
 
 Mode = Literal["hybrid", "vector", "lexical"]
@@ -591,7 +592,11 @@ def chunks_search(
             RetrievedChunk(
                 chunk_id=chunk.id,
                 document_id=chunk.document_id,
-                document_title=chunk.document.title,
+                document_title=(
+                    personal_file_label(chunk.document.title)
+                    if chunk.document.owner_id is not None
+                    else chunk.document.title
+                ),
                 document_url=chunk.document.url,
                 chunk_index=chunk.index,
                 page=chunk.page,
