@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from chat.answering.errors import AnswerError
 from chat.answering.evidence import chat_settings_get
+from chat.attachments import conversation_attachments
 from chat.fragments import conversation_renamed_html, conversation_title_html, sidebar_item_html
 from chat.history import conversations_search, history_items, query_clean
 from chat.models import Conversation, Feedback, Message
@@ -165,6 +166,7 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
         "autofocus": True,
         **composer_context(request.user, is_new=not messages, last_question=last_question),
         **sidebar_context(request.user, active_id=str(found.pk)),
+        "attachments": conversation_attachments(found, user=request.user) if can_post else [],
     }
     html = transcript_html(messages, conversation_id=found.pk, user=request.user, can_post=can_post)
     return conversation_page(request, context, messages_html=html)
