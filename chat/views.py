@@ -156,7 +156,8 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
         return conversation_not_found(request)
     can_post = conversation_access(request.user, found) == ConversationAccess.OWNER
     answers_release_stale(conversation=found)
-    messages = conversation_transcript(found, user=reader_for(request.user))
+    reader = reader_for(request.user)
+    messages = conversation_transcript(found, user=reader)
     last_question = next((m.content for m in reversed(messages) if m.role == Message.Role.USER), "")
     context = {
         "conversation": found,
@@ -166,7 +167,12 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
         "autofocus": True,
         **composer_context(request.user, is_new=not messages, last_question=last_question),
         **sidebar_context(request.user, active_id=str(found.pk)),
-        "attachments": conversation_attachments(found, user=request.user) if can_post else [],
+        # The owner's files attached here (a query only for someone who has files).
+        "attachments": (
+            conversation_attachments(found, user=request.user)
+            if can_post and reader.own_file_ids
+            else []
+        ),
     }
     html = transcript_html(messages, conversation_id=found.pk, user=request.user, can_post=can_post)
     return conversation_page(request, context, messages_html=html)

@@ -14,7 +14,6 @@ from chat.answering.errors import AnswerError
 from chat.api.errors import error_response
 from chat.api.schema import error_responses
 from chat.attachments import personal_file_add, personal_file_remove, personal_file_state
-from chat.ids import uuid_parse
 from knowledge.models import Document
 from knowledge.personal import PersonalFileError, personal_file_get
 
@@ -25,9 +24,8 @@ class FileUploadSerializer(serializers.Serializer):
         help_text="The file: PDF, DOCX, XLSX, CSV, PPTX, Markdown, HTML or text (the types the "
         "admin's uploads accept).",
     )
-    conversation_id = serializers.CharField(
+    conversation_id = serializers.UUIDField(
         required=False,
-        allow_blank=False,
         help_text="Attach the file to this conversation of yours (else attach it later with "
         "`file_ids` on `POST /api/chat`).",
     )
@@ -84,11 +82,7 @@ class FileUploadApi(APIView):
             document = personal_file_add(
                 owner=request.user,
                 upload=serializer.validated_data["file"],
-                conversation_id=(
-                    None
-                    if conversation_id is None
-                    else uuid_parse(conversation_id, "conversation_id")
-                ),
+                conversation_id=conversation_id,
             )
         except PersonalFileError as exc:
             return error_response(
