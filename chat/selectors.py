@@ -294,6 +294,8 @@ def messages_withheld_filter(*, user: UserLike, prefix: str = "") -> Q:
     reader = reader_for(user)
     citations = Citation.objects.filter(message_id=OuterRef(f"{prefix}pk"))
     if reader.is_superuser:
+        if not reader.others_files:
+            return Q(pk__in=[])
         return Q(Exists(_citing_others_files(citations, reader)))
     if not reader.reads_nothing:
         citations = citations.annotate(cited_document=_cited_document_id()).filter(
@@ -311,7 +313,7 @@ def messages_withheld(
     """{message id: why it is withheld from `user`} for the messages of `message_ids`, or of
     the conversation `conversation_id`, that `user` may not read (absent: readable). One query
     whatever the number of messages; for a superuser, only the answers citing someone else's
-    personal file (`ACCESS`).
+    personal file (`ACCESS`), and no query when there is none (`Reader.others_files`).
 
     A message is withheld when one of its citations' documents (`Citation.document_id_snapshot`,
     the chunk may be gone) is one `user` may not read by `knowledge.access`: `ACCESS` when one
@@ -327,6 +329,8 @@ def messages_withheld(
     if message_ids is not None:
         citations = citations.filter(message_id__in=list(message_ids))
     if reader.is_superuser:
+        if not reader.others_files:
+            return {}
         cited = _citing_others_files(citations, reader).values_list("message_id", flat=True)
         return dict.fromkeys(cited, Withheld.ACCESS)
     if reader.reads_nothing:

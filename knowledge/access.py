@@ -69,6 +69,9 @@ class Reader:
     collection_ids: frozenset[int] = frozenset()
     own_file_ids: frozenset[int] = frozenset()
     searched_file_ids: frozenset[int] = frozenset()
+    # Someone else's personal file exists: only then can an answer be withheld from a
+    # superuser (chat.selectors.messages_withheld), so only then does it cost them a query.
+    others_files: bool = False
 
     @property
     def reads_nothing(self) -> bool:
@@ -117,7 +120,8 @@ def _reader_sql() -> str:
                 JOIN {user_groups} ug ON ug.group_id = cg.group_id WHERE ug.user_id = u.id)
               OR c.id IN (SELECT collection_id FROM {collection_users} WHERE user_id = u.id))
           ),
-          ARRAY(SELECT id FROM {document} WHERE owner_id = u.id)
+          ARRAY(SELECT id FROM {document} WHERE owner_id = u.id),
+          EXISTS (SELECT 1 FROM {document} WHERE owner_id IS NOT NULL AND owner_id <> u.id)
         FROM {user} u WHERE u.id = %s
     """.format(**quoted)
 
@@ -138,12 +142,18 @@ def reader_for(user: UserLike) -> Reader:
         row = cursor.fetchone()
     if row is None:
         return NOBODY
-    is_active, is_staff, is_superuser, can_manage, collection_ids, own_file_ids = row
+    is_active, is_staff, is_superuser, can_manage, collection_ids, own_file_ids, others = row
     if not is_active:
         return NOBODY
     own = frozenset(own_file_ids)
     if is_superuser:
-        return Reader(user_id=user.pk, is_superuser=True, can_manage=True, own_file_ids=own)
+        return Reader(
+            user_id=user.pk,
+            is_superuser=True,
+            can_manage=True,
+            own_file_ids=own,
+            others_files=others,
+        )
     if not is_staff:
         return NOBODY
     return Reader(
