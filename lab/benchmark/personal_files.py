@@ -20,8 +20,9 @@ SENTENCES = [
 ]
 
 
-def pdf_of(pages: int) -> bytes:
-    """A PDF of `pages` pages, each a heading and about 400 words."""
+def pdf_of(pages: int, salt: str = "") -> bytes:
+    """A PDF of `pages` pages, each a heading and about 400 words; `salt` in every sentence
+    makes its text new (nothing to reuse from an earlier run)."""
     from fpdf import FPDF
 
     pdf = FPDF()
@@ -32,7 +33,8 @@ def pdf_of(pages: int) -> bytes:
         pdf.set_font("Helvetica", size=11)
         for paragraph in range(6):
             text = " ".join(
-                f"{SENTENCES[(number + paragraph + i) % len(SENTENCES)]} (clause {number}.{i})"
+                f"{SENTENCES[(number + paragraph + i) % len(SENTENCES)]} ({salt} clause "
+                f"{number}.{i})"
                 for i in range(5)
             )
             pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
@@ -40,14 +42,15 @@ def pdf_of(pages: int) -> bytes:
 
 
 def personal_file_ready_seconds(pages: int = 20) -> tuple[float, int]:
-    """(seconds from upload to ready, chunks) for a `pages`-page PDF personal file."""
+    """(seconds from upload to ready, chunks) for a `pages`-page PDF personal file of new
+    text (every chunk embedded)."""
     from knowledge.personal import personal_file_process_task, personal_file_upload
 
     user = get_user_model().objects.create_user(
         username=f"bench-{uuid.uuid4().hex[:8]}", is_staff=True
     )
     try:
-        data = pdf_of(pages)
+        data = pdf_of(pages, salt=uuid.uuid4().hex[:10])
         started = time.perf_counter()
         document = personal_file_upload(owner=user, upload=SimpleUploadedFile("offer.pdf", data))
         personal_file_process_task.call(document.pk)
