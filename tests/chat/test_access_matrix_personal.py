@@ -264,10 +264,13 @@ def test_the_document_page_and_file_open_for_the_owner_only(people, shared, role
 
 @pytest.mark.parametrize("role", ROLES)
 def test_the_document_list_and_search_never_show_the_file(people, shared, role):
-    """`/api/documents` (the settings dialog's list) lists the organisation's documents only,
+    """`/api/documents` and the settings dialog's list name the organisation's documents only,
     and `/api/search` searches no personal file, not even for its owner (outside its
     conversation)."""
     client = client_for(people[role])
+    settings_list = client.get("/settings/documents/")
+    assert settings_list.status_code == PAGE.get(role, 200)
+    assert "offer.pdf" not in settings_list.content.decode()
     for url in [
         "/api/documents",
         "/api/search?q=Zanzibarine+signing+bonus&mode=hybrid",
@@ -320,3 +323,13 @@ def test_the_superuser_sees_the_files_metadata_in_the_admin(people, shared):
     assert "offer.pdf" in body
     assert "asker" in body
     assert SECRET not in body
+
+
+@pytest.mark.parametrize("role", ["document manager", "staff"])
+def test_only_superusers_open_the_personal_files_admin(people, shared, role):
+    user = people[role]
+    user.user_permissions.add(Permission.objects.get(codename="view_document"))
+    response = client_for(user).get("/admin/knowledge/personalfile/")
+
+    assert response.status_code == 403
+    assert "offer.pdf" not in response.content.decode()
