@@ -239,3 +239,23 @@ def test_a_script_in_html_is_never_text_of_the_file(run_tasks, owner_client):
     )
     assert "Zanzibarine" in texts
     assert "Qwertyuiop" not in texts
+
+
+def test_the_worker_is_given_the_reading_below_the_admins_uploads_and_the_purge_at_expiry(
+    settings, tmp_path, owner_client, django_capture_on_commit_callbacks
+):
+    from django_tasks_db.models import DBTaskResult
+
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    settings.MEDIA_ROOT = tmp_path
+    with django_capture_on_commit_callbacks(execute=True):
+        response = owner_client.post("/api/files", {"file": SimpleUploadedFile("offer.md", OFFER)})
+
+    document = Document.objects.get(pk=response.json()["id"])
+    assert response.json()["status"] == "pending"
+    queued = {task.task_path.rsplit(".", 1)[1]: task for task in DBTaskResult.objects.all()}
+    reading = queued["personal_file_process_task"]
+    purge = queued["personal_files_purge_task"]
+    assert reading.priority < 0  # the admin's uploads (priority 0) are read first
+    assert reading.args_kwargs["args"] == [document.pk]
+    assert purge.run_after == document.expires_at
