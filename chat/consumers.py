@@ -208,7 +208,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             "action": action,
             "question": question,
             "message_id": message_id,
-            "options": AnswerOptions(top_k=top_k, document_ids=document_ids),
+            "options": AnswerOptions(
+                top_k=top_k,
+                document_ids=document_ids,
+                file_ids=payload.get("file_ids") or None,  # checked by the core
+            ),
             "is_private": payload.get("is_private") in (True, "true", "on", "1"),
         }
 

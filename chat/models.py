@@ -12,7 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from knowledge.models import Chunk
+from knowledge.models import Chunk, Document
 
 
 class Conversation(models.Model):
@@ -290,3 +290,25 @@ class InFlightLockRow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: held by {self.holder}"
+
+
+class Attachment(models.Model):
+    """A personal file attached to a conversation: answers in that conversation (only) search
+    it, for its owner only (docs/decisions/0081-personal-files.md)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="attachments"
+    )
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="attachments")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "document"], name="attachment_unique_document"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"document {self.document_id} in {self.conversation_id}"

@@ -39,6 +39,7 @@ from chat.selectors import (
     ratings_given,
     rows_for_reader,
 )
+from knowledge.personal import is_personal_file_label
 from knowledge.retrieval import excerpt_of
 from pages import safe_external_url
 
@@ -70,6 +71,11 @@ class SourceView:
     sheet: str | None = None  # spreadsheets: the sheet and the cells cited ("A4:E4")
     cells: str | None = None
     ocr_confidence: float | None = None  # read by OCR from a scanned page
+
+    @property
+    def is_personal_file(self) -> bool:
+        """The source is the reader's own file (knowledge/personal.py)."""
+        return is_personal_file_label(self.title)
 
     @property
     def cell_reference(self) -> str:

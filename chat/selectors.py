@@ -88,10 +88,9 @@ def messages_admin_filter(user: AbstractBaseUser, *, prefix: str = "") -> Q:
     """What the admin shows of messages (through `prefix`, e.g. "message__" for feedback):
     those of the conversations `conversations_admin_filter` shows, less the answers withheld
     from `user` (`messages_withheld_filter`), so the admin is no way around a collection's
-    readers either. Every message for a superuser."""
+    readers either. For a superuser, every message but the answers citing someone else's
+    personal file."""
     visible = conversations_admin_filter(user, prefix=f"{prefix}conversation__")
-    if user.is_active and user.is_superuser:
-        return visible
     return visible & ~messages_withheld_filter(user=user, prefix=prefix)
 
 
@@ -275,15 +274,30 @@ def _document_readable(reader: Reader, *, withdrawn_too: bool = False) -> Exists
     )
 
 
+def _citing_others_files(citations: QuerySet[Citation], reader: Reader) -> QuerySet[Citation]:
+    """Those of `citations` that cite someone else's personal file (present or purged): what a
+    superuser, who reads every other document, may not read
+    (docs/decisions/0081-personal-files.md)."""
+    others = Document.objects.filter(owner__isnull=False).exclude(
+        pk__in=sorted(reader.own_file_ids)
+    )
+    return citations.annotate(cited_document=_cited_document_id()).filter(
+        Exists(others.filter(pk=OuterRef("cited_document")))
+    )
+
+
 def messages_withheld_filter(*, user: UserLike, prefix: str = "") -> Q:
     """The messages (through `prefix`, e.g. "messages__") whose text `user` may not read: they
     cite a document `user` may not read (`knowledge.access`), or one that no longer exists.
-    Nothing for a superuser; every message with a citation for someone who reads nothing.
+    For a superuser, only those citing someone else's personal file; every message with a
+    citation for someone who reads nothing.
     `messages_withheld` says why, for messages in hand."""
     reader = reader_for(user)
-    if reader.is_superuser:
-        return Q(pk__in=[])
     citations = Citation.objects.filter(message_id=OuterRef(f"{prefix}pk"))
+    if reader.is_superuser:
+        if not reader.others_files:
+            return Q(pk__in=[])
+        return Q(Exists(_citing_others_files(citations, reader)))
     if not reader.reads_nothing:
         citations = citations.annotate(cited_document=_cited_document_id()).filter(
             ~_document_readable(reader)
@@ -299,7 +313,8 @@ def messages_withheld(
 ) -> dict[uuid.UUID, Withheld]:
     """{message id: why it is withheld from `user`} for the messages of `message_ids`, or of
     the conversation `conversation_id`, that `user` may not read (absent: readable). One query
-    whatever the number of messages, none for a superuser.
+    whatever the number of messages; for a superuser, only the answers citing someone else's
+    personal file (`ACCESS`), and no query when there is none (`Reader.others_files`).
 
     A message is withheld when one of its citations' documents (`Citation.document_id_snapshot`,
     the chunk may be gone) is one `user` may not read by `knowledge.access`: `ACCESS` when one
@@ -309,13 +324,16 @@ def messages_withheld(
     are now: a revocation or a move is seen on the next call.
     """
     reader = reader_for(user)
-    if reader.is_superuser:
-        return {}
     citations = Citation.objects.all()
     if conversation_id is not None:
         citations = citations.filter(message__conversation_id=conversation_id)
     if message_ids is not None:
         citations = citations.filter(message_id__in=list(message_ids))
+    if reader.is_superuser:
+        if not reader.others_files:
+            return {}
+        cited = _citing_others_files(citations, reader).values_list("message_id", flat=True)
+        return dict.fromkeys(cited, Withheld.ACCESS)
     if reader.reads_nothing:
         return dict.fromkeys(citations.values_list("message_id", flat=True), Withheld.ACCESS)
     rows = (
@@ -624,8 +642,14 @@ def conversation_memory(
 def documents_list(user: AbstractBaseUser) -> list[dict]:
     """The documents `user` may read (`documents_visible_to`, the one read rule) with their
     collection's name and chunk counts, by title: the source as a file name or URL, never a
-    path on the server; the processing error as `user` may read it (`document_error_for`)."""
-    documents = documents_visible_to(reader_for(user)).annotate(chunk_count=Count("chunks"))
+    path on the server; the processing error as `user` may read it (`document_error_for`).
+    The organisation's documents only: personal files are listed by their own API
+    (chat/api/files.py)."""
+    documents = (
+        documents_visible_to(reader_for(user))
+        .filter(owner__isnull=True)
+        .annotate(chunk_count=Count("chunks"))
+    )
     return [
         {
             "id": document.pk,
@@ -659,11 +683,14 @@ def unknown_document_ids(document_ids: list[int], *, reader: Reader) -> list[int
 
 def documents_file_state(document_ids: Iterable[int | None]) -> dict[int, bool]:
     """{document id: its original file can be opened} for the documents of `document_ids`
-    that still exist (one query; none when there are no ids)."""
+    that still exist, a purged personal file being gone (one query; none when there are no
+    ids)."""
     ids = {pk for pk in document_ids if pk}
     if not ids:
         return {}
-    documents = Document.objects.filter(pk__in=ids).only("pk", "file", "source")
+    documents = Document.objects.filter(pk__in=ids, purged_at__isnull=True).only(
+        "pk", "file", "source"
+    )
     return {document.pk: document_original_path(document) is not None for document in documents}
 
 

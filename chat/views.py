@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.selectors import preferences_of
 from chat.answering.errors import AnswerError
 from chat.answering.evidence import chat_settings_get
+from chat.attachments import conversation_attachments
 from chat.fragments import conversation_renamed_html, conversation_title_html, sidebar_item_html
 from chat.history import conversations_search, history_items, query_clean
 from chat.models import Conversation, Feedback, Message
@@ -191,7 +192,8 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
         return conversation_not_found(request)
     can_post = conversation_access(request.user, found) == ConversationAccess.OWNER
     answers_release_stale(conversation=found)
-    messages = conversation_transcript(found, user=reader_for(request.user))
+    reader = reader_for(request.user)
+    messages = conversation_transcript(found, user=reader)
     last_question = next((m.content for m in reversed(messages) if m.role == Message.Role.USER), "")
     context = {
         "conversation": found,
@@ -201,6 +203,12 @@ def conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpRespon
         "autofocus": True,
         **composer_context(request.user, is_new=not messages, last_question=last_question),
         **sidebar_context(request.user, active_id=str(found.pk)),
+        # The owner's files attached here (a query only for someone who has files).
+        "attachments": (
+            conversation_attachments(found, user=request.user)
+            if can_post and reader.own_file_ids
+            else []
+        ),
     }
     html = transcript_html(messages, conversation_id=found.pk, user=request.user, can_post=can_post)
     return conversation_page(request, context, messages_html=html)

@@ -22,6 +22,10 @@ import threading
 
 from django.core.asgi import get_asgi_application
 
+from config import daphne_uploads
+
+daphne_uploads.install()
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 SERVER_DEFAULTS = {
     "DB_POOL": "1",

@@ -327,6 +327,17 @@ OCR_LANGUAGES = env_list("OCR_LANGUAGES", "eng")
 OCR_MAX_PAGES = int(os.environ.get("OCR_MAX_PAGES", "100"))
 OCR_MAX_SECONDS = float(os.environ.get("OCR_MAX_SECONDS", "600"))
 
+# Personal files a user attaches to a conversation (docs/decisions/0081-personal-files.md):
+# each expires this many seconds after upload (then purged: text, chunks, vectors, bytes);
+# one file at most PERSONAL_FILE_MAX_BYTES; a user holds at most PERSONAL_FILES_MAX_PER_USER
+# files totalling PERSONAL_FILES_MAX_BYTES_PER_USER at a time.
+PERSONAL_FILE_TTL = int(os.environ.get("PERSONAL_FILE_TTL", 24 * 60 * 60))
+PERSONAL_FILE_MAX_BYTES = int(os.environ.get("PERSONAL_FILE_MAX_BYTES", 20 * 1024 * 1024))
+PERSONAL_FILES_MAX_PER_USER = int(os.environ.get("PERSONAL_FILES_MAX_PER_USER", 20))
+PERSONAL_FILES_MAX_BYTES_PER_USER = int(
+    os.environ.get("PERSONAL_FILES_MAX_BYTES_PER_USER", 100 * 1024 * 1024)
+)
+
 # --- Background tasks (document ingestion) -------------------------------------------------
 TASKS = {
     "default": {

@@ -9,6 +9,11 @@
   expired, not processed); everyone else only the available ones: enabled, ready and not
   expired (the documents retrieval searches).
 - Anyone else (anonymous, inactive, not staff) reads nothing.
+- A personal file (`Document.owner` set) is read by its owner only, in whatever state, and by
+  nobody else: not superusers, not those who manage documents (its rows are in the hidden
+  personal collection, which no one reads as a collection). Retrieval searches only the
+  owner's files attached to the conversation being answered (`reader_searching`;
+  docs/decisions/0081-personal-files.md).
 
 The rule comes in four forms, all computed from the same `Reader`:
 
@@ -28,7 +33,8 @@ their next request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -36,7 +42,7 @@ from django.contrib.auth.models import AnonymousUser, Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Subquery
 from django.utils import timezone
 
 from knowledge.models import Collection, Document
@@ -52,17 +58,24 @@ class Reader:
 
     `collection_ids` are the collections the reader may read (empty for a superuser, who reads
     every collection, and for anyone who reads nothing). `can_manage`: also reads the withdrawn
-    documents of those collections.
+    documents of those collections. `own_file_ids`: the reader's personal files (any state),
+    which they alone read; `searched_file_ids`: those of them retrieval searches (the files
+    attached to the conversation being answered, `reader_searching`; none by default).
     """
 
     user_id: int | None
     is_superuser: bool = False
     can_manage: bool = False
     collection_ids: frozenset[int] = frozenset()
+    own_file_ids: frozenset[int] = frozenset()
+    searched_file_ids: frozenset[int] = frozenset()
+    # Someone else's personal file exists: only then can an answer be withheld from a
+    # superuser (chat.selectors.messages_withheld), so only then does it cost them a query.
+    others_files: bool = False
 
     @property
     def reads_nothing(self) -> bool:
-        return not self.is_superuser and not self.collection_ids
+        return not self.is_superuser and not self.collection_ids and not self.own_file_ids
 
 
 NOBODY = Reader(user_id=None)
@@ -72,9 +85,10 @@ UserLike = AbstractBaseUser | AnonymousUser | Reader | None
 
 def _reader_sql() -> str:
     """One statement for a user's flags, whether they hold a document permission (directly or
-    through a group), and the collections they may read (all-staff ones, through a group, by
-    name), for the permission codenames `%s` and the user id `%s`. Written by hand, not with
-    the ORM (docs/decisions/0070-the-one-read-rule.md has the figures)."""
+    through a group), the collections they may read (all-staff ones, through a group, by
+    name; never the hidden personal collection) and their personal files, for the permission
+    codenames `%s` and the user id `%s`. Written by hand, not with the ORM
+    (docs/decisions/0070-the-one-read-rule.md has the figures)."""
     user_model = get_user_model()
     tables = {
         "user": user_model._meta.db_table,
@@ -86,6 +100,7 @@ def _reader_sql() -> str:
         "collection": Collection._meta.db_table,
         "collection_groups": Collection.reader_groups.through._meta.db_table,
         "collection_users": Collection.reader_users.through._meta.db_table,
+        "document": Document._meta.db_table,
     }
     quoted = {key: connection.ops.quote_name(name) for key, name in tables.items()}
     return """
@@ -99,11 +114,14 @@ def _reader_sql() -> str:
                             WHERE ug.user_id = u.id))
           ),
           ARRAY(
-            SELECT id FROM {collection} WHERE all_staff
-            UNION SELECT cg.collection_id FROM {collection_groups} cg
-              JOIN {user_groups} ug ON ug.group_id = cg.group_id WHERE ug.user_id = u.id
-            UNION SELECT collection_id FROM {collection_users} WHERE user_id = u.id
-          )
+            SELECT id FROM {collection} c WHERE NOT c.is_personal AND (
+              c.all_staff
+              OR c.id IN (SELECT cg.collection_id FROM {collection_groups} cg
+                JOIN {user_groups} ug ON ug.group_id = cg.group_id WHERE ug.user_id = u.id)
+              OR c.id IN (SELECT collection_id FROM {collection_users} WHERE user_id = u.id))
+          ),
+          ARRAY(SELECT id FROM {document} WHERE owner_id = u.id),
+          EXISTS (SELECT 1 FROM {document} WHERE owner_id IS NOT NULL AND owner_id <> u.id)
         FROM {user} u WHERE u.id = %s
     """.format(**quoted)
 
@@ -124,14 +142,33 @@ def reader_for(user: UserLike) -> Reader:
         row = cursor.fetchone()
     if row is None:
         return NOBODY
-    is_active, is_staff, is_superuser, can_manage, collection_ids = row
+    is_active, is_staff, is_superuser, can_manage, collection_ids, own_file_ids, others = row
     if not is_active:
         return NOBODY
+    own = frozenset(own_file_ids)
     if is_superuser:
-        return Reader(user_id=user.pk, is_superuser=True, can_manage=True)
+        return Reader(
+            user_id=user.pk,
+            is_superuser=True,
+            can_manage=True,
+            own_file_ids=own,
+            others_files=others,
+        )
     if not is_staff:
         return NOBODY
-    return Reader(user_id=user.pk, can_manage=can_manage, collection_ids=frozenset(collection_ids))
+    return Reader(
+        user_id=user.pk,
+        can_manage=can_manage,
+        collection_ids=frozenset(collection_ids),
+        own_file_ids=own,
+    )
+
+
+def reader_searching(reader: Reader, *, file_ids: Iterable[int]) -> Reader:
+    """`reader` whose searches also cover those of `file_ids` that are their own personal
+    files (the files attached to the conversation being answered); anyone else's are
+    ignored."""
+    return replace(reader, searched_file_ids=frozenset(file_ids) & reader.own_file_ids)
 
 
 def user_manages_documents(user: UserLike) -> bool:
@@ -155,27 +192,44 @@ def document_is_available(document: Document) -> bool:
     return document.enabled and document.status == Document.Status.READY and not document.is_expired
 
 
+def _personal_collections() -> QuerySet[Collection]:
+    return Collection.objects.filter(is_personal=True).values("pk")
+
+
 def documents_readable_filter(
-    *, user: UserLike, prefix: str = "", collection_field: str | None = None
+    *,
+    user: UserLike,
+    prefix: str = "",
+    collection_field: str | None = None,
+    searching: bool = False,
 ) -> Q:
     """The documents `user` may read, as a filter on the model reached through `prefix`
     ("" for documents, "document__" for chunks, "chunk__document__" for embeddings).
 
     `collection_field` names the field holding the document's collection, by default the
     document's own (`<prefix>collection_id`); chunks and embeddings carry a copy the database
-    keeps equal to it (`collection_id`), which retrieval tests on the row itself.
+    keeps equal to it (`collection_id`), and their document's id (`document_id`), which
+    retrieval tests on the row itself.
 
-    Everything for a superuser (an empty `Q`); for anyone who reads nothing, a filter that
-    matches nothing (Django skips the query, or raises EmptyResultSet when compiling it).
+    A superuser reads every document but personal files (a test on the collection: not the
+    hidden personal one). Personal files: the reader's own (`Reader.own_file_ids`), or with
+    `searching` only those retrieval searches (`Reader.searched_file_ids`). For anyone who
+    reads nothing, a filter that matches nothing (Django skips the query, or raises
+    EmptyResultSet when compiling it).
     """
     reader = reader_for(user)
-    if reader.is_superuser:
-        return Q()
     field = collection_field or f"{prefix}collection_id"
-    readable = Q(**{f"{field}__in": sorted(reader.collection_ids)})
-    if reader.can_manage:
-        return readable
-    return readable & documents_available_filter(prefix)
+    if reader.is_superuser:
+        organisation = ~Q(**{f"{field}__in": Subquery(_personal_collections())})
+    else:
+        organisation = Q(**{f"{field}__in": sorted(reader.collection_ids)})
+        if not reader.can_manage:
+            organisation &= documents_available_filter(prefix)
+    files = reader.searched_file_ids if searching else reader.own_file_ids
+    if not files:
+        return organisation
+    document_field = "document_id" if collection_field else f"{prefix}id"
+    return organisation | Q(**{f"{document_field}__in": sorted(files)})
 
 
 def documents_readable(*, user: UserLike) -> QuerySet[Document]:
@@ -188,13 +242,11 @@ def readable_documents_sql(*, user: UserLike, document_id: str = "document_id") 
     document's id, qualified as the caller's query needs, e.g. `"knowledge_chunk"."document_id"`)
     and its parameters, for raw SQL to put in its WHERE before it ranks.
 
-    `"TRUE"` for a superuser, `"FALSE"` for anyone who reads nothing, else `<document_id> IN
-    (SELECT id FROM knowledge_document WHERE …)`, the subquery compiled by Django from the
-    same filter as the queryset (the parameters are its `%s` placeholders, in order).
+    `"FALSE"` for anyone who reads nothing, else `<document_id> IN (SELECT id FROM
+    knowledge_document WHERE …)`, the subquery compiled by Django from the same filter as the
+    queryset (the parameters are its `%s` placeholders, in order).
     """
     reader = reader_for(user)
-    if reader.is_superuser:
-        return "TRUE", []
     queryset = Document.objects.filter(documents_readable_filter(user=reader)).order_by()
     try:
         sql, params = queryset.values("id").query.sql_with_params()
@@ -207,6 +259,8 @@ def document_readable(*, user: UserLike, document: Document) -> bool:
     """Whether `user` may read `document` (as loaded: the caller loads it in the same
     request)."""
     reader = reader_for(user)
+    if document.owner_id is not None:
+        return reader.user_id is not None and document.pk in reader.own_file_ids
     if reader.is_superuser:
         return True
     if document.collection_id not in reader.collection_ids:
@@ -215,10 +269,11 @@ def document_readable(*, user: UserLike, document: Document) -> bool:
 
 
 def collections_readable(*, user: UserLike) -> QuerySet[Collection]:
-    """The collections `user` may read, by name: every one for a superuser."""
+    """The collections `user` may read, by name: every one but the hidden personal collection
+    for a superuser."""
     reader = reader_for(user)
     if reader.is_superuser:
-        return Collection.objects.all()
+        return Collection.objects.filter(is_personal=False)
     return Collection.objects.filter(pk__in=sorted(reader.collection_ids))
 
 

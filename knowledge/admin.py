@@ -35,7 +35,7 @@ from django.views.decorators.csrf import csrf_protect
 
 from knowledge.access import collections_readable, documents_readable_filter
 from knowledge.collections import collection_default, documents_move
-from knowledge.models import Chunk, Collection, Document, SyncRun, WatchedFolder
+from knowledge.models import Chunk, Collection, Document, PersonalFile, SyncRun, WatchedFolder
 from knowledge.parsers import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
 from knowledge.parsers.ocr import ocr_summary
 from knowledge.selectors import document_is_stalled, documents_in_progress
@@ -760,3 +760,39 @@ def _run_duration(run: SyncRun) -> str:
     if run.finished_at is None:
         return "not finished"
     return f"{(run.finished_at - run.started_at).total_seconds():.1f} s"
+
+
+@admin.register(PersonalFile)
+class PersonalFileAdmin(admin.ModelAdmin):
+    """Users' personal files, for superusers: who owns them, their name, size, state and
+    expiry; never their text or their file (docs/decisions/0081-personal-files.md)."""
+
+    list_display = ("title", "owner", "size_label", "status", "expires_at", "purged_at")
+    list_filter = ("status",)
+    search_fields = ("title", "owner__username")
+    fields = ("title", "owner", "size_label", "media_type", "status", "error", "created_at",
+              "expires_at", "purged_at")  # fmt: skip
+    readonly_fields = fields
+    list_select_related = ("owner",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PersonalFile]:
+        return super().get_queryset(request).filter(owner__isnull=False)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Size", ordering="size")
+    def size_label(self, obj: PersonalFile) -> str:
+        return filesizeformat(obj.size)

@@ -43,10 +43,18 @@ class Collection(models.Model):
         editable=False,
         help_text='The collection new documents go to when none is named ("General").',
     )
+    is_personal = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="The hidden collection of users' personal files: nobody reads it as a "
+        "collection; each file is read by its owner only "
+        "(docs/decisions/0081-personal-files.md).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     DEFAULT_NAME = "General"
+    PERSONAL_NAME = "Personal files"
 
     class Meta:
         ordering = ["name", "id"]
@@ -55,7 +63,12 @@ class Collection(models.Model):
                 fields=["is_default"],
                 condition=models.Q(is_default=True),
                 name="collection_one_default",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["is_personal"],
+                condition=models.Q(is_personal=True),
+                name="collection_one_personal",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -71,6 +84,18 @@ def collection_default_id() -> int:
     if collection is None:
         collection, _ = Collection.objects.get_or_create(
             is_default=True, defaults={"name": Collection.DEFAULT_NAME, "all_staff": True}
+        )
+    return collection.pk
+
+
+def collection_personal_id() -> int:
+    """The primary key of the hidden collection personal files belong to, created when
+    missing (readable by no one as a collection: its files are read by their owners,
+    docs/decisions/0081-personal-files.md). One query when it exists."""
+    collection = Collection.objects.filter(is_personal=True).only("pk").first()
+    if collection is None:
+        collection, _ = Collection.objects.get_or_create(
+            is_personal=True, defaults={"name": Collection.PERSONAL_NAME, "all_staff": False}
         )
     return collection.pk
 
@@ -128,6 +153,23 @@ class Document(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="uploaded_documents",
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="personal_files",
+        editable=False,
+        help_text="Set for a personal file: its only reader. Empty for the organisation's "
+        "documents.",
+    )
+    size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the uploaded file.")
+    purged_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a personal file's text, chunks, vectors and bytes were removed (it "
+        "expired or its owner removed it); its row stays so answers citing it know whose it was.",
     )
     expires_at = models.DateTimeField(
         null=True,
@@ -360,3 +402,11 @@ class SyncRun(models.Model):
 
     def __str__(self) -> str:
         return f"sync of {self.root} at {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class PersonalFile(Document):
+    """Personal files as the admin lists them: metadata only (knowledge/admin.py)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "personal file"

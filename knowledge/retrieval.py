@@ -58,6 +58,7 @@ from pgvector.django import CosineDistance
 from knowledge import embedding
 from knowledge.access import Reader, documents_available_filter, documents_readable_filter
 from knowledge.models import Chunk, Document, Embedding
+from knowledge.personal import personal_file_label
 from knowledge.vocabulary import Vocabulary, text_search_parse, vocabulary_get
 
 Mode = Literal["hybrid", "vector", "lexical"]
@@ -149,7 +150,10 @@ def _searchable(*, reader: Reader, prefix: str = "") -> Q:
     reach the document (docs/decisions/0077-the-collection-on-every-searched-row.md)."""
     reader_required(reader)
     readable = documents_readable_filter(
-        user=reader, prefix=prefix, collection_field="collection_id" if prefix else None
+        user=reader,
+        prefix=prefix,
+        collection_field="collection_id" if prefix else None,
+        searching=True,
     )
     return readable & documents_available_filter(prefix)
 
@@ -223,7 +227,10 @@ def exact_search_suits(*, reader: Reader, document_ids: Sequence[int] | None = N
     # upper bound, and no row is read from the table).
     rows = Embedding.objects.all()
     if not reader.is_superuser:
-        rows = rows.filter(collection_id__in=sorted(reader.collection_ids))
+        rows = rows.filter(
+            Q(collection_id__in=sorted(reader.collection_ids))
+            | Q(document_id__in=sorted(reader.searched_file_ids))
+        )
     if document_ids is not None:
         rows = rows.filter(document_id__in=list(document_ids))
     return rows[: EXACT_SEARCH_MAX_ROWS + 1].count() <= EXACT_SEARCH_MAX_ROWS
@@ -586,7 +593,11 @@ def chunks_search(
             RetrievedChunk(
                 chunk_id=chunk.id,
                 document_id=chunk.document_id,
-                document_title=chunk.document.title,
+                document_title=(
+                    personal_file_label(chunk.document.title)
+                    if chunk.document.owner_id is not None
+                    else chunk.document.title
+                ),
                 document_url=chunk.document.url,
                 chunk_index=chunk.index,
                 page=chunk.page,

@@ -68,8 +68,11 @@ def sentence_vectors_stale_count() -> int:
 
 
 def documents_expired(*, now: datetime | None = None) -> QuerySet[Document]:
-    """Documents whose `expires_at` has passed, by pk."""
-    return Document.objects.filter(expires_at__lte=now or timezone.now()).order_by("pk")
+    """Documents whose `expires_at` has passed, by pk; never personal files, which are purged
+    (their rows kept) by knowledge/personal.py."""
+    return Document.objects.filter(
+        expires_at__lte=now or timezone.now(), owner__isnull=True
+    ).order_by("pk")
 
 
 def documents_chunker_stale() -> QuerySet[Document]:

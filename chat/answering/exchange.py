@@ -23,6 +23,7 @@ from chat.answering.followups import Turn
 from chat.answering.generative import answering_mode
 from chat.answering.request import ValidatedRequest
 from chat.answering.trace import ExchangeTrace
+from chat.attachments import attachments_add, reader_in_conversation, unknown_file_ids
 from chat.models import Message
 from knowledge.access import Reader, reader_for
 
@@ -53,9 +54,12 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     read the conversation's previous turns (the larger of FOLLOWUP_TURNS and the admin's
     history turns).
 
+    The asker's `file_ids` are attached to the conversation, and the `Reader` then searches the
+    asker's files attached to it (chat/attachments.py).
+
     Raises `AnswerError`: not-found for unknown document ids (a document the asker may not
     read is unknown to them, with the same message;
-    docs/decisions/0105-schema-valid-requests-accepted.md), and what
+    docs/decisions/0105-schema-valid-requests-accepted.md) or file ids (not the asker's), and what
     `services.exchange_begin` / `services.exchange_regenerate` raise (someone else's
     conversation, an unknown question to regenerate, a message_id used for something else).
     """
@@ -65,6 +69,11 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
         if unknown:
             message = f"Unknown document ids: {', '.join(map(str, unknown))}."
             raise AnswerError("not-found", message, details={"document_ids": [message]})
+    if request.file_ids:
+        unknown = unknown_file_ids(request.file_ids, owner=request.user)
+        if unknown:
+            message = f"Unknown file ids: {', '.join(map(str, unknown))}."
+            raise AnswerError("not-found", message, details={"file_ids": [message]})
     chat_settings = chat_settings_get()
     top_k = request.top_k or chat_settings.default_top_k
     choice = answering_mode(chat_settings.generation_mode)
@@ -83,6 +92,9 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
             mode=mode,
             top_k=top_k,
         )
+    if request.file_ids:
+        attachments_add(conversation=begun.conversation, file_ids=request.file_ids)
+    reader = reader_in_conversation(reader, conversation_id=begun.conversation.pk)
     history = []
     if isinstance(begun, services.ExchangeClaim) and not begun.new:
         history = selectors.conversation_turns_before(

@@ -2,7 +2,8 @@
 
 `request_validate` returns a `ValidatedRequest` or raises `AnswerError`: validation-failed 422
 (empty or too long message, top_k outside 1..20, embedding not 384 finite numbers, more than
-MAX_DOCUMENT_IDS document ids), bad-request 400 (malformed UUID). Reads nothing.
+MAX_DOCUMENT_IDS document ids, file_ids not a list of at most 20 ids), bad-request 400
+(malformed UUID). Reads nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 
 from chat.answering.errors import AnswerError
 from chat.answering.questions import question_normalize
+from chat.attachments import file_ids_validate
 from chat.ids import uuid_parse
 from knowledge import embedding
 from knowledge.retrieval import TOP_K_MAX, TOP_K_MIN
@@ -36,6 +38,7 @@ class AnswerOptions:
     document_ids: list[int] | None = None
     embedding: list[float] | None = None
     regenerate: bool = False
+    file_ids: list[int] | None = None  # the asker's personal files to attach first
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class ValidatedRequest:
     document_ids: list[int] | None
     supplied_vector: np.ndarray | None
     regenerate: bool
+    file_ids: list[int] | None = None
 
 
 def _top_k_validate(top_k: object) -> int | None:
@@ -122,4 +126,5 @@ def request_validate(
         document_ids=_document_ids_validate(options.document_ids),
         supplied_vector=embedding_validate(options.embedding),
         regenerate=options.regenerate,
+        file_ids=file_ids_validate(options.file_ids),
     )

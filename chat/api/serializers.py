@@ -204,6 +204,15 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="Search only these documents (ids of `GET /api/documents`; an id naming no "
         "document you may read is refused with 404).",
     )
+    file_ids = serializers.ListField(
+        child=OptionIntegerField(min_value=1),
+        required=False,
+        allow_null=True,
+        max_length=20,
+        help_text="Attach these personal files (ids of `POST /api/files`) to the conversation "
+        "before answering: its answers then search them too, for you only. An id that is not "
+        "one of your files is refused with 404.",
+    )
     embedding = EmbeddingField(
         child=StrictFloatField(),
         required=False,

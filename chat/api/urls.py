@@ -3,7 +3,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from chat.api import views
+from chat.api import files, views
 
 app_name = "api"
 urlpatterns = [
@@ -26,6 +26,8 @@ urlpatterns = [
     ),
     path("documents", views.DocumentListApi.as_view(), name="documents"),
     path("search", views.SearchApi.as_view(), name="search"),
+    path("files", files.FileUploadApi.as_view(), name="files"),
+    path("files/<str:file_id>", files.FileDetailApi.as_view(), name="file"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves the page's start-up script as a file: no inline script (CSP).
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="docs"),

@@ -111,6 +111,7 @@ async def chat_api(request: HttpRequest) -> HttpResponse:
             document_ids=data.get("document_ids"),
             embedding=data.get("embedding"),
             regenerate=data["regenerate"],
+            file_ids=data.get("file_ids"),
         ),
     )
     # Read up to the first decisive event: a refusal or an early error is plain JSON.

@@ -110,6 +110,9 @@
         return parseInt(v, 10);
       }),
       is_private: data.get("is_private") === "true",
+      file_ids: data.getAll("file_ids").map(function (v) {
+        return parseInt(v, 10);
+      }),
     };
   }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
+from knowledge.personal import personal_files_purge_expired
 from knowledge.services.lifecycle import documents_purge_expired
 
 
@@ -13,7 +14,8 @@ class Command(BaseCommand):
         "Delete the documents whose expiry (Document.expires_at) has passed, with their "
         "chunks, embeddings and uploaded files. Answers that cited them keep their citation "
         "snapshots, shown as from a removed document. Expired documents are never cited even "
-        "before they are purged."
+        "before they are purged. Expired personal files lose their text, chunks, vectors and "
+        "file (their row stays, docs/decisions/0081-personal-files.md)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -35,3 +37,5 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(self.style.SUCCESS(f"Deleted {len(documents)} expired document(s)."))
+            purged = personal_files_purge_expired()
+            self.stdout.write(self.style.SUCCESS(f"Purged {purged} expired personal file(s)."))

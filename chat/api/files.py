@@ -1,0 +1,118 @@
+"""`POST /api/files`, `GET /api/files/{id}`, `DELETE /api/files/{id}`: a user's personal
+files (docs/decisions/0081-personal-files.md). Thin adapters over chat/attachments.py."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chat.answering.errors import AnswerError
+from chat.api.errors import error_response
+from chat.api.schema import error_responses
+from chat.attachments import personal_file_add, personal_file_remove, personal_file_state
+from knowledge.models import Document
+from knowledge.personal import PersonalFileError, personal_file_get
+
+
+class FileUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        allow_empty_file=True,
+        help_text="The file: PDF, DOCX, XLSX, CSV, PPTX, Markdown, HTML or text (the types the "
+        "admin's uploads accept).",
+    )
+    conversation_id = serializers.UUIDField(
+        required=False,
+        help_text="Attach the file to this conversation of yours (else attach it later with "
+        "`file_ids` on `POST /api/chat`).",
+    )
+
+
+class FileSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField(source="title")
+    size = serializers.IntegerField()
+    status = serializers.SerializerMethodField(
+        help_text="pending, processing, ready, failed or expired (its text is gone)."
+    )
+    error = serializers.CharField(help_text="Why reading the file failed (status failed).")
+    expires_at = serializers.DateTimeField()
+
+    def get_status(self, document: Document) -> str:
+        return personal_file_state(document)
+
+
+def _file_id(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise AnswerError.not_found("There is no file with this id.")
+    return int(value)
+
+
+class FileUploadApi(APIView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        operation_id="files_upload",
+        summary="Upload a personal file (read by you only; expires)",
+        request={"multipart/form-data": FileUploadSerializer},
+        responses={
+            201: FileSerializer,
+            **error_responses(
+                400,
+                401,
+                403,
+                404,
+                415,
+                422,
+                s422="validation-failed: no file, an unsupported type, an empty or too large "
+                "file, or over your quota (`details.reason`: unsupported-type, empty, "
+                "too-large, quota-exceeded).",
+            ),
+        },
+        tags=["files"],
+    )
+    def post(self, request: Request) -> Response:
+        serializer = FileUploadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation_id = serializer.validated_data.get("conversation_id")
+        try:
+            document = personal_file_add(
+                owner=request.user,
+                upload=serializer.validated_data["file"],
+                conversation_id=conversation_id,
+            )
+        except PersonalFileError as exc:
+            return error_response(
+                "validation-failed",
+                exc.message,
+                status=422,
+                details={"file": [exc.message], "reason": exc.code},
+            )
+        return Response(FileSerializer(document).data, status=status.HTTP_201_CREATED)
+
+
+class FileDetailApi(APIView):
+    @extend_schema(
+        operation_id="files_get",
+        summary="A personal file's status",
+        responses={200: FileSerializer, **error_responses(401, 403, 404)},
+        tags=["files"],
+    )
+    def get(self, request: Request, file_id: str) -> Response:
+        document = personal_file_get(owner=request.user, file_id=_file_id(file_id))
+        if document is None:
+            raise AnswerError.not_found("There is no file with this id.")
+        return Response(FileSerializer(document).data)
+
+    @extend_schema(
+        operation_id="files_delete",
+        summary="Remove a personal file now",
+        responses={204: None, **error_responses(401, 403, 404)},
+        tags=["files"],
+    )
+    def delete(self, request: Request, file_id: str) -> Response:
+        personal_file_remove(owner=request.user, file_id=_file_id(file_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
