@@ -94,22 +94,22 @@ WITH spread AS (
     FROM generate_series(1, %(exchanges)s) g
 ), questions AS (
     INSERT INTO chat_message (id, conversation_id, role, content, status, mode, suggestions,
-                              warning, search_query, error_code, created_at)
+                              warning, search_query, error_code, created_at, heartbeat_at)
     SELECT question_id, conversation_id, 'user',
            CASE WHEN status = 'refused' THEN 'Where is policy ' || (g %% %(wordings)s) || '?'
                 ELSE 'Question ' || g END,
-           'complete', '', '[]'::jsonb, '', '', '', at
+           'complete', '', '[]'::jsonb, '', '', '', at, at
     FROM spread
 )
 INSERT INTO chat_message (id, conversation_id, role, content, status, mode, suggestions, warning,
                           search_query, error_code, reply_to_id, top_k, best_similarity,
-                          retrieval_ms, first_event_ms, total_ms, created_at)
+                          retrieval_ms, first_event_ms, total_ms, created_at, heartbeat_at)
 SELECT answer_id, conversation_id, 'assistant',
        repeat('An answer sentence quoting a document. ', 16), status,
        CASE WHEN g %% 10 = 0 THEN 'generative' ELSE 'extractive' END, '[]'::jsonb, '', '', '',
        question_id, 5, 0.5, 20 + random() * 30,
        CASE WHEN status = 'error' THEN NULL ELSE 80 + random() * 400 END,
-       CASE WHEN status = 'error' THEN NULL ELSE 300 + random() * 1500 END, at
+       CASE WHEN status = 'error' THEN NULL ELSE 300 + random() * 1500 END, at, at
 FROM spread
 """
 

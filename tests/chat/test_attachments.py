@@ -83,7 +83,8 @@ async def test_nobody_else_can_attach_the_file(offer, other_staff_user):
 
     status, text = await ask(other, file_ids=[offer.pk])
 
-    assert status == 422
+    # Someone else's file is unknown to them: not-found, as for a document they may not read.
+    assert status == 404
     assert json.loads(text)["error"]["details"]["file_ids"]
     assert "7,250" not in text and "offer.pdf" not in text
     assert not await Message.objects.aexists()  # refused before anything is stored

@@ -21,8 +21,19 @@ def migrate(targets):
     return executor.loader.project_state(targets).apps
 
 
+@pytest.fixture
+def latest_schema_after():
+    """Put every app back at its latest migration after the test: going back to
+    BEFORE unapplies the later migrations of every app that depends on it, which the
+    rest of the suite needs."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 @pytest.mark.django_db(transaction=True)
-def test_existing_documents_move_to_general_readable_by_all_staff():
+def test_existing_documents_move_to_general_readable_by_all_staff(latest_schema_after):
     old_apps = migrate(BEFORE)
     try:
         OldDocument = old_apps.get_model("knowledge", "Document")

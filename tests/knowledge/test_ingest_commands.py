@@ -20,6 +20,7 @@ from knowledge.access import documents_readable
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.collections import collection_create, collection_default
 from knowledge.models import Chunk, Document, Embedding
+from knowledge.sentences import text_hash
 
 pytestmark = pytest.mark.django_db
 
@@ -247,6 +248,7 @@ def test_reindex_stale_rechunks_documents_cut_by_an_older_chunker(documents_dir)
     Document.objects.filter(pk=handbook.pk).update(chunker_version=CHUNKER_VERSION - 1)
     first = handbook.chunks.order_by("index").first()
     first.text = "text of an older chunker"
+    first.text_hash = text_hash(first.text)
     first.save()
 
     dry = run("reindex", "--stale", "--dry-run")

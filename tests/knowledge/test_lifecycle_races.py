@@ -105,7 +105,7 @@ def test_a_deleted_document_whose_processing_fails_leaves_no_failed_row(policy, 
 
 
 def test_a_deleted_document_whose_file_no_longer_parses_leaves_no_failed_row(policy, monkeypatch):
-    def delete_then_refuse(*, data, name):
+    def delete_then_refuse(*, data, name, **options):
         Document.objects.filter(pk=policy.pk).delete()
         raise DocumentParseError("No text could be extracted.")
 
