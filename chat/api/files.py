@@ -13,9 +13,11 @@ from rest_framework.views import APIView
 from chat.answering.errors import AnswerError
 from chat.api.errors import error_response
 from chat.api.schema import error_responses
+from chat.api.serializers import ClientUUIDField
 from chat.attachments import personal_file_add, personal_file_remove, personal_file_state
 from knowledge.models import Document
 from knowledge.personal import PersonalFileError, personal_file_get
+from pages.client_input import client_int
 
 
 class FileUploadSerializer(serializers.Serializer):
@@ -24,7 +26,7 @@ class FileUploadSerializer(serializers.Serializer):
         help_text="The file: PDF, DOCX, XLSX, CSV, PPTX, Markdown, HTML or text (the types the "
         "admin's uploads accept).",
     )
-    conversation_id = serializers.UUIDField(
+    conversation_id = ClientUUIDField(
         required=False,
         help_text="Attach the file to this conversation of yours (else attach it later with "
         "`file_ids` on `POST /api/chat`).",
@@ -46,9 +48,10 @@ class FileSerializer(serializers.Serializer):
 
 
 def _file_id(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise AnswerError.not_found("There is no file with this id.")
-    return int(value)
+    try:
+        return client_int(value, minimum=1)
+    except ValueError:
+        raise AnswerError.not_found("There is no file with this id.") from None
 
 
 class FileUploadApi(APIView):

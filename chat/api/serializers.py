@@ -16,7 +16,7 @@ from chat.ids import uuid_parse
 from chat.selectors import ConversationAccess, conversation_access
 from chat.services import TITLE_MAX_CHARS
 from knowledge.retrieval import MODES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
-from pages.client_input import client_int
+from pages.client_input import BIGINT_MAX, client_int
 
 EMBEDDING_DIMENSIONS = 384
 
@@ -197,7 +197,7 @@ class ChatRequestSerializer(serializers.Serializer):
         help_text="How many chunks to retrieve (default: the admin setting, 5).",
     )
     document_ids = serializers.ListField(
-        child=OptionIntegerField(min_value=1),
+        child=OptionIntegerField(min_value=1, max_value=BIGINT_MAX),
         required=False,
         allow_null=True,
         max_length=200,
@@ -205,7 +205,7 @@ class ChatRequestSerializer(serializers.Serializer):
         "document you may read is refused with 404).",
     )
     file_ids = serializers.ListField(
-        child=OptionIntegerField(min_value=1),
+        child=OptionIntegerField(min_value=1, max_value=BIGINT_MAX),
         required=False,
         allow_null=True,
         max_length=20,

@@ -101,3 +101,14 @@ def test_api_integers_with_unicode_digits_are_a_422(staff_user, leave_kb, top_k)
     response = client.get("/api/search", {"q": "annual leave", "top_k": top_k})
     assert response.status_code == 422, response.content
     assert "top_k" in response.json()["error"]["details"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("file_id", ["²", "١", "9" * 40, "0"])
+def test_a_personal_file_id_that_is_no_whole_number_is_not_found(staff_user, file_id):
+    client = Client()
+    client.force_login(staff_user)
+    for method in (client.get, client.delete):
+        response = method(f"/api/files/{file_id}")
+        assert response.status_code == 404, response.content
+        assert response.json()["error"]["code"] == "not-found"
