@@ -5,8 +5,8 @@ stored at ingestion is found by the very text the answerer looks up. Chunking cu
 at the same sentence boundaries (`sentence_spans_covering`).
 
 A prose chunk is cut into sentences (`sentence_spans`), a spreadsheet chunk into its rows, one
-per line (`row_spans`); `answerable_spans` keeps the pieces an answer may quote (not headings or
-table rows, at least MIN_WORDS words).
+per line (`row_spans`); `answerable_spans` keeps the pieces an answer may quote (not headings,
+table rows, page numbers or captions; at least MIN_WORDS words).
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ _TERMINAL = re.compile(r"[.!?…]+[\"'”’)\]]*")
 _NEXT_STARTS_SENTENCE = re.compile(r"\s+[\"'“‘(\[]?[A-Z0-9]")
 _LIST_ITEM = re.compile(r"\s*(?:[-*•+▪–]|\d{1,3}[.)]|[a-z][.)])\s+")
 _MARKUP_LINE = re.compile(r"\s*(?:#|\||```|---|===)")
+# A page's furniture on a line of its own: "Page 3", "Page 3 of 12", "3 / 12".
+_PAGE_NUMBER = re.compile(r"(?:page\s*)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?", re.IGNORECASE)
+# A caption: "Table 2: Daily limits", "Figure 3. Approval flow" (a caption is no sentence).
+_CAPTION = re.compile(r"(?:table|figure|fig\.|chart|exhibit)\s+[\dIVX]+[.:\s]", re.IGNORECASE)
+_ENDS_SENTENCE = re.compile(r"[.!?…][\"'”’)\]]*$")
 
 
 def text_hash(text: str) -> str:
@@ -44,8 +49,15 @@ def answerable_spans(text: str, *, sheet: bool) -> list[tuple[int, int]]:
 
 
 def is_answerable(piece: str) -> bool:
-    """Not a markup line (heading, table row, rule) and at least MIN_WORDS words."""
-    return not _MARKUP_LINE.match(piece) and len(WORD.findall(piece)) >= MIN_WORDS
+    """Not a markup line (heading, table row, rule), not a page number ("Page 3 of 12"), not
+    a caption ("Table 2: Daily limits", without a sentence's end), and at least MIN_WORDS
+    words. (Headings of every format are sections, not text: knowledge/parsers.)"""
+    return (
+        not _MARKUP_LINE.match(piece)
+        and not _PAGE_NUMBER.fullmatch(piece)
+        and not (_CAPTION.match(piece) and not _ENDS_SENTENCE.search(piece))
+        and len(WORD.findall(piece)) >= MIN_WORDS
+    )
 
 
 def answerable_sentences(text: str, *, sheet: bool) -> list[str]:
