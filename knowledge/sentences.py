@@ -44,8 +44,37 @@ def text_hash(text: str) -> str:
 def answerable_spans(text: str, *, sheet: bool) -> list[tuple[int, int]]:
     """(start, end) of the pieces of a chunk an answer may quote: its rows when it comes from
     a spreadsheet, else its sentences; markup lines and pieces under MIN_WORDS words left out."""
-    spans = row_spans(text) if sheet else sentence_spans(text)
-    return [(start, end) for start, end in spans if is_answerable(text[start:end])]
+    if sheet:
+        return [(start, end) for start, end in row_spans(text) if is_answerable(text[start:end])]
+    return [
+        (start, end)
+        for start, end in sentence_spans(text)
+        if is_answerable(text[start:end]) and not is_heading_paragraph(text, start, end)
+    ]
+
+
+_HEADING_NUMBER = re.compile(r"\d{1,2}(?:\.\d{1,2}){0,4}\.?\s+(?=[A-Z])")
+HEADING_MAX_WORDS = 12
+
+
+def is_heading_paragraph(text: str, start: int, end: int) -> bool:
+    """The sentence `text[start:end]` is a numbered heading standing as a paragraph of its own
+    ("5. Meals and subsistence", "4.1 Trains" between blank lines): a section number, at
+    most HEADING_MAX_WORDS words starting with a capital, and no sentence's end."""
+    paragraph_start = text.rfind("\n\n", 0, start)
+    paragraph_start = 0 if paragraph_start < 0 else paragraph_start + 2
+    paragraph_end = text.find("\n\n", end)
+    paragraph_end = len(text) if paragraph_end < 0 else paragraph_end
+    if text[end:paragraph_end].strip():
+        return False
+    paragraph = text[paragraph_start:end].strip()
+    number = _HEADING_NUMBER.match(paragraph)
+    if not number or start > paragraph_start + len(text[paragraph_start:end]) - len(
+        paragraph[number.end() :]
+    ):
+        return False
+    words = paragraph[number.end() :]
+    return len(words.split()) <= HEADING_MAX_WORDS and not _ENDS_SENTENCE.search(words)
 
 
 def is_answerable(piece: str) -> bool:
