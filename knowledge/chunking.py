@@ -46,7 +46,7 @@ from knowledge.sentences import sentence_spans_covering, text_hash
 # Bump whenever a change here cuts documents differently: a document records the version it
 # was cut with (Document.chunker_version); `manage.py reindex --stale` re-chunks the others,
 # and re-ingesting an unchanged file re-chunks it too.
-CHUNKER_VERSION = 3
+CHUNKER_VERSION = 4  # 4: PDF heading lines their own paragraphs, page numbers out (0030)
 MAX_TOKENS = embedding.MAX_TOKENS  # 256, [CLS] and [SEP] included
 TARGET_TOKENS = 120  # merge paragraphs up to this; a single paragraph may use the full limit
 OVERLAP_MAX_TOKENS = 48  # longest sentence repeated at the head of the next chunk

@@ -5,8 +5,8 @@ stored at ingestion is found by the very text the answerer looks up. Chunking cu
 at the same sentence boundaries (`sentence_spans_covering`).
 
 A prose chunk is cut into sentences (`sentence_spans`), a spreadsheet chunk into its rows, one
-per line (`row_spans`); `answerable_spans` keeps the pieces an answer may quote (not headings or
-table rows, at least MIN_WORDS words).
+per line (`row_spans`); `answerable_spans` keeps the pieces an answer may quote (not headings,
+table rows, page numbers or captions; at least MIN_WORDS words).
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ _TERMINAL = re.compile(r"[.!?…]+[\"'”’)\]]*")
 _NEXT_STARTS_SENTENCE = re.compile(r"\s+[\"'“‘(\[]?[A-Z0-9]")
 _LIST_ITEM = re.compile(r"\s*(?:[-*•+▪–]|\d{1,3}[.)]|[a-z][.)])\s+")
 _MARKUP_LINE = re.compile(r"\s*(?:#|\||```|---|===)")
+# A page's furniture on a line of its own: "Page 3", "Page 3 of 12", "3 / 12".
+_PAGE_NUMBER = re.compile(r"(?:page\s*)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?", re.IGNORECASE)
+# A caption: "Table 2: Daily limits", "Figure 3. Approval flow" (a caption is no sentence).
+_CAPTION = re.compile(r"(?:table|figure|fig\.|chart|exhibit)\s+[\dIVX]+[.:\s]", re.IGNORECASE)
+_ENDS_SENTENCE = re.compile(r"[.!?…][\"'”’)\]]*$")
 
 
 def text_hash(text: str) -> str:
@@ -39,13 +44,49 @@ def text_hash(text: str) -> str:
 def answerable_spans(text: str, *, sheet: bool) -> list[tuple[int, int]]:
     """(start, end) of the pieces of a chunk an answer may quote: its rows when it comes from
     a spreadsheet, else its sentences; markup lines and pieces under MIN_WORDS words left out."""
-    spans = row_spans(text) if sheet else sentence_spans(text)
-    return [(start, end) for start, end in spans if is_answerable(text[start:end])]
+    if sheet:
+        return [(start, end) for start, end in row_spans(text) if is_answerable(text[start:end])]
+    return [
+        (start, end)
+        for start, end in sentence_spans(text)
+        if is_answerable(text[start:end]) and not is_heading_paragraph(text, start, end)
+    ]
+
+
+_HEADING_NUMBER = re.compile(r"\d{1,2}(?:\.\d{1,2}){0,4}\.?\s+(?=[A-Z])")
+HEADING_MAX_WORDS = 12
+
+
+def is_heading_paragraph(text: str, start: int, end: int) -> bool:
+    """The sentence `text[start:end]` is a numbered heading standing as a paragraph of its own
+    ("5. Meals and subsistence", "4.1 Trains" between blank lines): a section number, at
+    most HEADING_MAX_WORDS words starting with a capital, and no sentence's end."""
+    paragraph_start = text.rfind("\n\n", 0, start)
+    paragraph_start = 0 if paragraph_start < 0 else paragraph_start + 2
+    paragraph_end = text.find("\n\n", end)
+    paragraph_end = len(text) if paragraph_end < 0 else paragraph_end
+    if text[end:paragraph_end].strip():
+        return False
+    paragraph = text[paragraph_start:end].strip()
+    number = _HEADING_NUMBER.match(paragraph)
+    if not number or start > paragraph_start + len(text[paragraph_start:end]) - len(
+        paragraph[number.end() :]
+    ):
+        return False
+    words = paragraph[number.end() :]
+    return len(words.split()) <= HEADING_MAX_WORDS and not _ENDS_SENTENCE.search(words)
 
 
 def is_answerable(piece: str) -> bool:
-    """Not a markup line (heading, table row, rule) and at least MIN_WORDS words."""
-    return not _MARKUP_LINE.match(piece) and len(WORD.findall(piece)) >= MIN_WORDS
+    """Not a markup line (heading, table row, rule), not a page number ("Page 3 of 12"), not
+    a caption ("Table 2: Daily limits", without a sentence's end), and at least MIN_WORDS
+    words. (Headings of every format are sections, not text: knowledge/parsers.)"""
+    return (
+        not _MARKUP_LINE.match(piece)
+        and not _PAGE_NUMBER.fullmatch(piece)
+        and not (_CAPTION.match(piece) and not _ENDS_SENTENCE.search(piece))
+        and len(WORD.findall(piece)) >= MIN_WORDS
+    )
 
 
 def answerable_sentences(text: str, *, sheet: bool) -> list[str]:

@@ -50,6 +50,7 @@ from knowledge.selectors import sentence_vectors_stored
 from knowledge.sentences import (  # the splitting ingestion shares; re-exported here
     answerable_sentences,
     is_answerable,
+    is_heading_paragraph,
     row_spans,
     sentence_spans,
     span_trim,
@@ -168,8 +169,9 @@ def cited_rows(chunk: RetrievedChunk, starts: Sequence[int]) -> str | None:
 
 
 def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
-    """Answerable sentences of the chunks (rows of a spreadsheet chunk): not headings or
-    table rows, at least three words, each distinct text once (overlapping chunks repeat
+    """Answerable sentences of the chunks (rows of a spreadsheet chunk): not headings (a
+    numbered heading's own paragraph either, `is_heading_paragraph`), table rows, page numbers
+    or captions, at least three words, each distinct text once (overlapping chunks repeat
     sentences: the better chunk keeps it)."""
     seen: set[str] = set()
     candidates: list[Sentence] = []
@@ -178,7 +180,9 @@ def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
         for position, (start, end) in enumerate(spans):
             sentence = Sentence(chunk=chunk, rank=rank, position=position, start=start, end=end)
             text = sentence.text
-            if not is_answerable(text):
+            if not is_answerable(text) or (
+                not chunk.sheet and is_heading_paragraph(chunk.text, start, end)
+            ):
                 continue
             key = " ".join(text.lower().split())
             if key in seen:

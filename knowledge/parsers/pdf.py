@@ -1,12 +1,16 @@
 """PDF (pypdf): each page's lines joined back into paragraphs; the page number is each
-block's page. Pages without a text layer (scanned) are rendered with pypdfium2 and read by
-OCR (knowledge/parsers/ocr.py), within the document's OCR budget; a PDF mixing text pages
-and scanned pages reads both, in page order."""
+block's page. Lines are classified from the text alone (a PDF's text layer says nothing of
+styles): a page number on a line of its own at a page's top or bottom is left out, and a
+heading line is a paragraph of its own, never the end of the paragraph before it
+(docs/decisions/0030-pdf-heading-lines-and-page-numbers.md). Pages without a text layer
+(scanned) are rendered with pypdfium2 and read by OCR (knowledge/parsers/ocr.py), within the
+document's OCR budget; a PDF mixing text pages and scanned pages reads both, in page order."""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Iterator
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from knowledge.parsers.base import (
@@ -55,17 +59,18 @@ def parse_pdf(data: bytes, builder: BlockBuilder) -> str | None:
         for number, text in enumerate(pages, start=1)
         if number not in failed and not _has_text(text)
     ]
+    page_lines = pages_lines(pages)
     if not scanned:
-        for number, page_text in enumerate(pages, start=1):
-            for paragraph in _pdf_paragraphs(page_text):
+        for number, lines in enumerate(page_lines, start=1):
+            for paragraph in pdf_paragraphs(lines):
                 builder.add(paragraph, page=number)
         return str(title) if title else None
     with _rendered(data) as render, OcrReader(builder=builder, total=len(scanned)) as ocr:
-        for number, page_text in enumerate(pages, start=1):
+        for number in range(1, len(pages) + 1):
             if number in scanned:
                 ocr.page_add(number, lambda number=number: render(number))
                 continue
-            for paragraph in _pdf_paragraphs(page_text):
+            for paragraph in pdf_paragraphs(page_lines[number - 1]):
                 builder.add(paragraph, page=number)
     if not builder.blocks and (shortfall := ocr_shortfall(builder)):
         raise DocumentParseError(f"No text could be read from the scanned PDF: {shortfall}")
@@ -113,10 +118,55 @@ def _page_text(page) -> str | Exception:
         return exc
 
 
-def _pdf_paragraphs(page_text: str) -> Iterable[str]:
-    """Lines back into paragraphs: a blank line, or a line clearly shorter than the page's
-    full lines (a paragraph's last line, a heading), ends a paragraph."""
-    lines = [clean_inline(line) for line in page_text.splitlines()]
+# A page number on a line of its own: "7", "Page 7", "Page 7 of 12", "7 / 12", "- 7 -".
+_PAGE_NUMBER = re.compile(
+    r"(?:page\s*)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?|[-–—]\s*\d{1,4}\s*[-–—]", re.IGNORECASE
+)
+_EDGE_LINES = 2  # how many lines at a page's top and bottom may be its page number
+# "4.1 Trains", "5. Meals and subsistence": a numbered heading's number.
+_HEADING_NUMBER = re.compile(r"(\d{1,2}(?:\.\d{1,2}){0,4})\.?\s+(?=\S)")
+_HEADING_MAX_WORDS = 12
+_SENTENCE_END = (".", "!", "?", ":", ".”", '."')
+_NOT_A_HEADING_END = (*_SENTENCE_END, ";", ",")
+_BULLET = re.compile(r"[-*•+▪–]\s")
+
+
+def pages_lines(pages: list[str]) -> list[list[str]]:
+    """Each page's lines (cleaned, blank lines kept as ""), its page number left out: a line
+    among the first or last `_EDGE_LINES` non-blank lines of the page that is only a page
+    number ("7", "Page 7 of 12", "- 7 -")."""
+    result: list[list[str]] = []
+    for text in pages:
+        lines = [clean_inline(line) for line in text.splitlines()]
+        filled = [index for index, line in enumerate(lines) if line]
+        edges = set(filled[:_EDGE_LINES] + filled[-_EDGE_LINES:])
+        result.append(
+            [
+                line
+                for index, line in enumerate(lines)
+                if index not in edges or not _PAGE_NUMBER.fullmatch(line)
+            ]
+        )
+    return result
+
+
+def is_heading_line(line: str, *, full: int) -> bool:
+    """A line that opens a paragraph and reads as a heading: clearly shorter than the page's
+    full lines (`full` characters), at most `_HEADING_MAX_WORDS` words, starting with a capital
+    (after its number, if numbered), not a bullet, and not ending as a sentence or a clause
+    does."""
+    if len(line) >= 0.7 * full or line.endswith(_NOT_A_HEADING_END) or _BULLET.match(line):
+        return False
+    number = _HEADING_NUMBER.match(line)
+    words = line[number.end() :] if number else line
+    return words[:1].isupper() and len(words.split()) <= _HEADING_MAX_WORDS
+
+
+def pdf_paragraphs(lines: list[str]) -> Iterator[str]:
+    """A page's lines back into paragraphs: a blank line, or a line clearly shorter than the
+    page's full lines (a paragraph's last line), ends a paragraph; a line that
+    `is_heading_line`, opening a paragraph or following a line that ends a sentence, is a
+    paragraph of its own."""
     full = max((len(line) for line in lines), default=0)
     current: list[str] = []
     for line in lines:
@@ -125,9 +175,16 @@ def _pdf_paragraphs(page_text: str) -> Iterable[str]:
                 yield lines_join(current)
                 current = []
             continue
+        opens = not current or current[-1].endswith(_SENTENCE_END)
+        if opens and is_heading_line(line, full=full):
+            if current:
+                yield lines_join(current)
+                current = []
+            yield line
+            continue
         current.append(line)
         short = len(line) < 0.7 * full
-        ends_sentence = line.endswith((".", "!", "?", ":", ".”", '."')) and len(line) < 0.9 * full
+        ends_sentence = line.endswith(_SENTENCE_END) and len(line) < 0.9 * full
         if short or ends_sentence:
             yield lines_join(current)
             current = []
