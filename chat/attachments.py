@@ -109,9 +109,10 @@ def personal_file_add(
 
 def personal_file_remove(*, owner: AbstractBaseUser, file_id: int) -> None:
     """Remove `owner`'s file `file_id` now (its text, chunks, vectors and bytes; answers that
-    cited it keep their text for `owner`). AnswerError not-found when it is not theirs."""
+    cited it keep their text for `owner`). AnswerError not-found when it is not theirs, or
+    was removed or purged already."""
     document = personal_file_get(owner=owner, file_id=file_id)
-    if document is None:
+    if document is None or document.purged_at is not None:
         raise AnswerError.not_found("There is no file with this id.")
     personal_file_purge(document)
 

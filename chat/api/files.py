@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from chat.answering.errors import AnswerError
 from chat.api.errors import error_response
 from chat.api.schema import error_responses
-from chat.api.serializers import ClientUUIDField
+from chat.api.serializers import PresentUUIDField
 from chat.attachments import personal_file_add, personal_file_remove, personal_file_state
 from knowledge.models import Document
 from knowledge.personal import PersonalFileError, personal_file_get
@@ -26,7 +26,7 @@ class FileUploadSerializer(serializers.Serializer):
         help_text="The file: PDF, DOCX, XLSX, CSV, PPTX, Markdown, HTML or text (the types the "
         "admin's uploads accept).",
     )
-    conversation_id = ClientUUIDField(
+    conversation_id = PresentUUIDField(
         required=False,
         help_text="Attach the file to this conversation of yours (else attach it later with "
         "`file_ids` on `POST /api/chat`).",
@@ -101,12 +101,14 @@ class FileDetailApi(APIView):
     @extend_schema(
         operation_id="files_get",
         summary="A personal file's status",
+        description="A file that was removed, or purged once expired (its text is gone), is "
+        "not found.",
         responses={200: FileSerializer, **error_responses(401, 403, 404)},
         tags=["files"],
     )
     def get(self, request: Request, file_id: str) -> Response:
         document = personal_file_get(owner=request.user, file_id=_file_id(file_id))
-        if document is None:
+        if document is None or document.purged_at is not None:
             raise AnswerError.not_found("There is no file with this id.")
         return Response(FileSerializer(document).data)
 

@@ -49,6 +49,16 @@ class ClientUUIDField(serializers.UUIDField):
             ) from None
 
 
+class PresentUUIDField(ClientUUIDField):
+    """A `ClientUUIDField` of a form that, when present, must be a UUID: an empty value is
+    invalid, not taken as omitted (DRF's default for form data)."""
+
+    def get_value(self, dictionary: Any) -> Any:
+        if self.field_name in dictionary and dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)
+
+
 # What the server reads as text with something in it (chat.answering.questions.text_clean drops
 # control, surrogate and private-use characters, then the text is trimmed of white space): at
 # least one character of the Basic Multilingual Plane that is none of those (the class below is

@@ -157,7 +157,9 @@ def test_removing_a_file_purges_its_text_vectors_and_bytes_at_once(
     assert not Chunk.objects.filter(document_id=file_id).exists()
     assert not Embedding.objects.filter(document_id=file_id).exists()
     assert not os.path.exists(stored)
-    assert owner_client.get(f"/api/files/{file_id}").json()["status"] == "expired"
+    # Its text gone, the file is not found any more, and removing it again is not found either.
+    assert owner_client.get(f"/api/files/{file_id}").status_code == 404
+    assert owner_client.delete(f"/api/files/{file_id}").status_code == 404
 
 
 def test_an_expired_file_is_purged_and_its_answers_keep_their_text_for_the_owner_only(
