@@ -25,7 +25,7 @@ from django.db import connection, transaction
 from django.test import Client
 
 from knowledge.collections import collection_create
-from knowledge.models import Collection, Document
+from knowledge.models import Document, collection_default_id
 from lab.benchmark.server import database_server_pid, process_tree_cpu_seconds
 
 USERS = 200
@@ -62,7 +62,7 @@ def _users_create(count: int) -> list[int]:
 
 def _documents_create(count: int) -> list[int]:
     """`count` ready documents over COLLECTIONS collections (General and restricted ones)."""
-    collections = [Collection.objects.get(is_default=True).pk]
+    collections = [collection_default_id()]
     for number in range(1, COLLECTIONS):
         group = Group.objects.create(name=f"bench-insights-{number}")
         collections.append(collection_create(name=f"bench-insights-{number}", groups=[group]).pk)
