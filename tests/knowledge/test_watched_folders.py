@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from knowledge.access import documents_readable
 from knowledge.collections import collection_create
@@ -132,6 +133,8 @@ def test_a_watched_folder_that_went_away_gets_a_failed_run_with_the_reason(
 
 def test_the_continuous_worker_rescans_a_folder_made_due(shared, transactional_db):
     """The worker as `bin/serve` runs it (not `--batch`): its poll finds the folder due."""
+    # Only this test's tasks: one another test's process left queued would be run first.
+    DBTaskResult.objects.all().delete()
     env = {
         **os.environ,
         "DATABASE_URL": database_url_of(connection.settings_dict),

@@ -17,7 +17,7 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 LOG_DIR = BASE_DIR / "test-artifacts"
 # Streamed pieces are paced on the chat tests' server (`CHAT_STREAM_DELAY_MS`), so a test can
 # observe a stream in progress.
-LIVE_SERVER_DELAY_MS = 120
+LIVE_SERVER_DELAY_MS = 250
 
 
 def free_port() -> int:
