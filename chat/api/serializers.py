@@ -49,14 +49,18 @@ class ClientUUIDField(serializers.UUIDField):
             ) from None
 
 
-class PresentUUIDField(ClientUUIDField):
-    """A `ClientUUIDField` of a form that, when present, must be a UUID: an empty value is
-    invalid, not taken as omitted (DRF's default for form data)."""
+class EmptyIsPresent:
+    """A field mixin: an empty value sent for the field (`?limit=`, an empty form part) is that
+    value, to be validated, not taken as omitted (DRF's default for form data)."""
 
     def get_value(self, dictionary: Any) -> Any:
         if self.field_name in dictionary and dictionary.get(self.field_name) == "":
             return ""
         return super().get_value(dictionary)
+
+
+class PresentUUIDField(EmptyIsPresent, ClientUUIDField):
+    """A `ClientUUIDField` of a form that, when present, must be a UUID."""
 
 
 # What the server reads as text with something in it (chat.answering.questions.text_clean drops
@@ -156,14 +160,8 @@ class ClientIntegerField(serializers.IntegerField):
             self.fail("invalid")
 
 
-class PresentIntegerField(ClientIntegerField):
-    """A `ClientIntegerField` for a query parameter that, when present, must be an integer:
-    an empty value (`?limit=`) is invalid, not taken as omitted (DRF's default for forms)."""
-
-    def get_value(self, dictionary: Any) -> Any:
-        if self.field_name in dictionary and dictionary.get(self.field_name) == "":
-            return ""
-        return super().get_value(dictionary)
+class PresentIntegerField(EmptyIsPresent, ClientIntegerField):
+    """A `ClientIntegerField` for a query parameter that, when present, must be an integer."""
 
 
 class OptionIntegerField(ClientIntegerField):

@@ -115,10 +115,6 @@ logger = logging.getLogger(__name__)
 PARSE_TIME_LIMIT_SECONDS = 600.0
 
 
-# The formats whose pages may be read by OCR, which has a time budget of its own.
-OCR_SUFFIXES = frozenset({".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff"})
-
-
 def parse_time_limit(suffix: str) -> float:
     """Seconds the parser of a file ending in `suffix` may run: PARSE_TIME_LIMIT_SECONDS, or
     for a format OCR may read, its budget (OCR_MAX_SECONDS) and a minute when that is longer."""
@@ -148,6 +144,11 @@ PARSERS: dict[str, Callable[[bytes, BlockBuilder], str | None]] = {
     ".tif": parse_image,
     ".tiff": parse_image,
 }
+# The formats whose pages may be read by OCR, which has a time budget of its own: those the PDF
+# and image parsers read.
+OCR_SUFFIXES = frozenset(
+    suffix for suffix, parser in PARSERS.items() if parser in (parse_pdf, parse_image)
+)
 
 
 def file_type_check(name: str) -> str:
