@@ -7,8 +7,9 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models.functions import Cast
 from django.utils import timezone
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import BitField, HnswIndex, VectorField
 
 EMBEDDING_DIMENSIONS = 384
 
@@ -212,14 +213,16 @@ class Document(models.Model):
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
-def _row_collection() -> models.ForeignKey:
+def _row_collection(*, db_index: bool = True) -> models.ForeignKey:
     """A chunk's or embedding's copy of its document's collection, which retrieval filters on
     without reaching the document. The database keeps it equal to the document's (triggers
     of migration 0007; docs/decisions/0077-the-collection-on-every-searched-row.md): whatever
-    is written here is replaced, so rows are created without it."""
+    is written here is replaced, so rows are created without it. `db_index`: whether the
+    column has an index of its own (not when a wider index leads with it)."""
     return models.ForeignKey(
         Collection,
         on_delete=models.PROTECT,
+        db_index=db_index,
         related_name="+",
         editable=False,
         help_text="Its document's collection, kept equal to it by the database.",
@@ -273,8 +276,19 @@ class Embedding(models.Model):
         editable=False,
         help_text="Its chunk's document, kept equal to it by the database.",
     )
-    collection = _row_collection()
+    collection = _row_collection(db_index=False)  # embedding_collection_bits leads with it
     vector = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    # The vector's signs, a bit a dimension, computed by the database: the row-by-row search
+    # shortlists on these, read from the `embedding_collection_bits` index alone
+    # (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md).
+    vector_bits = models.GeneratedField(
+        expression=Cast(
+            models.Func("vector", function="binary_quantize"),
+            BitField(length=EMBEDDING_DIMENSIONS),
+        ),
+        output_field=BitField(length=EMBEDDING_DIMENSIONS),
+        db_persist=True,
+    )
     model = models.CharField(max_length=200, help_text="Embedding model name and version.")
 
     class Meta:
@@ -282,6 +296,11 @@ class Embedding(models.Model):
             models.UniqueConstraint(fields=["chunk", "model"], name="embedding_unique_chunk_model")
         ]
         indexes = [
+            models.Index(
+                fields=["collection"],
+                include=["model", "document", "chunk", "vector_bits"],
+                name="embedding_collection_bits",
+            ),
             HnswIndex(
                 name="embedding_vector_hnsw",
                 fields=["vector"],

@@ -52,8 +52,9 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import FloatField, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast
 from django.utils import timezone
-from pgvector.django import CosineDistance
+from pgvector.django import BitField, CosineDistance, HammingDistance
 
 from knowledge import embedding
 from knowledge.access import Reader, documents_available_filter, documents_readable_filter
@@ -71,6 +72,9 @@ LEXICAL_CANDIDATE_BUDGET = 1000
 # A reader who may search at most this many embeddings is searched exactly, row by row, not
 # through the HNSW index (docs/decisions/0077-the-collection-on-every-searched-row.md).
 EXACT_SEARCH_MAX_ROWS = 20_000
+# The row-by-row search compares full vectors only for this many times `limit` rows, the
+# nearest by the vectors' signs (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md).
+EXACT_SHORTLIST_FACTOR = 10
 # Reciprocal rank fusion's constant (docs/product.md §4), for a follow-up's preferred documents.
 RRF_K = 60
 # Score fusion: cosine similarity + LEXICAL_WEIGHT × lexical score / best candidate's lexical score.
@@ -198,8 +202,11 @@ def vector_search_queryset(
     run under the HNSW scan settings: `chunks_search_vector` sends them in the same query
     string; `vector_search_settings()` sets them for the rest of a transaction (to EXPLAIN the
     query as it runs). `exact`: the distance is ordered as an expression the index cannot
-    serve, so every row that passes the filters is compared (the plan for a reader who may
-    search few rows, `exact_search_suits`).
+    serve (the plan for a reader who may search few rows, `exact_search_suits`): the rows that
+    pass the filters are shortlisted by the Hamming distance of their vectors' signs to the
+    query's, read from the `embedding_collection_bits` index alone, and the
+    EXACT_SHORTLIST_FACTOR × `limit` nearest of them (ties by chunk id) are compared in full.
+    When no more rows than that pass the filters, every one is compared.
     """
     queryset = Embedding.objects.filter(
         _searchable(reader=reader, prefix="document__"), model=embedding.model_version()
@@ -208,12 +215,24 @@ def vector_search_queryset(
         queryset = queryset.filter(document_id__in=list(document_ids))
     distance = CosineDistance("vector", query_vector.tolist())
     if exact:
+        shortlist = (
+            queryset.annotate(bits_distance=HammingDistance("vector_bits", _signs(query_vector)))
+            .order_by("bits_distance", "chunk_id")
+            .values("chunk_id")[: EXACT_SHORTLIST_FACTOR * limit]
+        )
+        queryset = Embedding.objects.filter(model=embedding.model_version(), chunk_id__in=shortlist)
         distance = distance + Value(0.0, output_field=FloatField())
     return (
         queryset.annotate(distance=distance)
         .order_by("distance")
         .values_list("chunk_id", "distance")[:limit]
     )
+
+
+def _signs(vector: np.ndarray) -> Cast:
+    """`vector`'s signs as the database's `binary_quantize` writes them: 1 where positive."""
+    bits = "".join("1" if value > 0 else "0" for value in vector.tolist())
+    return Cast(Value(bits), BitField(length=len(bits)))
 
 
 def exact_search_suits(*, reader: Reader, document_ids: Sequence[int] | None = None) -> bool:

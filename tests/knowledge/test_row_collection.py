@@ -5,6 +5,7 @@ re-ingestion. Retrieval filters on that copy, so a copy out of step would leak o
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from django.contrib.auth.models import Group
 from django.db import connection
@@ -163,3 +164,60 @@ def test_the_row_by_row_plan_does_not_use_the_vector_index(django_user_model, re
 
 def test_an_operator_is_always_searched_through_the_index():
     assert not retrieval.exact_search_suits(reader=OPERATOR)
+
+
+def test_every_embedding_carries_its_vectors_signs(restricted):
+    document_create(title="Leave", texts=LEAVE_TEXTS)
+    for vector, bits in Embedding.objects.values_list("vector", "vector_bits"):
+        assert str(bits) == "".join("1" if value > 0 else "0" for value in vector)
+
+
+def test_the_row_by_row_search_compares_in_full_the_rows_nearest_by_their_signs(
+    django_user_model, monkeypatch, restricted
+):
+    for number in range(3):
+        document_create(title=f"Policy {number}", texts=[*LEAVE_TEXTS, *EXPENSES_TEXTS])
+    document_create(title="Pay", texts=EXPENSES_TEXTS, collection=restricted)
+    reader = reader_for(django_user_model.objects.create_user(username="staff", is_staff=True))
+    vector = embedding.embed_texts(["Who approves travel expenses?"])[0]
+    monkeypatch.setattr(retrieval, "EXACT_SHORTLIST_FACTOR", 1)
+    limit = 3
+
+    signs = "".join("1" if value > 0 else "0" for value in vector.tolist())
+    rows = Embedding.objects.exclude(collection=restricted).values_list(
+        "chunk_id", "vector", "vector_bits"
+    )
+    by_signs = sorted(
+        rows, key=lambda row: (sum(a != b for a, b in zip(str(row[2]), signs, strict=True)), row[0])
+    )
+    assert len(by_signs) > limit  # the shortlist leaves rows out
+    shortlist = by_signs[:limit]
+    nearest = sorted(shortlist, key=lambda row: -float(np.asarray(row[1]) @ vector))[:limit]
+
+    found = retrieval.vector_search_queryset(
+        query_vector=vector, limit=limit, reader=reader, exact=True
+    )
+    assert {chunk_id for chunk_id, _ in found} == {row[0] for row in nearest}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_row_by_row_shortlist_reads_the_signs_index_alone(django_user_model):
+    restricted = collection_create(name="HR only", groups=[Group.objects.create(name="HR")])
+    document_create(title="Leave", texts=LEAVE_TEXTS)
+    document_create(title="Pay", texts=LEAVE_TEXTS, collection=restricted)
+    reader = reader_for(django_user_model.objects.create_user(username="staff", is_staff=True))
+    vector = embedding.embed_texts(["annual leave"])[0]
+    queryset = retrieval.vector_search_queryset(
+        query_vector=vector, limit=5, reader=reader, exact=True
+    )
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE knowledge_embedding")  # the visibility map, as autovacuum
+        cursor.execute(
+            f"SET enable_seqscan = off; SET enable_bitmapscan = off; EXPLAIN {sql}", params
+        )
+        cursor.nextset()
+        cursor.nextset()
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET enable_seqscan; RESET enable_bitmapscan")
+    assert "Index Only Scan using embedding_collection_bits" in plan
