@@ -41,6 +41,7 @@ knowledge/warm_up.py).
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -72,9 +73,11 @@ LEXICAL_CANDIDATE_BUDGET = 1000
 # A reader who may search at most this many embeddings is searched exactly, row by row, not
 # through the HNSW index (docs/decisions/0077-the-collection-on-every-searched-row.md).
 EXACT_SEARCH_MAX_ROWS = 20_000
-# The row-by-row search compares full vectors only for this many times `limit` rows, the
-# nearest by the vectors' signs (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md).
+# The row-by-row search compares in full only the rows nearest by their vectors' signs: this
+# many times `limit`, or this share of the rows searched if more
+# (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md).
 EXACT_SHORTLIST_FACTOR = 10
+EXACT_SHORTLIST_SHARE = 0.05
 # Reciprocal rank fusion's constant (docs/product.md §4), for a follow-up's preferred documents.
 RRF_K = 60
 # Score fusion: cosine similarity + LEXICAL_WEIGHT × lexical score / best candidate's lexical score.
@@ -195,6 +198,7 @@ def vector_search_queryset(
     reader: Reader,
     document_ids: Sequence[int] | None = None,
     exact: bool = False,
+    rows: int = 0,
 ) -> QuerySet[Embedding]:
     """The k-NN query, yielding (chunk id, cosine distance) rows, nearest first.
 
@@ -205,8 +209,9 @@ def vector_search_queryset(
     serve (the plan for a reader who may search few rows, `exact_search_suits`): the rows that
     pass the filters are shortlisted by the Hamming distance of their vectors' signs to the
     query's, read from the `embedding_collection_bits` index alone, and the
-    EXACT_SHORTLIST_FACTOR × `limit` nearest of them (ties by chunk id) are compared in full.
-    When no more rows than that pass the filters, every one is compared.
+    `exact_shortlist_size(limit, rows)` nearest of them (ties by chunk id) are compared in full,
+    `rows` being how many the reader may search (`searchable_rows_count`). When no more rows
+    than that pass the filters, every one is compared.
     """
     queryset = Embedding.objects.filter(
         _searchable(reader=reader, prefix="document__"), model=embedding.model_version()
@@ -218,7 +223,7 @@ def vector_search_queryset(
         shortlist = (
             queryset.annotate(bits_distance=HammingDistance("vector_bits", _signs(query_vector)))
             .order_by("bits_distance", "chunk_id")
-            .values("chunk_id")[: EXACT_SHORTLIST_FACTOR * limit]
+            .values("chunk_id")[: exact_shortlist_size(limit, rows)]
         )
         queryset = Embedding.objects.filter(model=embedding.model_version(), chunk_id__in=shortlist)
         distance = distance + Value(0.0, output_field=FloatField())
@@ -235,15 +240,29 @@ def _signs(vector: np.ndarray) -> Cast:
     return Cast(Value(bits), BitField(length=len(bits)))
 
 
+def exact_shortlist_size(limit: int, rows: int) -> int:
+    """How many rows the row-by-row k-NN compares in full, of `rows` it may search for
+    `limit` results: EXACT_SHORTLIST_FACTOR × `limit`, or EXACT_SHORTLIST_SHARE of `rows` if
+    more."""
+    return max(EXACT_SHORTLIST_FACTOR * limit, math.ceil(EXACT_SHORTLIST_SHARE * rows))
+
+
 def exact_search_suits(*, reader: Reader, document_ids: Sequence[int] | None = None) -> bool:
     """Whether the k-NN for `reader` is cheaper compared row by row than through the HNSW
-    index: when the rows they may search (their collections' embeddings, or the embeddings of
-    `document_ids`) are at most EXACT_SEARCH_MAX_ROWS. Never for a reader of every collection.
-    The rows are counted on the collection index (docs/decisions/0077-…)."""
+    index: when the rows they may search (`searchable_rows_count`) are at most
+    EXACT_SEARCH_MAX_ROWS. Never for a reader of every collection (docs/decisions/0077-…)."""
+    return searchable_rows_count(reader=reader, document_ids=document_ids) is not None
+
+
+def searchable_rows_count(
+    *, reader: Reader, document_ids: Sequence[int] | None = None
+) -> int | None:
+    """How many embeddings `reader` may search (their collections' and searched files', or
+    those of `document_ids`), of every embedding model: an upper bound, counted on the
+    collection and document indexes alone; None when more than EXACT_SEARCH_MAX_ROWS, or for a
+    reader of every collection."""
     if document_ids is None and reader.is_superuser:
-        return False
-    # Counted on the collection and document indexes alone (rows of every embedding model: an
-    # upper bound, and no row is read from the table).
+        return None
     rows = Embedding.objects.all()
     if not reader.is_superuser:
         rows = rows.filter(
@@ -252,7 +271,8 @@ def exact_search_suits(*, reader: Reader, document_ids: Sequence[int] | None = N
         )
     if document_ids is not None:
         rows = rows.filter(document_id__in=list(document_ids))
-    return rows[: EXACT_SEARCH_MAX_ROWS + 1].count() <= EXACT_SEARCH_MAX_ROWS
+    count = rows[: EXACT_SEARCH_MAX_ROWS + 1].count()
+    return count if count <= EXACT_SEARCH_MAX_ROWS else None
 
 
 def _vector_search_settings_sql(limit: int) -> str:
@@ -279,8 +299,9 @@ def chunks_search_vector(
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine similarity) best first, among the rows `reader` may search.
 
-    When those are few (`exact_search_suits`), every one is compared: exact, and cheaper than
-    an index scan that must pass over the many rows the reader may not search. Otherwise
+    When those are few (`searchable_rows_count`), they are compared row by row, those nearest
+    by their vectors' signs in full (`vector_search_queryset`): cheaper than an index scan
+    that must pass over the many rows the reader may not search. Otherwise
     through the HNSW index, which applies WHERE filters after the index scan, so a filter could
     starve the result; pgvector's iterative scan keeps scanning until `limit` rows pass the
     filters. Both settings are SET LOCAL in the same query string as the k-NN query:
@@ -289,13 +310,15 @@ def chunks_search_vector(
     round trip instead of five (BEGIN, two SETs, the query, COMMIT). Inside a caller's
     transaction they last, as before, until that transaction ends.
     """
-    exact = exact_search_suits(reader=reader, document_ids=document_ids)
+    rows = searchable_rows_count(reader=reader, document_ids=document_ids)
+    exact = rows is not None
     queryset = vector_search_queryset(
         query_vector=query_vector,
         limit=limit,
         reader=reader,
         document_ids=document_ids,
         exact=exact,
+        rows=rows or 0,
     )
     try:
         sql, params = queryset.query.sql_with_params()

@@ -221,3 +221,24 @@ def test_the_row_by_row_shortlist_reads_the_signs_index_alone(django_user_model)
         plan = "\n".join(row[0] for row in cursor.fetchall())
         cursor.execute("RESET enable_seqscan; RESET enable_bitmapscan")
     assert "Index Only Scan using embedding_collection_bits" in plan
+
+
+def test_the_shortlist_grows_with_the_rows_searched():
+    factor, share = retrieval.EXACT_SHORTLIST_FACTOR, retrieval.EXACT_SHORTLIST_SHARE
+    assert retrieval.exact_shortlist_size(40, 0) == factor * 40
+    many = int(2 * factor * 40 / share)
+    assert retrieval.exact_shortlist_size(40, many) == 2 * factor * 40
+
+
+def test_the_rows_a_reader_may_search_are_counted_up_to_the_row_by_row_bound(
+    django_user_model, monkeypatch, restricted
+):
+    document_create(title="Leave", texts=LEAVE_TEXTS)
+    document_create(title="Pay", texts=LEAVE_TEXTS, collection=restricted)
+    reader = reader_for(django_user_model.objects.create_user(username="staff", is_staff=True))
+    readable = Embedding.objects.exclude(collection=restricted).count()
+
+    assert retrieval.searchable_rows_count(reader=reader) == readable
+    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_ROWS", readable - 1)
+    assert retrieval.searchable_rows_count(reader=reader) is None
+    assert retrieval.searchable_rows_count(reader=OPERATOR) is None
