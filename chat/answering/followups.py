@@ -72,6 +72,14 @@ _ABOUT_THE_CONVERSATION = {
     "article", "text", "document", "section", "tell", "fact", "facts", "information", "info",
     "detail", "details", "others", "notable", "mention", "mentioned",
 }  # fmt: skip
+# Words that ask, agree or converse rather than name anything ("how long …?", "yes, I'm 70",
+# "what else should I know?"; "m" of "I'm"): never counted as words the knowledge base lacks
+# (`unknown_own_terms`).
+_CONVERSATIONAL = {
+    "yes", "yeah", "yep", "no", "nope", "ok", "okay", "please", "thanks", "thank", "sure",
+    "know", "want", "wondering", "wonder", "long", "much", "many", "often", "soon", "far",
+    "m", "s", "re", "ve", "ll", "d", "t",
+}  # fmt: skip
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
 _NUMBER_WORDS = {
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
@@ -169,8 +177,24 @@ def _refers_back(question: str) -> bool:
 
 def unknown_own_terms(question: str, *, reader: Reader) -> list[str]:
     """The question's own words that what `reader` may search has never held, as written
-    (typos of known words and numbers excused; knowledge/vocabulary.py). Reads the database."""
-    return [term.token for term in question_terms(question, reader=reader).unknown]
+    (typos of known words and numbers excused: knowledge/vocabulary.py; words that point back,
+    ask for more or converse rather than name anything excused too: "anything else?",
+    "yes, I'm 70", "how long …?"). Reads the database."""
+    return [
+        term.token
+        for term in question_terms(question, reader=reader).unknown
+        if not _names_nothing(term.token)
+    ]
+
+
+def _names_nothing(word: str) -> bool:
+    lower = word.lower()
+    return (
+        lower in STOP_WORDS
+        or lower in _ANAPHORS
+        or lower in _ABOUT_THE_CONVERSATION
+        or lower in _CONVERSATIONAL
+    )
 
 
 def contextual_query(
