@@ -46,12 +46,32 @@ from knowledge.vocabulary import question_terms, vocabulary_get
 # At most this many content words are carried over from the context (the rarest in the
 # knowledge base, in their order).
 MAX_CARRIED_TERMS = 5
+# A reply to the assistant ("yes, I am a veteran") also carries at most this many words of the
+# previous answer's sentences that hold one of its words (the assistant's implicit question:
+# "Veterans can ask for a reduced rate; see Veterans."), the rarest; chosen on folds
+# (docs/decisions/0031-follow-ups-by-kind.md).
+MAX_IMPLICIT_TERMS = 5
 
 _CONTINUATION_START = re.compile(
     r"^\s*(?:and|also|but|so|then|plus|or|what about|how about|what of|and what about|"
     r"same for|what if|is that|are those|does that|do they|did they|was that)\b",
     re.IGNORECASE,
 )
+# A reply to the assistant rather than a question: it starts like one ("yes, …", "no, …",
+# "I'm …", "we …", "my …") and does not end with a question mark.
+_REPLY_START = re.compile(
+    r"^\s*(?:yes|yeah|yep|no|nope|i|i['’]m|im|i['’]ve|i['’]d|we|we['’]re|we['’]ve|my|our|"
+    r"it['’]s|she['’]s|he['’]s|they['’]re)\b",
+    re.IGNORECASE,
+)
+# Words of a reply that say nothing to search for: "yes", "I'm", "we're".
+_REPLY_WORDS = {
+    "yes", "yeah", "yep", "no", "nope", "ok", "okay", "sure", "please", "thanks", "thank",
+    "i'm", "i’m", "im", "i've", "i’ve", "i'd", "i’d", "we're", "we’re", "we've", "we’ve",
+    "it's", "it’s", "she's", "she’s", "he's", "he’s", "they're", "they’re",
+}  # fmt: skip
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_MARKER = re.compile(r"\[\d{1,3}(?:\s*,\s*\d{1,3})*\]")
 # Words that point back into the conversation.
 _ANAPHORS = {
     "it", "its", "itself", "they", "them", "their", "theirs", "themselves", "he", "him", "his",
@@ -65,6 +85,8 @@ _NON_ANAPHORIC = re.compile(
     r"that\b|\bthat\s+(?:is|are|was|were|has|have|had|can|will)\b(?!\s*\?)",
     re.IGNORECASE,
 )
+# Words that ask for more of the same ("anything else?", "tell me more").
+_MORE = {"else", "more", "other", "others", "further", "additional", "anything", "tell"}
 # Words that ask for more rather than name anything ("Anything else interesting about this
 # article?"): left out of a search query, like stop words and anaphors ("else", "more", "other").
 _ABOUT_THE_CONVERSATION = {
@@ -78,7 +100,7 @@ _ABOUT_THE_CONVERSATION = {
 _CONVERSATIONAL = {
     "yes", "yeah", "yep", "no", "nope", "ok", "okay", "please", "thanks", "thank", "sure",
     "know", "want", "wondering", "wonder", "long", "much", "many", "often", "soon", "far",
-    "m", "s", "re", "ve", "ll", "d", "t",
+    "m", "s", "re", "ve", "ll", "d", "t", *_REPLY_WORDS,
 }  # fmt: skip
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
 _NUMBER_WORDS = {
@@ -128,9 +150,23 @@ def search_plan(
         return SearchPlan(query=question)
     last = previous[-1]
     prefer = _subject_documents(previous)
+    if asks_for_more(question) and last.answered:
+        # "Anything else?": what the previous question was searched as, within its documents.
+        return SearchPlan(
+            query=last.query,
+            fallback=question,
+            fallback_within=prefer,
+            contextual=True,
+            prefer_documents=prefer,
+        )
     contextual = contextual_query(question, previous, rarity=rarity)
     if contextual == question:
         return SearchPlan(query=question)
+    if answers_the_assistant(question):
+        # "Yes, I am a veteran": in context first; as written it may still mean something.
+        return SearchPlan(
+            query=contextual, fallback=question, contextual=True, prefer_documents=prefer
+        )
     if leans_on_conversation(question):
         # As written it means little: searched so only within what the conversation is about.
         return SearchPlan(
@@ -145,6 +181,21 @@ def search_plan(
             query=contextual, fallback=question, contextual=True, prefer_documents=prefer
         )
     return SearchPlan(query=question, fallback=contextual, prefer_documents=prefer)
+
+
+def asks_for_more(question: str) -> bool:
+    """The question only asks for more of the same ("anything else?", "tell me more", "what
+    else should I know?"): no content word of its own, and a word that asks for more."""
+    words = {word.lower() for word in WORD.findall(question)}
+    own = [word for word in _content_words(question) if word.lower() not in _CONVERSATIONAL]
+    return bool(words & _MORE) and not own
+
+
+def answers_the_assistant(question: str) -> bool:
+    """The message answers the assistant rather than asking ("yes, I am a veteran", "I'm 70",
+    "we want to pay by bank transfer"): it starts like a reply and ends without a question
+    mark."""
+    return bool(_REPLY_START.search(question)) and not question.rstrip().endswith("?")
 
 
 def _continues(question: str, previous: Turn) -> bool:
@@ -228,13 +279,37 @@ def contextual_query(
         if replaces_numbers and _is_number(word):
             continue
         carried.append(word)
-    carried = list(dict.fromkeys(carried))
-    if len(carried) > MAX_CARRIED_TERMS:
-        order = sorted(range(len(carried)), key=lambda i: -rarity(carried[i]) if rarity else i)
-        carried = [carried[i] for i in sorted(order[:MAX_CARRIED_TERMS])]
+    carried = _rarest(list(dict.fromkeys(carried)), MAX_CARRIED_TERMS, rarity)
+    if answers_the_assistant(question):
+        implicit = [
+            word
+            for word in _implicit_question_words(own_stems, last)
+            if word not in carried and word not in own
+        ]
+        carried += _rarest(implicit, int(MAX_IMPLICIT_TERMS), rarity)
     if not carried:
         return question
     return " ".join([*carried, *own])
+
+
+def _rarest(words: list[str], limit: int, rarity: Callable[[str], float] | None) -> list[str]:
+    """At most `limit` of `words`, the rarest (the first without `rarity`), in their order."""
+    if len(words) <= limit:
+        return words
+    order = sorted(range(len(words)), key=lambda i: -rarity(words[i]) if rarity else i)
+    return [words[i] for i in sorted(order[:limit])]
+
+
+def _implicit_question_words(own_stems: set[str], previous: Turn) -> list[str]:
+    """The content words of the previous answer's sentences that hold one of the reply's own
+    words (as stems): the question the answer implied ("…; see Veterans.")."""
+    if not previous.answered or not own_stems:
+        return []
+    words: list[str] = []
+    for sentence in _SENTENCE_END.split(_MARKER.sub(" ", previous.answer)):
+        if own_stems & set(terms(sentence)):
+            words += _content_words(sentence)
+    return list(dict.fromkeys(words))
 
 
 def _content_words(text: str) -> list[str]:
@@ -247,6 +322,7 @@ def _content_words(text: str) -> list[str]:
             lower in STOP_WORDS
             or lower in _ANAPHORS
             or lower in _ABOUT_THE_CONVERSATION
+            or lower in _REPLY_WORDS
             or (len(word) < 2 and not word.isdigit())
         ):
             continue

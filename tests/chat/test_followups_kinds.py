@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from chat.answering.followups import unknown_own_terms
+from chat.answering import followups
+from chat.answering.followups import (
+    Turn,
+    answers_the_assistant,
+    asks_for_more,
+    contextual_query,
+    search_plan,
+    unknown_own_terms,
+)
 from knowledge.access import OPERATOR
 from knowledge.vocabulary import vocabulary_get
 from tests.support.knowledge_base import document_create
@@ -49,3 +57,87 @@ def test_words_that_ask_or_answer_rather_than_name_are_never_unknown(dental_kb, 
 def test_a_word_that_names_something_the_knowledge_base_lacks_is_unknown(dental_kb):
     unknown = unknown_own_terms("Can I spend it on a gym membership?", reader=OPERATOR)
     assert "gym" in unknown and "membership" in unknown
+
+
+# --- The plan of each kind (pure: no database) -----------------------------------------------
+PARTNER = Turn(
+    question="Can my partner join the dental plan?",
+    answer="You can add your spouse, civil partner or a domestic partner. [1]",
+    answered=True,
+    cited_document_ids=(4,),
+)
+PRICES = Turn(
+    question="How much is a gym membership?",
+    answer=(
+        "Staff memberships cost 28 a month and public memberships 42 a month. [1] Military "
+        "veterans can ask for a reduced rate; see Veterans. [1]"
+    ),
+    answered=True,
+    cited_document_ids=(9,),
+)
+
+
+@pytest.mark.parametrize(
+    "question", ["anything else?", "What else?", "tell me more", "what else should I know?"]
+)
+def test_asking_for_more_searches_what_the_previous_question_was_searched_as(question):
+    assert asks_for_more(question)
+    plan = search_plan(question, [PRICES])
+    assert plan.contextual and plan.query == PRICES.question
+    assert plan.prefer_documents == (9,)
+    assert plan.fallback == question and plan.fallback_within == (9,)
+
+
+def test_asking_for_more_after_a_refusal_is_read_as_any_follow_up():
+    refused = Turn(question="How much is a gym membership?", answered=False)
+    plan = search_plan("anything else?", [refused])
+    assert plan.query == "gym membership" and plan.fallback_within == ()
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Who else appeared on the compilation?", "Are there other fees?", "Tell me about parking"],
+)
+def test_a_question_with_words_of_its_own_does_not_only_ask_for_more(question):
+    assert not asks_for_more(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["yes, I am a veteran", "I'm 70", "we want to pay by bank transfer", "No, it's a lease car"],
+)
+def test_replies_to_the_assistant(question):
+    assert answers_the_assistant(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["I lost my badge, what do I do?", "What is the dress code?", "dress code policy"],
+)
+def test_questions_and_keywords_are_not_replies(question):
+    assert not answers_the_assistant(question)
+
+
+def test_a_reply_is_read_with_the_question_the_answer_implied():
+    plan = search_plan("yes, I am a veteran", [PRICES])
+    assert plan.contextual and plan.fallback == "yes, I am a veteran"
+    assert plan.fallback_within == ()  # as written it may mean something anywhere
+    words = plan.query.split()
+    # The previous question's topic, the answer's sentence holding "veterans", the reply's word;
+    # not "yes", nor the answer's other sentence.
+    assert {"gym", "membership", "Military", "reduced", "rate", "veteran"} <= set(words)
+    assert "yes" not in words and "Staff" not in words
+
+
+def test_a_reply_carries_at_most_max_implicit_terms_of_the_answer(monkeypatch):
+    monkeypatch.setattr(followups, "MAX_IMPLICIT_TERMS", 2)
+    rarity = {"Military": 5.0, "reduced": 4.0, "rate": 1.0, "Veterans": 2.0, "ask": 0.5}.get
+    query = contextual_query("yes, I am a veteran", [PRICES], rarity=lambda w: rarity(w, 0.1))
+    assert query == "gym membership Military reduced veteran"
+
+
+def test_an_aspect_change_keeps_the_subject_and_adds_the_new_aspect():
+    plan = search_plan("When does the cover start?", [PARTNER])
+    # Self-contained as written: searched so first, in context only should that fail.
+    assert plan.query == "When does the cover start?" and not plan.contextual
+    assert plan.fallback == "partner join dental plan cover start"
