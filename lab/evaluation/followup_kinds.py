@@ -54,6 +54,18 @@ def figures_by_kind(
     return {kind: _answerable_figures(group) for kind, group in sorted(groups.items())}
 
 
+def adversarial_figures(results: Sequence[QuestionResult]) -> dict[str, Any]:
+    """How many follow-ups are adversarial (the documents do not answer them) and the share
+    refused."""
+    refused = [
+        r.refused for r in results if r.question.follows and r.question.kind == "adversarial"
+    ]
+    return {
+        "count": len(refused),
+        "refusal_rate": round(sum(refused) / len(refused), 4) if refused else 0.0,
+    }
+
+
 @dataclass(frozen=True)
 class Failure:
     """An answerable follow-up that was refused or did not cite its gold answer."""

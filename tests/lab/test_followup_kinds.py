@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from chat.answering import followups
 from lab.evaluation.dataset import DatasetQuestion, dataset_load
 from lab.evaluation.followup_kinds import (
+    adversarial_figures,
     constant_choose_on_folds,
     constant_set,
     failures_list,
@@ -79,6 +81,24 @@ def test_figures_are_grouped_per_kind_over_follow_ups_only():
     assert by_kind["all"]["count"] == 2 and by_kind["all"]["citation_accuracy"] == 0.5
     assert by_kind["more"]["citation_accuracy"] == 1.0
     assert by_kind["reply"]["false_refusal_rate"] == 1.0
+
+
+def test_adversarial_follow_ups_are_counted_with_the_share_refused():
+    question = DatasetQuestion(
+        id="x2",
+        question="q",
+        expect="refusal",
+        kind="adversarial",
+        document=None,
+        answers=(),
+        follows="x1",
+    )
+    results = [
+        result("x1", "d1"),
+        QuestionResult(question=question, refused=True),
+        QuestionResult(question=replace(question, id="y2"), refused=False),
+    ]
+    assert adversarial_figures(results) == {"count": 2, "refusal_rate": 0.5}
 
 
 def test_failures_name_the_question_followed_what_was_searched_and_why():

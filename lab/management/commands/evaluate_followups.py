@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from lab.evaluation.dataset import DatasetError, dataset_load
 from lab.evaluation.followup_kinds import (
     ExchangeReasons,
+    adversarial_figures,
     constant_check,
     constant_choose_on_folds,
     constant_set,
@@ -82,9 +83,15 @@ class Command(BaseCommand):
         for value, results in runs.items():
             label = f"{name}={value}" if name else "as configured"
             by_kind = figures_by_kind(results, kinds)
-            report.setdefault("runs", {})[label] = by_kind
+            adversarial = adversarial_figures(results)
+            report.setdefault("runs", {})[label] = {**by_kind, "adversarial": adversarial}
             self.stdout.write(f"\n{dataset.name}, follow-ups per kind ({label}):")
             self.stdout.write(kinds_table(by_kind))
+            if adversarial["count"]:
+                self.stdout.write(
+                    f"adversarial follow-ups: {adversarial['count']}, "
+                    f"refused {adversarial['refusal_rate']:.1%}"
+                )
             if options["failures"]:
                 for failure in failures_list(results, kinds, reasons.by_conversation):
                     state = "refused" if failure.refused else "missed"
