@@ -15,6 +15,11 @@ continuation ("And …", "What about …", "How about …"), refers back ("it", 
 "those", "the same"), asks for more ("anything else?", "who else …", "… too?") or has no
 content word of its own. `search_plan` returns how to search for a question:
 
+- a question that only asks for more (`asks_for_more`: "anything else?", "tell me more"), after
+  an answered one: what that one was searched as, preferring its cited documents, then as
+  written within them;
+- a reply to the assistant (`answers_the_assistant`: "yes, I am a veteran", "I'm 70"): in
+  context (its "yes"/"I'm" left out), then as written;
 - a question that leans on the conversation: in context, then (`SearchPlan.fallback`) as
   written within the documents the conversation is about (anywhere when the previous question
   found nothing);
@@ -23,13 +28,15 @@ content word of its own. `search_plan` returns how to search for a question:
 - any other question: as written, then in context.
 
 A question searched in context must also hold no word of its own that the knowledge base has
-never held (`unknown_own_terms`; typos of known words and numbers excused), else the search
-step refuses it. A search in context prefers the chunks of the documents the previous answer
-cited (`SearchPlan.prefer_documents`: knowledge/retrieval.py
-`chunks_search(prefer_document_ids=...)`, a third ranking in the fusion).
+never held (`unknown_own_terms`; typos of known words, numbers and words that ask or converse
+rather than name anything excused), else the search step refuses it. A search in context
+prefers the chunks of the documents the previous answer cited (`SearchPlan.prefer_documents`:
+knowledge/retrieval.py `chunks_search(prefer_document_ids=...)`, a third ranking in the fusion).
 
 Why this reading, the fallbacks and the unknown-word guard:
-`docs/decisions/0025-follow-up-search-planning.md`.
+`docs/decisions/0025-follow-up-search-planning.md`; the kinds of follow-up real dialogues hold
+(aspect changes, "anything else?", replies) and their measurements:
+`docs/decisions/0031-follow-ups-by-kind.md`.
 """
 
 from __future__ import annotations
@@ -46,11 +53,6 @@ from knowledge.vocabulary import question_terms, vocabulary_get
 # At most this many content words are carried over from the context (the rarest in the
 # knowledge base, in their order).
 MAX_CARRIED_TERMS = 5
-# A reply to the assistant ("yes, I am a veteran") also carries at most this many words of the
-# previous answer's sentences that hold one of its words (the assistant's implicit question:
-# "Veterans can ask for a reduced rate; see Veterans."), the rarest; chosen on folds
-# (docs/decisions/0031-follow-ups-by-kind.md).
-MAX_IMPLICIT_TERMS = 5
 
 _CONTINUATION_START = re.compile(
     r"^\s*(?:and|also|but|so|then|plus|or|what about|how about|what of|and what about|"
@@ -70,8 +72,6 @@ _REPLY_WORDS = {
     "i'm", "i’m", "im", "i've", "i’ve", "i'd", "i’d", "we're", "we’re", "we've", "we’ve",
     "it's", "it’s", "she's", "she’s", "he's", "he’s", "they're", "they’re",
 }  # fmt: skip
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_MARKER = re.compile(r"\[\d{1,3}(?:\s*,\s*\d{1,3})*\]")
 # Words that point back into the conversation.
 _ANAPHORS = {
     "it", "its", "itself", "they", "them", "their", "theirs", "themselves", "he", "him", "his",
@@ -280,13 +280,6 @@ def contextual_query(
             continue
         carried.append(word)
     carried = _rarest(list(dict.fromkeys(carried)), MAX_CARRIED_TERMS, rarity)
-    if answers_the_assistant(question):
-        implicit = [
-            word
-            for word in _implicit_question_words(own_stems, last)
-            if word not in carried and word not in own
-        ]
-        carried += _rarest(implicit, int(MAX_IMPLICIT_TERMS), rarity)
     if not carried:
         return question
     return " ".join([*carried, *own])
@@ -298,18 +291,6 @@ def _rarest(words: list[str], limit: int, rarity: Callable[[str], float] | None)
         return words
     order = sorted(range(len(words)), key=lambda i: -rarity(words[i]) if rarity else i)
     return [words[i] for i in sorted(order[:limit])]
-
-
-def _implicit_question_words(own_stems: set[str], previous: Turn) -> list[str]:
-    """The content words of the previous answer's sentences that hold one of the reply's own
-    words (as stems): the question the answer implied ("…; see Veterans.")."""
-    if not previous.answered or not own_stems:
-        return []
-    words: list[str] = []
-    for sentence in _SENTENCE_END.split(_MARKER.sub(" ", previous.answer)):
-        if own_stems & set(terms(sentence)):
-            words += _content_words(sentence)
-    return list(dict.fromkeys(words))
 
 
 def _content_words(text: str) -> list[str]:

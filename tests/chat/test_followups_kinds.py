@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from chat.answering import followups
 from chat.answering.followups import (
     Turn,
     answers_the_assistant,
     asks_for_more,
-    contextual_query,
     search_plan,
     unknown_own_terms,
 )
@@ -118,22 +116,12 @@ def test_questions_and_keywords_are_not_replies(question):
     assert not answers_the_assistant(question)
 
 
-def test_a_reply_is_read_with_the_question_the_answer_implied():
+def test_a_reply_is_read_in_context_first_and_as_written_anywhere_after():
     plan = search_plan("yes, I am a veteran", [PRICES])
-    assert plan.contextual and plan.fallback == "yes, I am a veteran"
+    assert plan.contextual and plan.query == "gym membership veteran"  # not "yes"
+    assert plan.fallback == "yes, I am a veteran"
     assert plan.fallback_within == ()  # as written it may mean something anywhere
-    words = plan.query.split()
-    # The previous question's topic, the answer's sentence holding "veterans", the reply's word;
-    # not "yes", nor the answer's other sentence.
-    assert {"gym", "membership", "Military", "reduced", "rate", "veteran"} <= set(words)
-    assert "yes" not in words and "Staff" not in words
-
-
-def test_a_reply_carries_at_most_max_implicit_terms_of_the_answer(monkeypatch):
-    monkeypatch.setattr(followups, "MAX_IMPLICIT_TERMS", 2)
-    rarity = {"Military": 5.0, "reduced": 4.0, "rate": 1.0, "Veterans": 2.0, "ask": 0.5}.get
-    query = contextual_query("yes, I am a veteran", [PRICES], rarity=lambda w: rarity(w, 0.1))
-    assert query == "gym membership Military reduced veteran"
+    assert plan.prefer_documents == (9,)
 
 
 def test_an_aspect_change_keeps_the_subject_and_adds_the_new_aspect():
