@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from chat.answering.followups import (
+    SearchPlan,
     Turn,
     answers_the_assistant,
     asks_for_more,
@@ -129,3 +130,12 @@ def test_an_aspect_change_keeps_the_subject_and_adds_the_new_aspect():
     # Self-contained as written: searched so first, in context only should that fail.
     assert plan.query == "When does the cover start?" and not plan.contextual
     assert plan.fallback == "partner join dental plan cover start"
+
+
+@pytest.mark.parametrize(
+    "question", ["anything else?", "yes, I am a veteran", "When does the cover start?"]
+)
+def test_without_a_conversation_every_kind_is_searched_as_written(question):
+    """Standalone questions (no previous turn) are planned as before: nothing here reaches
+    them."""
+    assert search_plan(question, []) == SearchPlan(query=question)
