@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from chat.answering import followups
 from lab.evaluation.dataset import DatasetQuestion, dataset_load
@@ -139,3 +140,22 @@ def test_a_constant_is_set_for_the_block_only():
     assert before == followups.MAX_CARRIED_TERMS
     with pytest.raises(ValueError, match="no numeric constant"), constant_set("STOP_WORDS", 1):
         pass
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("NOPE=1,2", "no numeric constant 'NOPE'"),
+        ("MAX_CARRIED_TERMS=", "give NAME=V1,V2"),
+        ("MAX_CARRIED_TERMS=three", "could not convert"),
+    ],
+)
+def test_the_command_refuses_an_unusable_try_before_touching_any_database(spec, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("evaluate_followups", str(HELPDESK), "--try", spec)
+
+
+def test_the_command_refuses_a_dataset_it_cannot_read(tmp_path):
+    with pytest.raises(CommandError, match="not valid JSON"):
+        (tmp_path / "bad.json").write_text("{")
+        call_command("evaluate_followups", str(tmp_path / "bad.json"))
