@@ -294,8 +294,8 @@ def _rarest(words: list[str], limit: int, rarity: Callable[[str], float] | None)
 
 
 def _content_words(text: str) -> list[str]:
-    """The words of `text` that are not stop words, anaphors or words about the conversation
-    itself, as written, in order, once."""
+    """The words of `text` that are not stop words, anaphors, words about the conversation
+    itself or a reply's "yes"/"I'm", as written, in order, once."""
     words = []
     for word in WORD.findall(text):
         lower = word.lower()
