@@ -15,6 +15,11 @@ continuation ("And …", "What about …", "How about …"), refers back ("it", 
 "those", "the same"), asks for more ("anything else?", "who else …", "… too?") or has no
 content word of its own. `search_plan` returns how to search for a question:
 
+- a question that only asks for more (`asks_for_more`: "anything else?", "tell me more"), after
+  an answered one: what that one was searched as, preferring its cited documents, then as
+  written within them;
+- a reply to the assistant (`answers_the_assistant`: "yes, I am a veteran", "I'm 70"): in
+  context (its "yes"/"I'm" left out), then as written;
 - a question that leans on the conversation: in context, then (`SearchPlan.fallback`) as
   written within the documents the conversation is about (anywhere when the previous question
   found nothing);
@@ -23,13 +28,15 @@ content word of its own. `search_plan` returns how to search for a question:
 - any other question: as written, then in context.
 
 A question searched in context must also hold no word of its own that the knowledge base has
-never held (`unknown_own_terms`; typos of known words and numbers excused), else the search
-step refuses it. A search in context prefers the chunks of the documents the previous answer
-cited (`SearchPlan.prefer_documents`: knowledge/retrieval.py
-`chunks_search(prefer_document_ids=...)`, a third ranking in the fusion).
+never held (`unknown_own_terms`; typos of known words, numbers and words that ask or converse
+rather than name anything excused), else the search step refuses it. A search in context
+prefers the chunks of the documents the previous answer cited (`SearchPlan.prefer_documents`:
+knowledge/retrieval.py `chunks_search(prefer_document_ids=...)`, a third ranking in the fusion).
 
 Why this reading, the fallbacks and the unknown-word guard:
-`docs/decisions/0025-follow-up-search-planning.md`.
+`docs/decisions/0025-follow-up-search-planning.md`; the kinds of follow-up real dialogues hold
+(aspect changes, "anything else?", replies) and their measurements:
+`docs/decisions/0031-follow-ups-by-kind.md`.
 """
 
 from __future__ import annotations
@@ -52,6 +59,19 @@ _CONTINUATION_START = re.compile(
     r"same for|what if|is that|are those|does that|do they|did they|was that)\b",
     re.IGNORECASE,
 )
+# A reply to the assistant rather than a question: it starts like one ("yes, …", "no, …",
+# "I'm …", "we …", "my …") and does not end with a question mark.
+_REPLY_START = re.compile(
+    r"^\s*(?:yes|yeah|yep|no|nope|i|i['’]m|im|i['’]ve|i['’]d|we|we['’]re|we['’]ve|my|our|"
+    r"it['’]s|she['’]s|he['’]s|they['’]re)\b",
+    re.IGNORECASE,
+)
+# Words of a reply that say nothing to search for: "yes", "I'm", "we're".
+_REPLY_WORDS = {
+    "yes", "yeah", "yep", "no", "nope", "ok", "okay", "sure", "please", "thanks", "thank",
+    "i'm", "i’m", "im", "i've", "i’ve", "i'd", "i’d", "we're", "we’re", "we've", "we’ve",
+    "it's", "it’s", "she's", "she’s", "he's", "he’s", "they're", "they’re",
+}  # fmt: skip
 # Words that point back into the conversation.
 _ANAPHORS = {
     "it", "its", "itself", "they", "them", "their", "theirs", "themselves", "he", "him", "his",
@@ -65,12 +85,22 @@ _NON_ANAPHORIC = re.compile(
     r"that\b|\bthat\s+(?:is|are|was|were|has|have|had|can|will)\b(?!\s*\?)",
     re.IGNORECASE,
 )
+# Words that ask for more of the same ("anything else?", "tell me more").
+_MORE = {"else", "more", "other", "others", "further", "additional", "anything", "tell"}
 # Words that ask for more rather than name anything ("Anything else interesting about this
 # article?"): left out of a search query, like stop words and anaphors ("else", "more", "other").
 _ABOUT_THE_CONVERSATION = {
     "anything", "anyone", "anybody", "something", "interesting", "aspect", "aspects",
     "article", "text", "document", "section", "tell", "fact", "facts", "information", "info",
     "detail", "details", "others", "notable", "mention", "mentioned",
+}  # fmt: skip
+# Words that ask, agree or converse rather than name anything ("how long …?", "yes, I'm 70",
+# "what else should I know?"; "m" of "I'm"): never counted as words the knowledge base lacks
+# (`unknown_own_terms`).
+_CONVERSATIONAL = {
+    "yes", "yeah", "yep", "no", "nope", "ok", "okay", "please", "thanks", "thank", "sure",
+    "know", "want", "wondering", "wonder", "long", "much", "many", "often", "soon", "far",
+    "m", "s", "re", "ve", "ll", "d", "t", *_REPLY_WORDS,
 }  # fmt: skip
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
 _NUMBER_WORDS = {
@@ -120,9 +150,23 @@ def search_plan(
         return SearchPlan(query=question)
     last = previous[-1]
     prefer = _subject_documents(previous)
+    if asks_for_more(question) and last.answered:
+        # "Anything else?": what the previous question was searched as, within its documents.
+        return SearchPlan(
+            query=last.query,
+            fallback=question,
+            fallback_within=prefer,
+            contextual=True,
+            prefer_documents=prefer,
+        )
     contextual = contextual_query(question, previous, rarity=rarity)
     if contextual == question:
         return SearchPlan(query=question)
+    if answers_the_assistant(question):
+        # "Yes, I am a veteran": in context first; as written it may still mean something.
+        return SearchPlan(
+            query=contextual, fallback=question, contextual=True, prefer_documents=prefer
+        )
     if leans_on_conversation(question):
         # As written it means little: searched so only within what the conversation is about.
         return SearchPlan(
@@ -137,6 +181,21 @@ def search_plan(
             query=contextual, fallback=question, contextual=True, prefer_documents=prefer
         )
     return SearchPlan(query=question, fallback=contextual, prefer_documents=prefer)
+
+
+def asks_for_more(question: str) -> bool:
+    """The question only asks for more of the same ("anything else?", "tell me more", "what
+    else should I know?"): no content word of its own, and a word that asks for more."""
+    words = {word.lower() for word in WORD.findall(question)}
+    own = [word for word in _content_words(question) if word.lower() not in _CONVERSATIONAL]
+    return bool(words & _MORE) and not own
+
+
+def answers_the_assistant(question: str) -> bool:
+    """The message answers the assistant rather than asking ("yes, I am a veteran", "I'm 70",
+    "we want to pay by bank transfer"): it starts like a reply and ends without a question
+    mark."""
+    return bool(_REPLY_START.search(question)) and not question.rstrip().endswith("?")
 
 
 def _continues(question: str, previous: Turn) -> bool:
@@ -169,8 +228,24 @@ def _refers_back(question: str) -> bool:
 
 def unknown_own_terms(question: str, *, reader: Reader) -> list[str]:
     """The question's own words that what `reader` may search has never held, as written
-    (typos of known words and numbers excused; knowledge/vocabulary.py). Reads the database."""
-    return [term.token for term in question_terms(question, reader=reader).unknown]
+    (typos of known words and numbers excused: knowledge/vocabulary.py; words that point back,
+    ask for more or converse rather than name anything excused too: "anything else?",
+    "yes, I'm 70", "how long …?"). Reads the database."""
+    return [
+        term.token
+        for term in question_terms(question, reader=reader).unknown
+        if not _names_nothing(term.token)
+    ]
+
+
+def _names_nothing(word: str) -> bool:
+    lower = word.lower()
+    return (
+        lower in STOP_WORDS
+        or lower in _ANAPHORS
+        or lower in _ABOUT_THE_CONVERSATION
+        or lower in _CONVERSATIONAL
+    )
 
 
 def contextual_query(
@@ -204,18 +279,23 @@ def contextual_query(
         if replaces_numbers and _is_number(word):
             continue
         carried.append(word)
-    carried = list(dict.fromkeys(carried))
-    if len(carried) > MAX_CARRIED_TERMS:
-        order = sorted(range(len(carried)), key=lambda i: -rarity(carried[i]) if rarity else i)
-        carried = [carried[i] for i in sorted(order[:MAX_CARRIED_TERMS])]
+    carried = _rarest(list(dict.fromkeys(carried)), MAX_CARRIED_TERMS, rarity)
     if not carried:
         return question
     return " ".join([*carried, *own])
 
 
+def _rarest(words: list[str], limit: int, rarity: Callable[[str], float] | None) -> list[str]:
+    """At most `limit` of `words`, the rarest (the first without `rarity`), in their order."""
+    if len(words) <= limit:
+        return words
+    order = sorted(range(len(words)), key=lambda i: -rarity(words[i]) if rarity else i)
+    return [words[i] for i in sorted(order[:limit])]
+
+
 def _content_words(text: str) -> list[str]:
-    """The words of `text` that are not stop words, anaphors or words about the conversation
-    itself, as written, in order, once."""
+    """The words of `text` that are not stop words, anaphors, words about the conversation
+    itself or a reply's "yes"/"I'm", as written, in order, once."""
     words = []
     for word in WORD.findall(text):
         lower = word.lower()
@@ -223,6 +303,7 @@ def _content_words(text: str) -> list[str]:
             lower in STOP_WORDS
             or lower in _ANAPHORS
             or lower in _ABOUT_THE_CONVERSATION
+            or lower in _REPLY_WORDS
             or (len(word) < 2 and not word.isdigit())
         ):
             continue

@@ -1,0 +1,106 @@
+"""Follow-ups of the kinds real dialogues hold, answered end to end: a reply to the assistant
+("yes, I am a veteran") over HTTP (SSE), "anything else?" over the WebSocket, and a follow-up
+about something the knowledge base lacks still refused. Real PostgreSQL, the real embedding
+model, the real transports."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+
+from chat.models import Message
+from tests.chat.test_followup_answers import answer_of, sse_chat
+from tests.support.answers import assert_answer_is_grounded, collect
+from tests.support.clients import fragments_until_idle, send_payload, socket_for
+from tests.support.knowledge_base import document_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+GYM_TEXTS = [
+    "Staff memberships cost 28 a month and public memberships 42 a month. Alumni pay the staff "
+    "rate for the first three years after graduating. Military veterans can ask for a reduced "
+    "rate; see Veterans.",
+    "Veterans of the armed forces pay 20 a month for any membership type. Bring your veteran ID "
+    "card or your discharge papers to reception when you join.",
+    "You can freeze your membership for one to three months once a year, for example for travel "
+    "or injury. A frozen membership costs 5 a month. If you are pregnant or have a medical "
+    "certificate, the freeze is free and can last up to six months.",
+    "Monthly memberships can be cancelled with one month's notice from the app or at reception. "
+    "Annual memberships paid upfront are not refundable.",
+]
+PRICE = "How much does a membership cost?"
+PAUSE = "Can I freeze my membership?"
+
+
+@pytest.fixture
+def gym_kb(db):
+    return document_create(title="Recreation centre membership", texts=GYM_TEXTS)
+
+
+async def test_a_reply_to_the_assistant_is_answered_in_context_over_http(gym_kb, staff_user):
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(staff_user)
+    conversation_id = str(uuid.uuid4())
+    first = await sse_chat(
+        client, message=PRICE, message_id=str(uuid.uuid4()), conversation_id=conversation_id
+    )
+    assert first[0][0] == "answer_start"
+
+    events = await sse_chat(
+        client,
+        message="yes, I am a veteran",
+        message_id=str(uuid.uuid4()),
+        conversation_id=conversation_id,
+    )
+
+    names = [name for name, _ in events]
+    assert names[0] == "answer_start" and names[-2:] == ["sources", "answer_end"]
+    query = events[0][1]["search_query"]
+    assert query == "membership cost veteran"
+    content = "".join(data["text"] for name, data in events if name == "answer_delta")
+    assert "20 a month" in content
+    assert_answer_is_grounded(content, events[-2][1]["citations"])
+
+
+async def test_anything_else_is_answered_from_the_same_subject_over_the_websocket(
+    gym_kb, staff_user
+):
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    try:
+        await communicator.send_to(text_data=send_payload(PAUSE))
+        await fragments_until_idle(communicator)
+        await communicator.send_to(text_data=send_payload("anything else?"))
+        await fragments_until_idle(communicator)
+    finally:
+        await communicator.disconnect()
+
+    answers = [
+        m
+        async for m in Message.objects.filter(
+            conversation_id=conversation_id, role="assistant"
+        ).order_by("created_at")
+    ]
+    assert len(answers) == 2 and answers[1].status == Message.Status.COMPLETE
+    assert answers[1].search_query == PAUSE
+    assert "freeze" in answers[1].content
+    assert await answers[1].citations.acount() >= 1
+
+
+async def test_a_follow_up_about_something_the_knowledge_base_lacks_is_still_refused(
+    gym_kb, staff_user
+):
+    conversation_id = uuid.uuid4()
+    await collect(user=staff_user, question=PRICE, conversation_id=conversation_id)
+
+    events = await collect(
+        user=staff_user,
+        question="Does it include a sauna and a climbing wall?",
+        conversation_id=conversation_id,
+    )
+
+    assert [e.type for e in events] == ["refusal"]
+    assert answer_of(events) == ("", [])
