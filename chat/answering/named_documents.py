@@ -208,8 +208,12 @@ def named_document_match(
     def weight(word: str) -> float:
         return math.log(1 + total / frequency[word])
 
+    asked = {words[i].folded for i in content}
+    matching = {w for w in frequency if any(words_match(q, w) for q in asked)}
     best: tuple[float, int, int, NamedDocument] | None = None
-    for document in documents:
+    for document, vocabulary in zip(documents, vocabularies, strict=True):
+        if not vocabulary & matching:
+            continue  # no word of its names is in the question
         for name in document.names:
             wanted = name_words(name)
             if not wanted:
