@@ -75,17 +75,33 @@ async def test_a_named_document_is_searched_first_and_the_answer_says_so(guides,
 
 
 async def test_a_named_document_without_the_answer_falls_back_to_everything(guides, staff_user):
-    events = await collect(
-        user=staff_user,
-        question="In the contractor guide, how many days of paid annual leave do full-time "
-        "employees receive?",
-    )
+    events = await collect(user=staff_user, question=LEAVE_IN_CONTRACTORS)
 
     assert event_types(events)[-1] == "answer_end"
     assert documents_cited(events) == {guides["handbook"].pk}
     assert sources_of(events)["searched_document"] is None
     answer = await Message.objects.aget(role=Message.Role.ASSISTANT)
     assert answer.searched_document_id is None and answer.searched_document_title == ""
+
+
+LEAVE_IN_CONTRACTORS = (
+    "In the contractor guide, how many days of paid annual leave do full-time employees receive?"
+)
+
+
+@pytest.mark.parametrize(("margin", "document"), [(0.0, "handbook"), (1.0, "contractors")])
+async def test_the_named_document_answers_only_within_the_margin(
+    guides, staff_user, monkeypatch, margin, document
+):
+    # The contractor guide's passages pass the evidence check on their own, far below the
+    # handbook's: the margin decides.
+    monkeypatch.setattr("chat.answering.search.NAMED_MARGIN", margin)
+
+    events = await collect(user=staff_user, question=LEAVE_IN_CONTRACTORS)
+
+    assert documents_cited(events) == {guides[document].pk}
+    searched = sources_of(events)["searched_document"]
+    assert (searched or {}).get("id") == (guides[document].pk if margin else None)
 
 
 async def test_the_refusal_stays_when_no_document_holds_the_answer(guides, staff_user):
