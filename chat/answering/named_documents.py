@@ -127,6 +127,7 @@ def _words(text: str) -> list[_Word]:
     return [_Word(word_fold(m.group()), m.start(), m.end()) for m in _WORD.finditer(text)]
 
 
+@functools.lru_cache(maxsize=4096)
 def name_words(name: str) -> tuple[str, ...]:
     """The folded words of a name that count (small words left out), each once."""
     seen: dict[str, None] = {}
@@ -290,5 +291,7 @@ def named_document_find(
     documents = searchable_documents(reader=reader)
     if within is not None:
         documents = documents.filter(pk__in=list(within))
-    rows = documents.values_list("pk", "title", "source", "metadata__original_name", "owner_id")
+    rows = documents.order_by().values_list(
+        "pk", "title", "source", "metadata__original_name", "owner_id"
+    )
     return named_document_match(question, document_names_build(rows))
