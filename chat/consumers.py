@@ -379,18 +379,23 @@ class ChatConsumer(AsyncWebsocketConsumer):
         elif kind == "answer_delta" and exchange.answer_id:
             await self.send(fragments.delta_html(exchange.answer_id, str(data.get("text", ""))))
         elif kind == "sources" and exchange.answer_id:
-            html = await database_sync_to_async(self._sources_html)(data.get("citations") or [])
+            html = await database_sync_to_async(self._sources_html)(
+                data.get("citations") or [], data.get("searched_document")
+            )
             await self.send(html)
         elif kind == "refusal":
             exchange.final_id = str(data.get("message_id") or "")
             await self._send_listing()
         # answer_end, refusal and error end the stream: the final render follows.
 
-    def _sources_html(self, citations: list[dict[str, Any]]) -> str:
+    def _sources_html(
+        self, citations: list[dict[str, Any]], searched_document: dict[str, Any] | None
+    ) -> str:
         view = MessageView(
             id=self.exchange.answer_id,
             role=Message.Role.ASSISTANT,
             sources=sources_from_event(citations),
+            searched_document=str((searched_document or {}).get("title") or ""),
         )
         return fragments.sources_html(view)
 

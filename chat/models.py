@@ -80,6 +80,11 @@ class Message(models.Model):
     # What retrieval searched for (assistant messages): the question as typed, or, for a
     # follow-up that leans on the conversation, the question read with its context.
     search_query = models.TextField(blank=True)
+    # The document the question named and the answer was searched in alone (assistant
+    # messages; chat/answering/named_documents.py): its id and title as they were (no key: the
+    # document may go, the answer keeps saying where it looked).
+    searched_document_id = models.BigIntegerField(null=True, blank=True)
+    searched_document_title = models.CharField(max_length=300, blank=True)
     error_code = models.CharField(max_length=50, blank=True)
     # Figures of the exchange (assistant messages).
     top_k = models.PositiveSmallIntegerField(null=True, blank=True)

@@ -143,6 +143,7 @@ class MessageView:
     my_rating: int | None = None
     can_post: bool = True
     search_query: str = ""  # for an answer: what retrieval searched for
+    searched_document: str = ""  # for an answer: the title of the document its question named
     mode: str = ""  # the message's Message.Mode ("" while streaming: plain text)
     withheld: str = ""  # a chat.selectors.Withheld reason: `content` is its notice
 
@@ -397,6 +398,7 @@ def view_of_row(row: MessageRow, around: Surroundings, *, can_post: bool) -> Mes
         my_rating=around.ratings.get(row.id),
         can_post=can_post,
         search_query=row.search_query,
+        searched_document=row.searched_document_title,
         mode=row.mode,
         withheld=row.withheld,
     )

@@ -219,6 +219,8 @@ class MessageRow:
     suggestions: tuple[str, ...]
     warning: str
     search_query: str
+    searched_document_id: int | None  # the document its question named (named_documents.py)
+    searched_document_title: str
     error_code: str
     created_at: datetime
     citations: tuple[CitationRow, ...]
@@ -357,7 +359,7 @@ def messages_withheld(
 
 def row_withheld(row: MessageRow, reason: Withheld) -> MessageRow:
     """`row` as shown to a reader it is withheld from: the notice for text, and nothing of the
-    answer (no citations, search query, warning or suggestions)."""
+    answer (no citations, search query, searched document, warning or suggestions)."""
     return replace(
         row,
         content=reason.notice,
@@ -365,6 +367,8 @@ def row_withheld(row: MessageRow, reason: Withheld) -> MessageRow:
         suggestions=(),
         warning="",
         search_query="",
+        searched_document_id=None,
+        searched_document_title="",
         citations=(),
         withheld=str(reason),
     )
@@ -437,6 +441,8 @@ def message_row(message: Message) -> MessageRow:
         suggestions=_suggestions(message.suggestions),
         warning=message.warning,
         search_query=message.search_query,
+        searched_document_id=message.searched_document_id,
+        searched_document_title=message.searched_document_title,
         error_code=message.error_code,
         created_at=message.created_at,
         citations=tuple(

@@ -385,12 +385,15 @@ def answer_finish(
     warning: str = "",
     search_query: str = "",
     error_code: str = "",
+    searched_document: tuple[int, str] | None = None,
 ) -> list[Citation] | None:
     """Store the outcome of a streaming answer with its citations, in one statement.
 
     Only an answer still `streaming` is finished (a late interruption never overwrites a
     complete answer). Returns the stored citations, or None when the answer was already
     finished or no longer exists. A cited chunk deleted meanwhile keeps its snapshot.
+    `searched_document`: (id, title) of the document the question named and the answer was
+    searched in alone (chat/answering/named_documents.py).
     """
     fields: dict[str, Any] = {
         "status": status,
@@ -399,6 +402,8 @@ def answer_finish(
         "warning": warning,
         "search_query": search_query,
         "error_code": error_code,
+        "searched_document_id": searched_document[0] if searched_document else None,
+        "searched_document_title": searched_document[1] if searched_document else "",
         **{name: value for name, value in vars(figures).items() if value is not None},
     }
     answer = Message(pk=answer_id, **fields)

@@ -36,8 +36,10 @@ Then the events, in order (`docs/product.md §6`; `data` shown):
 - or `answer_start {conversation_id, message_id, reply_to, title, is_private, search_query}` →
   `answer_delta {text}` (one or more; joined they are the answer's content, each sentence
   followed by its marker " [n]") → `sources {message_id, citations: [{n, chunk_id,
-  document_id, title, page, section, url, excerpt, text, similarity, stale}]}` →
-  `answer_end {message_id, status}`.
+  document_id, title, page, section, url, excerpt, text, similarity, stale}],
+  searched_document}` → `answer_end {message_id, status}`. `searched_document` `{id, title}`:
+  the question named a document the asker may read and the answer was found in it alone
+  (chat/answering/named_documents.py; also stored on the message); null otherwise.
 - `error {code, message}` — last, when answering failed after it started (status `error`):
   `upstream-unavailable` when the language model could not answer (before `answer_start` when
   no reply could start: the API's 503; after some deltas when it broke off, the partial
@@ -234,6 +236,11 @@ async def answer_stream(
             warning=exchange.warning,
             search_query=found.query,
             figures=exchange.figures(top_k),
+            searched_document=(
+                (found.searched_document.id, found.searched_document.title)
+                if found.searched_document
+                else None
+            ),
         )
         if citations is None:
             raise RuntimeError(f"answer {answer_message.pk} was finished by someone else")
@@ -243,6 +250,9 @@ async def answer_stream(
             {
                 "message_id": ids["message_id"],
                 "citations": [citation_as_dict(c, stale=False) for c in citations],
+                "searched_document": (
+                    found.searched_document.as_dict() if found.searched_document else None
+                ),
             },
         )
         yield exchange.event("answer_end", {"message_id": ids["message_id"], "status": str(status)})

@@ -14,6 +14,7 @@ from chat import selectors, services
 from chat.answering.citations import citation_as_dict
 from chat.answering.errors import AnswerError
 from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data
+from chat.answering.named_documents import searched_document_of
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.models import Message
 from knowledge.access import UserLike
@@ -93,7 +94,18 @@ def stored_answer_events(answer: Message, *, user: UserLike) -> list[Event]:
     if answer.content:
         events.append(Event("answer_delta", {"text": answer.content}))
     citations = [citation_as_dict(c) for c in answer.citations.all()]
-    events.append(Event("sources", {"message_id": ids["message_id"], "citations": citations}))
+    events.append(
+        Event(
+            "sources",
+            {
+                "message_id": ids["message_id"],
+                "citations": citations,
+                "searched_document": searched_document_of(
+                    answer.searched_document_id, answer.searched_document_title
+                ),
+            },
+        )
+    )
     events.append(
         Event("answer_end", {"message_id": ids["message_id"], "status": str(answer.status)})
     )
@@ -116,7 +128,9 @@ def _withheld_events(answer: Message, withheld: selectors.Withheld) -> list[Even
     return [
         Event("answer_start", start),
         Event("answer_delta", {"text": withheld.notice}),
-        Event("sources", {"message_id": ids["message_id"], "citations": []}),
+        Event(
+            "sources", {"message_id": ids["message_id"], "citations": [], "searched_document": None}
+        ),
         Event(
             "answer_end",
             {

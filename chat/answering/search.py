@@ -1,6 +1,12 @@
 """The search for a question (steps 3-5 of chat/answering/pipeline.py): the query planned
 from the conversation (chat/answering/followups.py), retrieval, the evidence check, and once
 more with the plan's fallback before refusing.
+
+A question that names a document the asker may read (chat/answering/named_documents.py) is
+searched as any question first (refused as any question when nothing the asker may read
+holds the answer); when that finds an answer, it is taken from the named document instead
+when that document holds one as close (within NAMED_MARGIN)
+(docs/decisions/0037-a-question-that-names-a-document.md).
 """
 
 from __future__ import annotations
@@ -8,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from asgiref.sync import sync_to_async
@@ -20,6 +26,7 @@ from chat.answering.exchange import StoredExchange
 from chat.answering.extractive import sentence_vectors_preload
 from chat.answering.followups import SearchPlan, search_plan_in_context, unknown_own_terms
 from chat.answering.generative import search_plan_generative
+from chat.answering.named_documents import NamedDocument, named_document_find
 from chat.answering.request import ValidatedRequest
 from chat.answering.trace import ExchangeTrace
 from chat.models import Message
@@ -27,6 +34,11 @@ from knowledge import embedding
 from knowledge.access import Reader
 from knowledge.retrieval import RetrievedChunk, SearchResult, chunks_search, knowledge_base_is_empty
 
+# A named document's answer is taken when its best passage is at most this much (cosine) below
+# the best found among everything: 0, chosen on folds of demo/eval/named.json (a larger margin
+# lets a named document that does not hold the answer answer it;
+# docs/decisions/0037-a-question-that-names-a-document.md).
+NAMED_MARGIN = 0.0
 TRUNCATION_WARNING = (
     "Your question is longer than the search model can read ({limit} word pieces): only its "
     "beginning was used to find sources."
@@ -42,6 +54,8 @@ class Found:
     query_vector: np.ndarray | None
     qualifying: list[RetrievedChunk]
     refusal: Refusal | None
+    # The document the question named, when the answer was found in it alone.
+    searched_document: NamedDocument | None = None
 
 
 def _retrieve(
@@ -132,38 +146,18 @@ def _narrowed(document_ids: list[int] | None, within: Sequence[int]) -> list[int
     return sorted(set(within) & set(document_ids) if document_ids is not None else set(within))
 
 
-async def question_search(
+async def _search_everywhere(
     exchange: ExchangeTrace,
     *,
+    question: str,
+    plan: SearchPlan,
+    vector: np.ndarray,
+    embedded: asyncio.Future | None,
     request: ValidatedRequest,
     stored: StoredExchange,
-    question: str,
-    embedded: asyncio.Future | None,
 ) -> Found:
-    """Search for the question read with its conversation (chat/answering/followups.py): the
-    planned query first and, when the evidence check refuses it, the plan's fallback once
-    more before refusing."""
-    started = time.perf_counter()
-    plan = SearchPlan(query=question)
-    if stored.history:
-        plan = await database_sync_to_async(search_plan_in_context)(
-            question, stored.history, reader=stored.reader
-        )
-    if stored.mode == Message.Mode.GENERATIVE:
-        plan = await search_plan_generative(plan, question=question, history=stored.history)
-    if plan.contextual:
-        if embedded is not None and plan.fallback != question:
-            embedded.cancel()
-            embedded = None
-        vector, truncated = await query_embed(plan.query)
-    elif request.supplied_vector is not None:
-        vector, truncated = request.supplied_vector, False
-    elif embedded is not None:
-        vector, truncated = await embedded
-    else:
-        vector, truncated = await query_embed(question)
-    if truncated:
-        exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)
+    """The planned query among everything the request searches and, when the evidence check
+    refuses it, the plan's fallback once more."""
     found = await _search_once(
         exchange,
         question=question,
@@ -191,6 +185,97 @@ async def question_search(
         )
         if retried.refusal is None:
             found = retried
+    return found
+
+
+def _best_similarity(chunks: Sequence[RetrievedChunk]) -> float:
+    return max((c.similarity for c in chunks if c.similarity is not None), default=0.0)
+
+
+async def _prefer_named(
+    exchange: ExchangeTrace,
+    found: Found,
+    named: NamedDocument,
+    *,
+    question: str,
+    plan: SearchPlan,
+    vector: np.ndarray,
+    stored: StoredExchange,
+) -> Found:
+    """`found` (an answer found among everything) answered from the document the question
+    names when that document holds passages the evidence check accepts, the best of them
+    within NAMED_MARGIN (cosine) of the best found everywhere; `found` unchanged otherwise. No
+    second search when everything `found` qualifies is from that document."""
+    if all(chunk.document_id == named.id for chunk in found.qualifying):
+        return replace(found, searched_document=named)
+    in_named = await _search_once(
+        exchange,
+        question=question,
+        query=found.query,
+        query_vector=found.query_vector if found.query_vector is not None else vector,
+        contextual=found.contextual,
+        plan=plan,
+        document_ids=[named.id],
+        stored=stored,
+    )
+    if in_named.refusal is not None or _best_similarity(in_named.qualifying) < (
+        _best_similarity(found.qualifying) - NAMED_MARGIN
+    ):
+        return found
+    return replace(in_named, searched_document=named)
+
+
+async def question_search(
+    exchange: ExchangeTrace,
+    *,
+    request: ValidatedRequest,
+    stored: StoredExchange,
+    question: str,
+    embedded: asyncio.Future | None,
+) -> Found:
+    """Search for the question read with its conversation (chat/answering/followups.py): the
+    planned query first and, when the evidence check refuses it, the plan's fallback once
+    more before refusing. A question naming a document the asker may read (and that the
+    request's document filter keeps) and answered so is answered from that document when it
+    holds a passage as close (`_prefer_named`; `Found.searched_document` then says
+    which)."""
+    started = time.perf_counter()
+    plan = SearchPlan(query=question)
+    if stored.history:
+        plan = await database_sync_to_async(search_plan_in_context)(
+            question, stored.history, reader=stored.reader
+        )
+    if stored.mode == Message.Mode.GENERATIVE:
+        plan = await search_plan_generative(plan, question=question, history=stored.history)
+    if plan.contextual:
+        if embedded is not None and plan.fallback != question:
+            embedded.cancel()
+            embedded = None
+        vector, truncated = await query_embed(plan.query)
+    elif request.supplied_vector is not None:
+        vector, truncated = request.supplied_vector, False
+    elif embedded is not None:
+        vector, truncated = await embedded
+    else:
+        vector, truncated = await query_embed(question)
+    if truncated:
+        exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)
+    named = await database_sync_to_async(named_document_find)(
+        question, reader=stored.reader, within=request.document_ids
+    )
+    found = await _search_everywhere(
+        exchange,
+        question=question,
+        plan=plan,
+        vector=vector,
+        embedded=embedded,
+        request=request,
+        stored=stored,
+    )
+    if named is not None and found.refusal is None:
+        found = await _prefer_named(
+            exchange, found, named, question=question, plan=plan, vector=vector, stored=stored
+        )
     exchange.retrieval_ms = round((time.perf_counter() - started) * 1000, 1)
     exchange.search_query, exchange.contextual = found.query, found.contextual
     return found

@@ -92,7 +92,11 @@ Ask a question. The answer streams as **Server-Sent Events** (`text/event-stream
 - `answer_delta` `{text}` — one or more; append them. Each sentence is followed by its
   citation marker ` [n]`.
 - `sources` `{message_id, citations: [{n, chunk_id, document_id, title, page, section, url,
-  excerpt, text, similarity, stale}]}` — once, after the text: exactly the cited chunks.
+  excerpt, text, similarity, stale}], searched_document}` — once, after the text: exactly the
+  cited chunks. `searched_document` `{id, title}` when your message named a document you may
+  read ("In the staff handbook, …", "What does the refund policy say …") and the answer was
+  found in it alone; null otherwise (no document named, or the named one did not hold the
+  answer and everything you may read was searched).
 - `answer_end` `{message_id, status}` — last (`complete`).
 - `error` `{code, message}` — last, if answering failed after it started
   (`upstream-unavailable` when the language model broke off; the partial answer is kept).
@@ -127,7 +131,7 @@ SSE_EXAMPLE = (
     'leave", "sheet": null, "cells": null, "ocr_confidence": null, "url": "/documents/3/", '
     '"excerpt": "Full-time '
     'employees receive…", "text": "…", '
-    '"similarity": 0.71, "stale": false}]}\n\n'
+    '"similarity": 0.71, "stale": false}], "searched_document": null}\n\n'
     'event: answer_end\ndata: {"message_id": "9f1c…", "status": "complete"}\n\n'
 )
 

@@ -265,6 +265,11 @@ class CitationSerializer(serializers.Serializer):
     )
 
 
+class SearchedDocumentSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The document's id.")
+    title = serializers.CharField(help_text="Its title when the answer was given.")
+
+
 class RefusalSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=["refusal"])
     conversation_id = serializers.UUIDField()
@@ -355,6 +360,10 @@ class MessageSerializer(serializers.Serializer):
         'follow-up that leans on the conversation ("And in London?"), the question read with '
         "its context. Empty for questions, and for answers given before it was recorded."
     )
+    searched_document = serializers.SerializerMethodField(
+        help_text='Answers whose question named a document the reader may read ("In the staff '
+        'handbook, …"), found in that document alone: `{id, title}`. Null otherwise.'
+    )
     created_at = serializers.DateTimeField()
     citations = serializers.SerializerMethodField()
     withheld = serializers.CharField(
@@ -363,6 +372,12 @@ class MessageSerializer(serializers.Serializer):
         'they may not read) or "withdrawn" (a disabled, expired or deleted document); the '
         "content is then the notice, with no citations. Empty otherwise.",
     )
+
+    @extend_schema_field(SearchedDocumentSerializer(allow_null=True))
+    def get_searched_document(self, message) -> dict | None:
+        from chat.answering.named_documents import searched_document_of
+
+        return searched_document_of(message.searched_document_id, message.searched_document_title)
 
     def get_citations(self, message) -> list[dict]:
         from chat.answering.citations import citation_as_dict

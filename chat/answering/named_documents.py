@@ -1,0 +1,297 @@
+"""A question that names a document the asker may read ("What does the refund policy say
+about digital products?", "In the staff handbook, how is overtime paid?"): which one.
+
+`named_document_find(question, reader=...)` compares the question's words with the names of
+the documents searched for `reader` (`knowledge.retrieval.searchable_documents`: only those,
+so a document the asker may not read is never matched and a name changes nothing for them),
+and returns the named document or None. A document's names are its title and its file's name
+(the uploaded file's original name, else the last part of its source), without extension.
+
+A name is matched when (all three):
+
+- a run of consecutive words of the question (small words such as "the", "and" left out of
+  both) matches words of the name: equal after folding case, a plural "s"/"es"/"ies" and a
+  possessive "'s", or, for words of 5 letters or more, one letter added, dropped, changed or
+  two swapped ("handbok");
+- the words matched cover at least NAME_COVERAGE of the name's weight, each word of a name
+  weighing its inverse frequency among the names of the asker's documents (a word in many
+  names, "policy", weighs little: alone it never names one), and the words matched are in
+  no other of the asker's documents' names (they single one out);
+- the question refers to it as a document: the run is followed by a word such as "say(s)",
+  "state(s)", "mention(s)", "cover(s)", "document", "file", "pdf", "deck", "sheet"; or preceded
+  by "according to", "per", "check", "see", "read", "consult", "search", or by "in", "from",
+  "under", "within", "inside", "using" when the words matched hold a word for a kind of
+  document ("policy", "handbook", "FAQ", "guide", "deck"…) or a file extension follows them
+  ("in the staff handbook", never "in Victoria"); articles and possessives ("the", "our")
+  and one other word ("per the employee handbook") may stand between; or the run opens the
+  question followed by ":" or "-" ("Staff handbook: …").
+
+The best match (highest coverage, then fewest other words, then the lower document id) wins.
+Why these rules, and the threshold's figures:
+docs/decisions/0037-a-question-that-names-a-document.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from knowledge.access import Reader
+from knowledge.personal import personal_file_label
+from knowledge.retrieval import searchable_documents
+
+# Share of a name's weight the matched words must cover, chosen on folds of demo/eval/named.json
+# (docs/decisions/0037-a-question-that-names-a-document.md).
+NAME_COVERAGE = 0.5
+# Words of at least this many letters match with one edit (a small typo).
+TYPO_MIN_LENGTH = 5
+
+
+def _word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_SMALL_WORDS = _word_set(
+    "a an and the of for to in on at by with or & v vs our my your their its this that these "
+    "those company company's"
+)
+_ARTICLES = _word_set("the a an our my your their this that company company's")
+# Before the name: words that point into a document whatever it is called ...
+_CUES_BEFORE = _word_set("per check see read consult search")
+# ... and words that do so only for a name that says it is a document ("in the staff handbook"
+# but not "in Victoria").
+_PLACES_BEFORE = _word_set("in from under within inside using")
+_DOCUMENT_WORDS = _word_set(
+    "policy handbook faq guide guideline manual deck slide presentation report minute memo "
+    "spreadsheet sheet workbook document doc file pdf note wiki handout brochure playbook "
+    "charter procedure checklist template newsletter readme specification spec proposal "
+    "catalogue catalog agreement contract rulebook booklet leaflet sop"
+)
+_EXTENSION = re.compile(r"\.(?:pdf|docx?|xlsx?|pptx?|md|markdown|txt|html?|csv|odt|rtf)\b", re.I)
+_COLONS = (":", "-", "–", "—")
+_CUES_AFTER = _word_set(
+    "say says said state states stated mention mentions mentioned cover covers covered tell "
+    "tells explain explains describe describes define defines allow allows require requires "
+    "document documents doc docs file pdf docx deck slides sheet spreadsheet"
+)
+
+
+@dataclass(frozen=True)
+class DocumentNames:
+    """A document the asker may read and the names it goes by (title, file name)."""
+
+    id: int
+    title: str  # as the asker sees it (a personal file's label)
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NamedDocument:
+    """The document a question names, and how much of its name the question holds (0..1)."""
+
+    id: int
+    title: str
+    coverage: float
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {"id": self.id, "title": self.title}
+
+
+@dataclass(frozen=True)
+class _Word:
+    folded: str
+    start: int
+    end: int
+
+
+def word_fold(word: str) -> str:
+    """`word` lower-cased, without a possessive "'s" or a plural ending."""
+    word = word.lower()
+    if word.endswith("'s"):
+        word = word[:-2]
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("ses", "xes", "ches", "shes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _words(text: str) -> list[_Word]:
+    return [_Word(word_fold(m.group()), m.start(), m.end()) for m in _WORD.finditer(text)]
+
+
+@functools.lru_cache(maxsize=4096)
+def name_words(name: str) -> tuple[str, ...]:
+    """The folded words of a name that count (small words left out), each once."""
+    seen: dict[str, None] = {}
+    for word in _words(name):
+        if word.folded not in _SMALL_WORDS:
+            seen.setdefault(word.folded)
+    return tuple(seen)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether `a` becomes `b` by one insertion, deletion, substitution or adjacent swap."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and a[diff[0]] == b[diff[1]]
+            and a[diff[1]] == b[diff[0]]
+        )
+    if len(a) > len(b):
+        a, b = b, a
+    return any(b[:i] + b[i + 1 :] == a for i in range(len(b)))
+
+
+@functools.lru_cache(maxsize=65536)
+def words_match(question_word: str, name_word: str) -> bool:
+    """Equal (both folded), or one edit apart when both are long enough."""
+    if question_word == name_word:
+        return True
+    return min(len(question_word), len(name_word)) >= TYPO_MIN_LENGTH and _one_edit(
+        question_word, name_word
+    )
+
+
+def _referred_to(
+    question: str, words: list[_Word], start: int, end: int, matched: Sequence[str]
+) -> bool:
+    """Whether the run words[start:end], matching the name words `matched`, is referred to as
+    a document (the module docstring)."""
+    after = question[words[end - 1].end :]
+    documentish = bool(_EXTENSION.match(after)) or any(w in _DOCUMENT_WORDS for w in matched)
+    if end < len(words) and words[end].folded in _CUES_AFTER:
+        return True
+    before = start - 1
+    for skipped in range(2):  # one word the name does not hold may stand between ("employee")
+        while before >= 0 and words[before].folded in _ARTICLES:
+            before -= 1
+        if before < 0:
+            return skipped == 0 and after.lstrip()[:1] in _COLONS
+        cue = words[before].folded
+        if cue in _CUES_BEFORE or (cue in _PLACES_BEFORE and documentish):
+            return True
+        if cue == "to" and before > 0 and words[before - 1].folded == "according":
+            return True
+        before -= 1
+    return False
+
+
+def named_document_match(
+    question: str, documents: Sequence[DocumentNames], *, coverage: float = NAME_COVERAGE
+) -> NamedDocument | None:
+    """The document of `documents` that `question` names (the module docstring's rules), or
+    None. Pure: `documents` are the asker's (the caller selects them)."""
+    if not documents:
+        return None
+    words = _words(question)
+    content = [i for i, word in enumerate(words) if word.folded not in _SMALL_WORDS]
+    if not content:
+        return None
+    vocabularies = [{w for name in d.names for w in name_words(name)} for d in documents]
+    frequency: dict[str, int] = {}
+    for vocabulary in vocabularies:
+        for word in vocabulary:
+            frequency[word] = frequency.get(word, 0) + 1
+    total = len(documents)
+
+    def weight(word: str) -> float:
+        return math.log(1 + total / frequency[word])
+
+    asked = {words[i].folded for i in content}
+    matching = {w for w in frequency if any(words_match(q, w) for q in asked)}
+    best: tuple[float, int, int, NamedDocument] | None = None
+    for document, vocabulary in zip(documents, vocabularies, strict=True):
+        if not vocabulary & matching:
+            continue  # no word of its names is in the question
+        for name in document.names:
+            wanted = name_words(name)
+            if not wanted:
+                continue
+            name_weight = sum(weight(w) for w in wanted)
+            for first in range(len(content)):
+                matched: list[str] = []
+                last = first
+                while last < len(content):
+                    word = words[content[last]].folded
+                    hit = next(
+                        (w for w in wanted if w not in matched and words_match(word, w)), None
+                    )
+                    if hit is None:
+                        break
+                    matched.append(hit)
+                    last += 1
+                if not matched:
+                    continue
+                share = sum(weight(w) for w in matched) / name_weight
+                if share < coverage:
+                    continue
+                others = [
+                    v
+                    for v, d in zip(vocabularies, documents, strict=True)
+                    if d.id != document.id and all(w in v for w in matched)
+                ]
+                if others:
+                    continue
+                start, end = content[first], content[last - 1] + 1
+                if not _referred_to(question, words, start, end, matched):
+                    continue
+                key = (share, -len(wanted), -document.id)
+                if best is None or key > best[:3]:
+                    found = NamedDocument(id=document.id, title=document.title, coverage=share)
+                    best = (*key, found)
+    return best[3] if best is not None else None
+
+
+def searched_document_of(document_id: int | None, title: str) -> dict[str, int | str] | None:
+    """The `searched_document` of an answer's events and of the API, `{id, title}`, from the
+    stored message's fields; None when its question named no document."""
+    return None if document_id is None else {"id": document_id, "title": title}
+
+
+def file_name_of(source: str, original_name: object = None) -> str:
+    """The name of a document's file: the uploaded file's original name (`metadata
+    ["original_name"]`) when it is a string, else the last part of its source (a path or
+    URL)."""
+    if isinstance(original_name, str) and original_name:
+        return original_name
+    return PurePosixPath(source.rstrip("/").replace("\\", "/")).name
+
+
+def document_names_build(
+    rows: Iterable[tuple[int, str, str, str | None, int | None]],
+) -> list[DocumentNames]:
+    """`DocumentNames` from (id, title, source, original file name, owner id) rows; a file
+    name without its extension."""
+    documents = []
+    for pk, title, source, original_name, owner_id in rows:
+        stem = PurePosixPath(file_name_of(source, original_name)).stem
+        shown = personal_file_label(title) if owner_id is not None else title
+        documents.append(DocumentNames(id=pk, title=shown, names=(title, stem)))
+    return documents
+
+
+def named_document_find(
+    question: str, *, reader: Reader, within: Sequence[int] | None = None
+) -> NamedDocument | None:
+    """The document searched for `reader` that `question` names, or None; with `within`, only
+    one of those documents (the request's document filter). One query (the reader's
+    documents' titles and sources)."""
+    documents = searchable_documents(reader=reader)
+    if within is not None:
+        documents = documents.filter(pk__in=list(within))
+    rows = documents.order_by().values_list(
+        "pk", "title", "source", "metadata__original_name", "owner_id"
+    )
+    return named_document_match(question, document_names_build(rows))

@@ -1,0 +1,162 @@
+"""Finding the document a question names (chat/answering/named_documents.py): names and their
+fuzzy variants, generic words and topics that are not names, and only among the documents
+the asker may read."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chat.answering.named_documents import (
+    DocumentNames,
+    file_name_of,
+    named_document_find,
+    named_document_match,
+    word_fold,
+    words_match,
+)
+from knowledge.access import reader_for
+from knowledge.collections import collection_create
+from knowledge.models import Document
+from tests.support.knowledge_base import EXPENSES_TEXTS, LEAVE_TEXTS, document_create
+from tests.support.readers import readers_create
+
+DOCUMENTS = [
+    DocumentNames(1, "Employee & Staff Handbook", ("Employee & Staff Handbook", "handbook-2026")),
+    DocumentNames(2, "Refunds Policy", ("Refunds Policy", "Refunds Policy")),
+    DocumentNames(3, "Expenses and Travel Policy", ("Expenses and Travel Policy", "expenses")),
+    DocumentNames(4, "IT Security Policy", ("IT Security Policy", "it-security-policy")),
+    DocumentNames(5, "Victoria", ("Victoria", "Victoria")),
+]
+
+
+def named(question: str) -> int | None:
+    found = named_document_match(question, DOCUMENTS)
+    return found.id if found else None
+
+
+@pytest.mark.parametrize(
+    ("question", "document"),
+    [
+        ("In the staff handbook, how is overtime paid?", 1),
+        ("What does the refund policy say about digital products?", 2),
+        ("According to the expenses policy, what is the mileage rate?", 3),
+        ("What does the IT security policy say about USB sticks?", 4),
+        ("Per the employee handbook, how much leave do I get?", 1),
+        ("Staff handbook: how many days can I work from home?", 1),
+        ("Check the travel policy: can I fly business class?", 3),
+        ("In it-security-policy.html, how long must passwords be?", 4),
+    ],
+)
+def test_a_question_naming_a_document_finds_it(question, document):
+    assert named(question) == document
+
+
+@pytest.mark.parametrize(
+    ("question", "document"),
+    [
+        ("in the STAFF HANDBOOK, how is overtime paid?", 1),  # case
+        ("What do the refunds policies say about digital products?", 2),  # plurals
+        ("What does the refund policy say about digital products?", 2),  # singular of a plural
+        ("In the handbook, how is overtime paid?", 1),  # a word of the name missing
+        ("In the staff handbok, how is overtime paid?", 1),  # a typo
+        ("What does the securty policy say about USB sticks?", 4),  # a typo
+        ("In the travel and expenses policy, what is the hotel limit?", 3),  # words swapped
+    ],
+)
+def test_names_are_matched_fuzzily(question, document):
+    assert named(question) == document
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What does the policy say about digital products?",  # a word of three names
+        "In our policy, how is overtime paid?",
+        "What is the policy on alcohol?",
+        "How do I claim travel expenses for a trip?",  # the name's words, not as a name
+        "What's the refund policy for new customers?",  # no word points to a document
+        "What is the lowest recorded temperature in Victoria?",  # a topic, not a document
+        "How is overtime paid?",
+        "",
+    ],
+)
+def test_generic_words_and_topics_name_no_document(question):
+    assert named(question) is None
+
+
+def test_short_words_need_an_exact_match():
+    assert words_match("handbok", "handbook")
+    assert not words_match("pay", "day")  # too short for a typo
+    assert word_fold("Policies") == word_fold("policy") == "policy"
+    assert word_fold("Refunds") == "refund"
+
+
+def test_the_coverage_threshold_decides():
+    # "handbook" covers half of "Employee & Staff Handbook"'s distinctive weight, no more.
+    question = "In the handbook, how is overtime paid?"
+    assert named_document_match(question, DOCUMENTS, coverage=0.3) is not None
+    assert named_document_match(question, DOCUMENTS, coverage=0.9) is None
+
+
+def test_the_file_name_is_the_original_name_else_the_source_end():
+    assert file_name_of("uploads/x/9f.pdf", "Refunds Policy.pdf") == "Refunds Policy.pdf"
+    assert file_name_of("/srv/docs/staff-handbook.md", None) == "staff-handbook.md"
+    assert file_name_of("https://intranet.example/policies/travel/", None) == "travel"
+
+
+def test_matching_stays_cheap_for_a_few_hundred_documents():
+    many = [
+        DocumentNames(i, f"Team {i} onboarding guide", (f"Team {i} onboarding guide",))
+        for i in range(300)
+    ]
+    many.append(DocumentNames(999, "Staff handbook", ("Staff handbook", "staff-handbook")))
+    started = time.perf_counter()
+    found = named_document_match("In the staff handbook, how is overtime paid?", many)
+    assert found is not None and found.id == 999
+    assert time.perf_counter() - started < 0.5
+
+
+# --- Among the documents the asker may read ------------------------------------------------------
+@pytest.mark.django_db
+def test_only_a_document_the_asker_may_read_is_found():
+    people = readers_create(with_outsiders=False)
+    hr_only = collection_create(name="HR only", groups=[people["hr"]])
+    pay = document_create(title="Pay bands 2026", texts=LEAVE_TEXTS, collection=hr_only)
+    document_create(title="Expenses policy", texts=EXPENSES_TEXTS)
+    question = "What does the pay bands document say about grade 7?"
+
+    found = named_document_find(question, reader=reader_for(people["asker"]))
+    assert found is not None and (found.id, found.title) == (pay.pk, "Pay bands 2026")
+    assert named_document_find(question, reader=reader_for(people["staff"])) is None
+
+
+@pytest.mark.django_db
+def test_a_withdrawn_document_or_one_outside_the_filter_is_not_found():
+    handbook = document_create(title="Staff handbook", texts=LEAVE_TEXTS)
+    expenses = document_create(title="Expenses policy", texts=EXPENSES_TEXTS)
+    people = readers_create(with_outsiders=False)
+    reader = reader_for(people["staff"])
+    question = "In the staff handbook, how many days of leave do I get?"
+
+    assert named_document_find(question, reader=reader).id == handbook.pk
+    assert named_document_find(question, reader=reader, within=[expenses.pk]) is None
+    Document.objects.filter(pk=handbook.pk).update(enabled=False)
+    assert named_document_find(question, reader=reader) is None
+
+
+@pytest.mark.django_db
+def test_an_uploaded_file_is_found_by_its_original_name():
+    document = document_create(
+        title="Q3 customer terms",
+        texts=EXPENSES_TEXTS,
+        metadata={"original_name": "Refunds Policy.pdf"},
+    )
+    people = readers_create(with_outsiders=False)
+
+    found = named_document_find(
+        "What does the refund policy say about digital products?",
+        reader=reader_for(people["staff"]),
+    )
+    assert found is not None and found.id == document.pk
