@@ -220,6 +220,7 @@ class MessageRow:
     warning: str
     search_query: str
     error_code: str
+    evidence: str  # Message.Evidence of an answer ("" otherwise)
     created_at: datetime
     citations: tuple[CitationRow, ...]
     withheld: str = ""  # a `Withheld` reason: the row then holds the notice, not the answer
@@ -438,6 +439,7 @@ def message_row(message: Message) -> MessageRow:
         warning=message.warning,
         search_query=message.search_query,
         error_code=message.error_code,
+        evidence=message.evidence,
         created_at=message.created_at,
         citations=tuple(
             CitationRow(

@@ -385,8 +385,10 @@ def answer_finish(
     warning: str = "",
     search_query: str = "",
     error_code: str = "",
+    evidence: str = "",
 ) -> list[Citation] | None:
     """Store the outcome of a streaming answer with its citations, in one statement.
+    `evidence`: the evidence check's verdict on a complete answer (Message.Evidence).
 
     Only an answer still `streaming` is finished (a late interruption never overwrites a
     complete answer). Returns the stored citations, or None when the answer was already
@@ -399,6 +401,7 @@ def answer_finish(
         "warning": warning,
         "search_query": search_query,
         "error_code": error_code,
+        "evidence": evidence,
         **{name: value for name, value in vars(figures).items() if value is not None},
     }
     answer = Message(pk=answer_id, **fields)
