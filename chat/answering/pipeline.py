@@ -35,9 +35,11 @@ Then the events, in order (`docs/product.md §6`; `data` shown):
   assistant message with status `refused`;
 - or `answer_start {conversation_id, message_id, reply_to, title, is_private, search_query}` →
   `answer_delta {text}` (one or more; joined they are the answer's content, each sentence
-  followed by its marker " [n]") → `sources {message_id, citations: [{n, chunk_id,
+  followed by its marker " [n]") → `sources {message_id, evidence, citations: [{n, chunk_id,
   document_id, title, page, section, url, excerpt, text, similarity, stale}]}` →
-  `answer_end {message_id, status}`.
+  `answer_end {message_id, status}`. `evidence` is "weak" when the evidence check answered
+  from weak support (the page shows a notice, `docs/product.md §4`), else "strong"; also
+  `Message.evidence`.
 - `error {code, message}` — last, when answering failed after it started (status `error`):
   `upstream-unavailable` when the language model could not answer (before `answer_start` when
   no reply could start: the API's 503; after some deltas when it broke off, the partial
@@ -76,7 +78,8 @@ from django.db import InterfaceError, OperationalError
 from chat import services
 from chat.answering.answerers import Answerer, AnswerFailed, AnswerRequest, ExtractiveAnswerer
 from chat.answering.citations import citation_as_dict
-from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data
+from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, sources_data
+from chat.answering.evidence_signals import WEAK_SUPPORT
 from chat.answering.exchange import exchange_store_or_release, heartbeat_keep, partial_store
 from chat.answering.followups import leans_on_conversation
 from chat.answering.generative import GenerativeAnswerer
@@ -223,6 +226,9 @@ async def answer_stream(
 
         # 7. Store and finish.
         written = exchange.written(complete=True)
+        evidence = Message.Evidence.STRONG
+        if exchange.evidence == WEAK_SUPPORT:
+            evidence = Message.Evidence.WEAK
         if written.notice:
             exchange.warn(written.notice)
             yield exchange.event("warning", {"message": written.notice})
@@ -234,16 +240,18 @@ async def answer_stream(
             warning=exchange.warning,
             search_query=found.query,
             figures=exchange.figures(top_k),
+            evidence=evidence,
         )
         if citations is None:
             raise RuntimeError(f"answer {answer_message.pk} was finished by someone else")
         status = Message.Status.COMPLETE
         yield exchange.event(
             "sources",
-            {
-                "message_id": ids["message_id"],
-                "citations": [citation_as_dict(c, stale=False) for c in citations],
-            },
+            sources_data(
+                ids["message_id"],
+                [citation_as_dict(c, stale=False) for c in citations],
+                str(evidence),
+            ),
         )
         yield exchange.event("answer_end", {"message_id": ids["message_id"], "status": str(status)})
     except (asyncio.CancelledError, GeneratorExit):

@@ -13,7 +13,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from chat import selectors, services
 from chat.answering.citations import citation_as_dict
 from chat.answering.errors import AnswerError
-from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data
+from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, sources_data
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.models import Message
 from knowledge.access import UserLike
@@ -93,7 +93,9 @@ def stored_answer_events(answer: Message, *, user: UserLike) -> list[Event]:
     if answer.content:
         events.append(Event("answer_delta", {"text": answer.content}))
     citations = [citation_as_dict(c) for c in answer.citations.all()]
-    events.append(Event("sources", {"message_id": ids["message_id"], "citations": citations}))
+    events.append(
+        Event("sources", sources_data(ids["message_id"], citations, str(answer.evidence)))
+    )
     events.append(
         Event("answer_end", {"message_id": ids["message_id"], "status": str(answer.status)})
     )
@@ -116,7 +118,7 @@ def _withheld_events(answer: Message, withheld: selectors.Withheld) -> list[Even
     return [
         Event("answer_start", start),
         Event("answer_delta", {"text": withheld.notice}),
-        Event("sources", {"message_id": ids["message_id"], "citations": []}),
+        Event("sources", sources_data(ids["message_id"], [], "")),
         Event(
             "answer_end",
             {

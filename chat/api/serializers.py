@@ -355,6 +355,11 @@ class MessageSerializer(serializers.Serializer):
         'follow-up that leans on the conversation ("And in London?"), the question read with '
         "its context. Empty for questions, and for answers given before it was recorded."
     )
+    evidence = serializers.CharField(
+        help_text='Answers: "weak" when the documents may not answer the question directly '
+        '(the answer is shown with a notice), "strong" otherwise. Empty for questions, '
+        "refusals and answers given before it was recorded."
+    )
     created_at = serializers.DateTimeField()
     citations = serializers.SerializerMethodField()
     withheld = serializers.CharField(
