@@ -379,20 +379,24 @@ class ChatConsumer(AsyncWebsocketConsumer):
         elif kind == "answer_delta" and exchange.answer_id:
             await self.send(fragments.delta_html(exchange.answer_id, str(data.get("text", ""))))
         elif kind == "sources" and exchange.answer_id:
-            html = await database_sync_to_async(self._sources_html)(data.get("citations") or [])
+            html = await database_sync_to_async(self._sources_html)(
+                data.get("citations") or [], str(data.get("evidence") or "")
+            )
             await self.send(html)
         elif kind == "refusal":
             exchange.final_id = str(data.get("message_id") or "")
             await self._send_listing()
         # answer_end, refusal and error end the stream: the final render follows.
 
-    def _sources_html(self, citations: list[dict[str, Any]]) -> str:
+    def _sources_html(self, citations: list[dict[str, Any]], evidence: str) -> str:
+        """The sources below the streamed answer and, for weak evidence, its notice above."""
         view = MessageView(
             id=self.exchange.answer_id,
             role=Message.Role.ASSISTANT,
             sources=sources_from_event(citations),
+            evidence=evidence,
         )
-        return fragments.sources_html(view)
+        return fragments.sources_html(view) + fragments.evidence_html(view)
 
     async def _send_listing(self) -> None:
         html = await self._listing_html()
