@@ -18,6 +18,7 @@ from chat.answering.evidence_signals import (
     PASSAGE_MARGIN,
     WEAK_EVIDENCE_COEFFICIENTS,
     WEAK_EVIDENCE_INTERCEPT,
+    WEAK_SUPPORT_MARGIN,
     WEAK_SUPPORT_SCORE,
     evidence_sufficient,
 )
@@ -82,6 +83,35 @@ def test_the_decision_refuses_flags_or_answers_at_the_band_s_boundaries():
         threshold_on="passage",
         features=features_scoring(WEAK_SUPPORT_SCORE / 2),
     ) == (False, "below-threshold")
+
+
+def test_a_passage_short_of_the_band_s_margin_is_weak_whatever_the_log_odds():
+    def at_passage(passage: float) -> tuple[bool, str]:
+        features = QuestionFeatures(
+            best_similarity=passage,
+            passage_similarity=passage,
+            best_sentence="",
+            answer_type="",
+            type_match=True,
+            coverage=1.0,
+            rarest_covered=True,
+            chunk_coverage=1.0,
+            ranks_agree=True,
+            unknown_specific=0,
+            unknown_share=0.0,
+        )
+        assert evidence_signals.weak_evidence_score(features, THRESHOLD) > WEAK_SUPPORT_SCORE
+        return evidence_sufficient(
+            best_similarity=passage,
+            threshold=THRESHOLD,
+            passage_similarity=passage,
+            threshold_on="passage",
+            features=features,
+        )
+
+    edge = THRESHOLD + WEAK_SUPPORT_MARGIN
+    assert at_passage(edge - 0.001) == (True, "weak-support")
+    assert at_passage(edge) == (True, "sufficient")
 
 
 def test_the_band_moves_with_the_threshold():
