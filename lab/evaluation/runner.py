@@ -26,6 +26,7 @@ from django.contrib.auth import get_user_model
 
 from chat.answering.evidence_signals import (
     THRESHOLD_ON,
+    WEAK_SUPPORT,
     EvidenceSignals,
     evidence_signals_all,
     signals_sufficient,
@@ -253,6 +254,47 @@ def _refused_at(signals: EvidenceSignals | None, threshold: float) -> bool:
     return not sufficient
 
 
+# The weak-support bands --calibrate replays: (log-odds edge, passage margin) pairs.
+BAND_GRID = [
+    (score, margin)
+    for score in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5)
+    for margin in (0.0, 0.12, 0.14, 0.16, 0.18, 0.20, 0.22)
+]
+
+
+def _flagged_at(signals: EvidenceSignals | None, threshold: float, band: tuple) -> bool:
+    if signals is None:
+        return False
+    _, reason = signals_sufficient(
+        signals, threshold=threshold, threshold_on=THRESHOLD_ON, band=band
+    )
+    return reason == WEAK_SUPPORT
+
+
+def band_calibrate(results: list[QuestionResult], threshold: float) -> list[dict[str, Any]]:
+    """The evidence decision replayed (all its signals, as `dataset_evaluate(signals=True)`
+    collects them) at `threshold` for every weak-support band of BAND_GRID: per band, the share
+    of answerable questions flagged and of the others refused or flagged
+    (docs/decisions/0034-weak-evidence-notice-band.md)."""
+    by_kind: dict[str, list[EvidenceSignals | None]] = {}
+    for result in results:
+        by_kind.setdefault(result.question.kind, []).append(result.signals)
+    rows = []
+    for band in BAND_GRID:
+        row: dict[str, Any] = {"score": band[0], "margin": band[1]}
+        answerable = [_flagged_at(s, threshold, band) for s in by_kind.get("answerable", [])]
+        row["answerable_flagged_rate"] = _rate(answerable)
+        for kind in ("off_kb", "adversarial"):
+            row[f"{kind}_refused_or_flagged_rate"] = _rate(
+                [
+                    _refused_at(s, threshold) or _flagged_at(s, threshold, band)
+                    for s in by_kind.get(kind, [])
+                ]
+            )
+        rows.append(row)
+    return rows
+
+
 def threshold_calibrate(
     results: list[QuestionResult], current: float, automatic: Any = None
 ) -> dict[str, Any]:
@@ -279,6 +321,7 @@ def threshold_calibrate(
     refuse_all = [g for g in grid if g["off_kb_refusal_rate"] == 1.0]
     keep = [g for g in grid if g["false_refusal_rate"] <= 0.03]
     report = {
+        "weak_band": band_calibrate(results, current),
         "current": rates(current),
         "refuse_all_off_kb": refuse_all[0] if refuse_all else {"note": "no threshold on the grid"},
         "false_refusals_at_most_3pct": keep[-1] if keep else {"note": "no threshold on the grid"},
