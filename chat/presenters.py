@@ -306,7 +306,7 @@ def citation_badge(
     )
     notice = (
         format_html(
-            '<span class="block text-xs font-medium text-warning" data-weak-evidence>{}</span>',
+            '<span class="block text-xs font-medium" data-weak-evidence>{}</span>',
             WEAK_EVIDENCE_CARD,
         )
         if weak
