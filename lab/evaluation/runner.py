@@ -257,8 +257,8 @@ def _refused_at(signals: EvidenceSignals | None, threshold: float) -> bool:
 # The weak-support bands --calibrate replays: (log-odds edge, passage margin) pairs.
 BAND_GRID = [
     (score, margin)
-    for score in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5)
-    for margin in (0.0, 0.12, 0.14, 0.16, 0.18, 0.20, 0.22)
+    for score in (0.0, 0.5, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5)
+    for margin in (0.0, 0.10, 0.12, 0.14, 0.15, 0.16, 0.17, 0.18, 0.19, 0.20, 0.22, 0.24)
 ]
 
 
