@@ -255,3 +255,38 @@ def test_insights_count_the_answers_given_with_the_notice(staff_user, django_use
     client.force_login(superuser)
     page = client.get(reverse("insights:index"), {"from": "2026-03-02", "to": "2026-03-02"})
     assert "2 with the weak-evidence notice" in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_generative_answer_from_weak_evidence_gets_the_same_notice(
+    staff_user, policies_kb, band_everything, settings
+):
+    from channels.db import database_sync_to_async
+
+    from chat.answering import breaker
+    from chat.answering.pipeline import answer_stream
+    from chat.models import ChatSettings
+    from tests.support.openai_server import Scripted, openai_server
+
+    await database_sync_to_async(breaker.circuit_reset)()
+    await ChatSettings.objects.aupdate_or_create(
+        pk=1, defaults={"generation_mode": ChatSettings.Mode.GENERATIVE}
+    )
+    with openai_server() as server:
+        settings.LLM_BACKEND = "openai"
+        settings.LLM_BASE_URL = server.base_url
+        settings.LLM_MODEL = "test-model"
+        settings.LLM_API_KEY = "test-key"
+        settings.LLM_TIMEOUT_S = 5
+        server.script(Scripted(pieces=["Full-time employees receive 25 days [1]."]))
+        events = [
+            event
+            async for event in answer_stream(
+                user=staff_user, question=LEAVE_QUESTION, message_id=uuid.uuid4()
+            )
+        ]
+
+    sources = next(e for e in events if e.type == "sources")
+    assert sources.data["evidence"] == "weak"
+    answer = await Message.objects.aget(pk=sources.data["message_id"])
+    assert (answer.mode, answer.evidence) == (Message.Mode.GENERATIVE, "weak")
