@@ -380,7 +380,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(fragments.delta_html(exchange.answer_id, str(data.get("text", ""))))
         elif kind == "sources" and exchange.answer_id:
             html = await database_sync_to_async(self._sources_html)(
-                data.get("citations") or [], data.get("searched_document")
+                data.get("citations") or [],
+                str(data.get("evidence") or ""),
+                data.get("searched_document"),
             )
             await self.send(html)
         elif kind == "refusal":
@@ -389,15 +391,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # answer_end, refusal and error end the stream: the final render follows.
 
     def _sources_html(
-        self, citations: list[dict[str, Any]], searched_document: dict[str, Any] | None
+        self,
+        citations: list[dict[str, Any]],
+        evidence: str,
+        searched_document: dict[str, Any] | None,
     ) -> str:
+        """The sources below the streamed answer and, for weak evidence, its notice above."""
         view = MessageView(
             id=self.exchange.answer_id,
             role=Message.Role.ASSISTANT,
             sources=sources_from_event(citations),
             searched_document=str((searched_document or {}).get("title") or ""),
+            evidence=evidence,
         )
-        return fragments.sources_html(view)
+        return fragments.sources_html(view) + fragments.evidence_html(view)
 
     async def _send_listing(self) -> None:
         html = await self._listing_html()

@@ -61,6 +61,11 @@ def sources_html(view: MessageView) -> str:
     return render_to_string("chat/conversation.html#sources-slot", {"m": view, "oob": True})
 
 
+def evidence_html(view: MessageView) -> str:
+    """The answer's weak-evidence notice slot, swapped in place (empty unless `view.is_weak`)."""
+    return render_to_string("chat/conversation.html#weak-evidence", {"m": view, "oob": True})
+
+
 def warning_html(message_id: str, text: str) -> str:
     return render_to_string(
         "chat/conversation.html#warning", {"text": text, "target": f"#msg-{message_id}-warnings"}

@@ -55,6 +55,12 @@ class Message(models.Model):
         EXTRACTIVE = "extractive", "Extractive"
         GENERATIVE = "generative", "Generative"
 
+    class Evidence(models.TextChoices):
+        # How closely the documents support a complete answer (docs/product.md §4): "weak" is
+        # answered with a notice that the documents may not answer the question directly.
+        STRONG = "strong", "Strong"
+        WEAK = "weak", "Weak"
+
     # Stored but never part of the conversation as its readers see it: the page, the API, history
     # search and what a follow-up remembers leave them out.
     HIDDEN_ROLES = (Role.SYSTEM_SUMMARY, Role.SUPERSEDED)
@@ -86,6 +92,9 @@ class Message(models.Model):
     searched_document_id = models.BigIntegerField(null=True, blank=True)
     searched_document_title = models.CharField(max_length=300, blank=True)
     error_code = models.CharField(max_length=50, blank=True)
+    # The evidence check's verdict on an answer (assistant messages answered by this version;
+    # blank for questions, refusals and earlier answers).
+    evidence = models.CharField(max_length=10, choices=Evidence.choices, blank=True)
     # Figures of the exchange (assistant messages).
     top_k = models.PositiveSmallIntegerField(null=True, blank=True)
     best_similarity = models.FloatField(null=True, blank=True)

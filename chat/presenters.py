@@ -27,6 +27,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from chat.answering.citations import WORD_JOINER
+from chat.answering.evidence import WEAK_EVIDENCE_CARD, WEAK_EVIDENCE_NOTICE
 from chat.markdown import markdown_html
 from chat.models import Message
 from chat.selectors import (
@@ -146,6 +147,7 @@ class MessageView:
     searched_document: str = ""  # for an answer: the title of the document its question named
     mode: str = ""  # the message's Message.Mode ("" while streaming: plain text)
     withheld: str = ""  # a chat.selectors.Withheld reason: `content` is its notice
+    evidence: str = ""  # an answer's Message.Evidence ("" while streaming, or not recorded)
 
     @property
     def is_user(self) -> bool:
@@ -181,6 +183,20 @@ class MessageView:
         return copy_text_of(self.content)
 
     @property
+    def is_weak(self) -> bool:
+        """An answer from weak evidence: shown with `weak_notice` (`docs/product.md §4`)."""
+        return (
+            self.evidence == Message.Evidence.WEAK
+            and not self.is_user
+            and not self.is_refused
+            and not self.withheld
+        )
+
+    @property
+    def weak_notice(self) -> str:
+        return WEAK_EVIDENCE_NOTICE if self.is_weak else ""
+
+    @property
     def is_markdown(self) -> bool:
         """A model's answer: Markdown, rendered (sanitised) rather than pre-wrapped text."""
         return self.mode == Message.Mode.GENERATIVE and not self.is_streaming
@@ -188,8 +204,8 @@ class MessageView:
     @property
     def answer_html(self) -> SafeString:
         if self.is_markdown:
-            return answer_markdown_html(self.content, self.sources, self.id)
-        return answer_html(self.content, self.sources, self.id)
+            return answer_markdown_html(self.content, self.sources, self.id, weak=self.is_weak)
+        return answer_html(self.content, self.sources, self.id, weak=self.is_weak)
 
     @property
     def searched_for(self) -> str:
@@ -220,12 +236,16 @@ def copy_text_of(content: str) -> str:
     return _SPACE_BEFORE_PUNCTUATION.sub(r"\1", text).strip()
 
 
-def answer_html(content: str, sources: Sequence[SourceView], message_id: str) -> SafeString:
+def answer_html(
+    content: str, sources: Sequence[SourceView], message_id: str, *, weak: bool = False
+) -> SafeString:
     """The answer text, escaped, with each `[n]` naming a source turned into a badge.
 
     The badge links to the source below the answer (a click scrolls there) and carries a card
-    with the document title and excerpt, shown on hover and on keyboard focus. Markers that
-    name no source stay as plain text. No whitespace is added: the text is pre-wrapped.
+    with the document title and excerpt, shown on hover and on keyboard focus; with `weak` (an
+    answer from weak evidence) the card also says the documents may not answer the question
+    directly. Markers that name no source stay as plain text. No whitespace is added: the text
+    is pre-wrapped.
     """
     by_n = {source.n: source for source in sources}
     pieces: list[str] = []
@@ -238,17 +258,18 @@ def answer_html(content: str, sources: Sequence[SourceView], message_id: str) ->
         occurrence += 1
         # The badge hugs the sentence it closes: no line may start with it.
         pieces.append(escape(content[position : match.start()].rstrip(" \t")))
-        pieces.append(citation_badge(source, message_id, occurrence))
+        pieces.append(citation_badge(source, message_id, occurrence, weak=weak))
         position = match.end()
     pieces.append(escape(content[position:]))
     return mark_safe("".join(pieces))  # every piece is escaped or format_html
 
 
 def answer_markdown_html(
-    content: str, sources: Sequence[SourceView], message_id: str
+    content: str, sources: Sequence[SourceView], message_id: str, *, weak: bool = False
 ) -> SafeString:
     """A model's answer: its Markdown rendered and sanitised (`markdown_html`), then each `[n]`
-    naming a source turned into a badge — only in text, never inside code or a link."""
+    naming a source turned into a badge (`weak`: as `answer_html`) — only in text, never inside
+    code or a link."""
     soup = BeautifulSoup(markdown_html(content), "html.parser")
     by_n = {source.n: source for source in sources}
     occurrence = 0
@@ -264,7 +285,7 @@ def answer_markdown_html(
                 continue
             occurrence += 1
             pieces.append(escape(text[position : match.start()].rstrip(" \t")))
-            pieces.append(citation_badge(source, message_id, occurrence))
+            pieces.append(citation_badge(source, message_id, occurrence, weak=weak))
             position = match.end()
         if not pieces:
             continue
@@ -273,11 +294,23 @@ def answer_markdown_html(
     return mark_safe(str(soup))  # sanitised HTML; the badges are format_html
 
 
-def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
+def citation_badge(
+    source: SourceView, message_id: str, occurrence: int, *, weak: bool = False
+) -> str:
+    """The badge of one `[n]` marker with its hover card; `weak`: the card also carries the
+    weak-evidence notice (WEAK_EVIDENCE_CARD)."""
     card_id = f"cite-{message_id}-{occurrence}"
     location = (
         format_html('<span class="block text-xs opacity-70">{}</span>', source.location)
         if source.location
+        else ""
+    )
+    notice = (
+        format_html(
+            '<span class="block text-xs font-medium" data-weak-evidence>{}</span>',
+            WEAK_EVIDENCE_CARD,
+        )
+        if weak
         else ""
     )
     return format_html(
@@ -288,7 +321,7 @@ def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
         '<span id="{card}" role="tooltip" class="dropdown-content card card-sm z-30 w-72 '
         "border border-base-300 bg-base-100 text-base-content shadow-lg "
         'whitespace-normal"><span class="card-body gap-1 text-left">'
-        '<span class="block text-sm font-semibold">{title}</span>{location}'
+        '{notice}<span class="block text-sm font-semibold">{title}</span>{location}'
         '<span class="block text-xs leading-snug opacity-90">{excerpt}</span>'
         "</span></span></span>",
         mid=message_id,
@@ -296,6 +329,7 @@ def citation_badge(source: SourceView, message_id: str, occurrence: int) -> str:
         title=source.heading,
         card=card_id,
         location=location,
+        notice=notice,
         excerpt=source.excerpt,
     )
 
@@ -401,6 +435,7 @@ def view_of_row(row: MessageRow, around: Surroundings, *, can_post: bool) -> Mes
         searched_document=row.searched_document_title,
         mode=row.mode,
         withheld=row.withheld,
+        evidence=row.evidence,
     )
 
 

@@ -222,6 +222,7 @@ class MessageRow:
     searched_document_id: int | None  # the document its question named (named_documents.py)
     searched_document_title: str
     error_code: str
+    evidence: str  # Message.Evidence of an answer ("" otherwise)
     created_at: datetime
     citations: tuple[CitationRow, ...]
     withheld: str = ""  # a `Withheld` reason: the row then holds the notice, not the answer
@@ -444,6 +445,7 @@ def message_row(message: Message) -> MessageRow:
         searched_document_id=message.searched_document_id,
         searched_document_title=message.searched_document_title,
         error_code=message.error_code,
+        evidence=message.evidence,
         created_at=message.created_at,
         citations=tuple(
             CitationRow(

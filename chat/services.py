@@ -386,8 +386,10 @@ def answer_finish(
     search_query: str = "",
     error_code: str = "",
     searched_document: tuple[int, str] | None = None,
+    evidence: str = "",
 ) -> list[Citation] | None:
     """Store the outcome of a streaming answer with its citations, in one statement.
+    `evidence`: the evidence check's verdict on a complete answer (Message.Evidence).
 
     Only an answer still `streaming` is finished (a late interruption never overwrites a
     complete answer). Returns the stored citations, or None when the answer was already
@@ -404,6 +406,7 @@ def answer_finish(
         "error_code": error_code,
         "searched_document_id": searched_document[0] if searched_document else None,
         "searched_document_title": searched_document[1] if searched_document else "",
+        "evidence": evidence,
         **{name: value for name, value in vars(figures).items() if value is not None},
     }
     answer = Message(pk=answer_id, **fields)

@@ -38,3 +38,21 @@ def refusal_data(
         "suggestions": list(suggestions),
         "search_query": search_query,
     }
+
+
+def sources_data(
+    message_id: str,
+    citations: list[dict[str, Any]],
+    evidence: str,
+    searched_document: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The data of a `sources` event, live or replayed: `evidence` is the stored answer's
+    Message.Evidence ("strong", or "weak": shown with the weak-evidence notice, `docs/product.md
+    §4`; "" for an answer stored before the check said); `searched_document` `{id, title}` the
+    document the question named and the answer was found in alone, else None."""
+    return {
+        "message_id": message_id,
+        "evidence": evidence,
+        "citations": citations,
+        "searched_document": searched_document,
+    }

@@ -21,6 +21,13 @@ NO_EVIDENCE_MESSAGE = (
     "You might try contacting support or rephrasing your question."
 )
 NO_EVIDENCE_SUGGESTIONS = ["Contact support", "Rephrase your question"]
+# Shown above an answer whose evidence cleared the check only narrowly (Message.Evidence.WEAK;
+# the band: chat/answering/evidence_signals.py).
+WEAK_EVIDENCE_NOTICE = (
+    "The documents may not answer this directly; this is the closest they come. "
+    "Check the sources below."
+)
+WEAK_EVIDENCE_CARD = "The documents may not answer this question directly."  # on each source card
 # pgvector sums in float32: a cosine meant to be 0.35 comes back as 0.3499999. Compare at a
 # resolution the model cannot tell apart anyway, so a threshold of 0.35 admits 0.35.
 SIMILARITY_DECIMALS = 6

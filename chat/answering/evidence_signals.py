@@ -18,8 +18,13 @@ naming its `Reason`:
 4. **The fitted veto** — a question the first three steps let through is refused
    ("weak-evidence") when `weak_evidence_score` over the features of
    chat/answering/features.py gives log-odds below 0.
+5. **The weak-support band** — a question answered with log-odds below WEAK_SUPPORT_SCORE, or
+   with a passage similarity below `threshold + WEAK_SUPPORT_MARGIN`, is answered with the
+   weak-evidence notice ("weak-support", `docs/product.md §4`): the evidence cleared the check,
+   narrowly. Like the veto, decided only on the full signals (`features` measured).
 
-Both margins and the veto move with the admin's threshold: below it, always a refusal.
+Both margins, the veto and the band move with the admin's threshold (or the knowledge base's
+automatic one, chat/calibration.py): below it, always a refusal.
 `evidence_assess` / `evidence_assess_async` collect the signals lazily (no sentence is
 compared when the threshold applies to the best chunk and it is below; the vocabulary is read
 only when steps 1-2 would answer); `evidence_signals_all` collects all of them for replaying the
@@ -27,7 +32,8 @@ decision; `evidence_outcome` turns a decision into the chunks to answer from or 
 
 Why this rule, its constants, what it measured and the alternatives not taken:
 `docs/decisions/0020-evidence-rule-passage-and-margins.md` (steps 1-3, cost per question) and
-`docs/decisions/0021-evidence-fitted-veto.md` (step 4).
+`docs/decisions/0021-evidence-fitted-veto.md` (step 4),
+`docs/decisions/0034-weak-evidence-notice-band.md` (step 5).
 """
 
 from __future__ import annotations
@@ -72,9 +78,23 @@ WEAK_EVIDENCE_COEFFICIENTS = {
 }
 WEAK_EVIDENCE_INTERCEPT = -1.301  # the fitted intercept (-1.225) less the chosen cut-off (0.075)
 
+# The weak-support band (step 5 of the rule): an answer whose fitted log-odds clear the veto (0)
+# but stay below WEAK_SUPPORT_SCORE, or whose best passage is below threshold +
+# WEAK_SUPPORT_MARGIN, is given with the weak-evidence notice ("weak-support"). Chosen on folds:
+# docs/decisions/0034-weak-evidence-notice-band.md.
+WEAK_SUPPORT_SCORE = 1.0
+WEAK_SUPPORT_MARGIN = 0.17
+
 Reason = Literal[
-    "sufficient", "below-threshold", "no-close-passage", "unknown-terms", "weak-evidence"
+    "sufficient",
+    "weak-support",
+    "below-threshold",
+    "no-close-passage",
+    "unknown-terms",
+    "weak-evidence",
 ]
+# The reasons of an answer: "weak-support" answers with the weak-evidence notice.
+WEAK_SUPPORT: Reason = "weak-support"
 ThresholdOn = Literal["chunk", "passage"]
 # What the chat compares the admin's threshold with: the best passage
 # (docs/decisions/0020-evidence-rule-passage-and-margins.md).
@@ -150,8 +170,14 @@ def evidence_sufficient(
     unknown_specific_terms: Sequence[str] = (),
     threshold_on: ThresholdOn = "chunk",
     features: QuestionFeatures | None = None,
+    band: tuple[float, float] | None = None,
 ) -> tuple[bool, Reason]:
-    """The decision (pure): (True, "sufficient") or (False, the reason to refuse).
+    """The decision (pure): (True, "sufficient"), (True, "weak-support": answer with the
+    weak-evidence notice) or (False, the reason to refuse).
+
+    `band`: the weak-support band's (log-odds edge, passage margin), by default
+    (WEAK_SUPPORT_SCORE, WEAK_SUPPORT_MARGIN); other values replay the decision at other edges
+    (`manage.py evaluate --calibrate`).
 
     `best_similarity` is the best retrieved chunk's cosine, `passage_similarity` the best of a
     chunk or a sentence of one (never lower than `best_similarity`; None when no sentence was
@@ -168,16 +194,26 @@ def evidence_sufficient(
         return False, "no-close-passage"
     if unknown_specific_terms and not meets_threshold(passage, threshold + UNKNOWN_TERM_MARGIN):
         return False, "unknown-terms"
-    if features is not None and weak_evidence_score(features, threshold) < 0:
-        return False, "weak-evidence"
+    if features is not None:
+        score = weak_evidence_score(features, threshold)
+        if score < 0:
+            return False, "weak-evidence"
+        band_score, band_margin = band or (WEAK_SUPPORT_SCORE, WEAK_SUPPORT_MARGIN)
+        if score < band_score or not meets_threshold(passage, threshold + band_margin):
+            return True, WEAK_SUPPORT
     return True, "sufficient"
 
 
 def signals_sufficient(
-    signals: EvidenceSignals, *, threshold: float, threshold_on: ThresholdOn = "chunk"
+    signals: EvidenceSignals,
+    *,
+    threshold: float,
+    threshold_on: ThresholdOn = "chunk",
+    band: tuple[float, float] | None = None,
 ) -> tuple[bool, Reason]:
     """`evidence_sufficient` on collected signals."""
     return evidence_sufficient(
+        band=band,
         best_similarity=signals.best_similarity,
         threshold=threshold,
         passage_similarity=signals.passage_similarity,

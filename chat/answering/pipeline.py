@@ -35,10 +35,12 @@ Then the events, in order (`docs/product.md §6`; `data` shown):
   assistant message with status `refused`;
 - or `answer_start {conversation_id, message_id, reply_to, title, is_private, search_query}` →
   `answer_delta {text}` (one or more; joined they are the answer's content, each sentence
-  followed by its marker " [n]") → `sources {message_id, citations: [{n, chunk_id,
+  followed by its marker " [n]") → `sources {message_id, evidence, citations: [{n, chunk_id,
   document_id, title, page, section, url, excerpt, text, similarity, stale}],
-  searched_document}` → `answer_end {message_id, status}`. `searched_document` `{id, title}`:
-  the question named a document the asker may read and the answer was found in it alone
+  searched_document}` → `answer_end {message_id, status}`. `evidence` is "weak" when the
+  evidence check answered from weak support (the page shows a notice, `docs/product.md §4`),
+  else "strong"; also `Message.evidence`. `searched_document` `{id, title}`: the question
+  named a document the asker may read and the answer was found in it alone
   (chat/answering/named_documents.py; also stored on the message); null otherwise.
 - `error {code, message}` — last, when answering failed after it started (status `error`):
   `upstream-unavailable` when the language model could not answer (before `answer_start` when
@@ -78,7 +80,8 @@ from django.db import InterfaceError, OperationalError
 from chat import services
 from chat.answering.answerers import Answerer, AnswerFailed, AnswerRequest, ExtractiveAnswerer
 from chat.answering.citations import citation_as_dict
-from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data
+from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, sources_data
+from chat.answering.evidence_signals import WEAK_SUPPORT
 from chat.answering.exchange import exchange_store_or_release, heartbeat_keep, partial_store
 from chat.answering.followups import leans_on_conversation
 from chat.answering.generative import GenerativeAnswerer
@@ -225,6 +228,9 @@ async def answer_stream(
 
         # 7. Store and finish.
         written = exchange.written(complete=True)
+        evidence = Message.Evidence.STRONG
+        if exchange.evidence == WEAK_SUPPORT:
+            evidence = Message.Evidence.WEAK
         if written.notice:
             exchange.warn(written.notice)
             yield exchange.event("warning", {"message": written.notice})
@@ -241,19 +247,19 @@ async def answer_stream(
                 if found.searched_document
                 else None
             ),
+            evidence=evidence,
         )
         if citations is None:
             raise RuntimeError(f"answer {answer_message.pk} was finished by someone else")
         status = Message.Status.COMPLETE
         yield exchange.event(
             "sources",
-            {
-                "message_id": ids["message_id"],
-                "citations": [citation_as_dict(c, stale=False) for c in citations],
-                "searched_document": (
-                    found.searched_document.as_dict() if found.searched_document else None
-                ),
-            },
+            sources_data(
+                ids["message_id"],
+                [citation_as_dict(c, stale=False) for c in citations],
+                str(evidence),
+                found.searched_document.as_dict() if found.searched_document else None,
+            ),
         )
         yield exchange.event("answer_end", {"message_id": ids["message_id"], "status": str(status)})
     except (asyncio.CancelledError, GeneratorExit):

@@ -13,7 +13,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from chat import selectors, services
 from chat.answering.citations import citation_as_dict
 from chat.answering.errors import AnswerError
-from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data
+from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, sources_data
 from chat.answering.named_documents import searched_document_of
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.models import Message
@@ -97,13 +97,12 @@ def stored_answer_events(answer: Message, *, user: UserLike) -> list[Event]:
     events.append(
         Event(
             "sources",
-            {
-                "message_id": ids["message_id"],
-                "citations": citations,
-                "searched_document": searched_document_of(
-                    answer.searched_document_id, answer.searched_document_title
-                ),
-            },
+            sources_data(
+                ids["message_id"],
+                citations,
+                str(answer.evidence),
+                searched_document_of(answer.searched_document_id, answer.searched_document_title),
+            ),
         )
     )
     events.append(
@@ -128,9 +127,7 @@ def _withheld_events(answer: Message, withheld: selectors.Withheld) -> list[Even
     return [
         Event("answer_start", start),
         Event("answer_delta", {"text": withheld.notice}),
-        Event(
-            "sources", {"message_id": ids["message_id"], "citations": [], "searched_document": None}
-        ),
+        Event("sources", sources_data(ids["message_id"], [], "")),
         Event(
             "answer_end",
             {

@@ -91,12 +91,14 @@ Ask a question. The answer streams as **Server-Sent Events** (`text/event-stream
   previous questions ("nightly hotel cap London").
 - `answer_delta` `{text}` — one or more; append them. Each sentence is followed by its
   citation marker ` [n]`.
-- `sources` `{message_id, citations: [{n, chunk_id, document_id, title, page, section, url,
-  excerpt, text, similarity, stale}], searched_document}` — once, after the text: exactly the
-  cited chunks. `searched_document` `{id, title}` when your message named a document you may
-  read ("In the staff handbook, …", "What does the refund policy say …") and the answer was
-  found in it alone; null otherwise (no document named, or the named one did not hold the
-  answer and everything you may read was searched).
+- `sources` `{message_id, evidence, citations: [{n, chunk_id, document_id, title, page,
+  section, url, excerpt, text, similarity, stale}], searched_document}` — once, after the
+  text: exactly the cited chunks. `evidence` is `"weak"` when the evidence cleared the check
+  only narrowly: the documents may not answer the question directly (show the answer with a
+  notice, as the page does); `"strong"` otherwise. `searched_document` `{id, title}` when your
+  message named a document you may read ("In the staff handbook, …", "What does the refund
+  policy say …") and the answer was found in it alone; null otherwise (no document named, or
+  the named one did not hold the answer and everything you may read was searched).
 - `answer_end` `{message_id, status}` — last (`complete`).
 - `error` `{code, message}` — last, if answering failed after it started
   (`upstream-unavailable` when the language model broke off; the partial answer is kept).
@@ -126,7 +128,8 @@ SSE_EXAMPLE = (
     'event: answer_delta\ndata: {"text": "Full-time employees receive 25 days of"}\n\n'
     'event: answer_delta\ndata: {"text": " paid annual leave per calendar year."}\n\n'
     'event: answer_delta\ndata: {"text": " [1]"}\n\n'
-    'event: sources\ndata: {"message_id": "9f1c…", "citations": [{"n": 1, "chunk_id": 12, '
+    'event: sources\ndata: {"message_id": "9f1c…", "evidence": "strong", "citations": [{"n": 1, '
+    '"chunk_id": 12, '
     '"document_id": 3, "title": "Staff handbook", "page": 3, "section": "Leave > Annual '
     'leave", "sheet": null, "cells": null, "ocr_confidence": null, "url": "/documents/3/", '
     '"excerpt": "Full-time '

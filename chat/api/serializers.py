@@ -364,6 +364,11 @@ class MessageSerializer(serializers.Serializer):
         help_text='Answers whose question named a document the reader may read ("In the staff '
         'handbook, …"), found in that document alone: `{id, title}`. Null otherwise.'
     )
+    evidence = serializers.CharField(
+        help_text='Answers: "weak" when the documents may not answer the question directly '
+        '(the answer is shown with a notice), "strong" otherwise. Empty for questions, '
+        "refusals and answers given before it was recorded."
+    )
     created_at = serializers.DateTimeField()
     citations = serializers.SerializerMethodField()
     withheld = serializers.CharField(

@@ -4,7 +4,8 @@ An **exchange** is an assistant message answering a question (`reply_to` set); i
 the answer's `created_at` (stored in the same statement as the question,
 docs/decisions/0048-an-exchange-stored-and-finished-in-one-statement.md), in the server's
 `TIME_ZONE` for days and weeks (weeks start on Monday). Its outcome is its status:
-`complete` is answered, `refused` is refused (the refusal rate is refused / exchanges), anything
+`complete` is answered (`flagged` among them: answered with the weak-evidence notice,
+`Message.evidence` "weak"), `refused` is refused (the refusal rate is refused / exchanges), anything
 else (interrupted, error, streaming) is counted as an exchange only. Time to the first answer
 event is taken over the answered exchanges (a refusal is not an answer). Active users are the
 distinct owners of the conversations asked in (only the owner asks in a conversation).
@@ -167,6 +168,7 @@ class Figures:
     exchanges: int = 0
     answered: int = 0
     refused: int = 0
+    flagged: int = 0  # answered with the weak-evidence notice (docs/product.md §4)
     users: int = 0
     first_event_p50_ms: float | None = None
     first_event_p95_ms: float | None = None
@@ -236,11 +238,11 @@ def _grouped(grouping_sets: str) -> tuple[str, str]:
 
 def _exchanges_sql(*, grouping_sets: str) -> str:
     """The exchanges' figures in one scan, grouped by `grouping_sets` (of `bucket`, `mode`):
-    GROUPING(bucket), GROUPING(mode), bucket, mode, exchanges, answered, refused, users, p50,
-    p95."""
+    GROUPING(bucket), GROUPING(mode), bucket, mode, exchanges, answered, refused, flagged, users,
+    p50, p95."""
     keys, group_by = _grouped(grouping_sets)
     exchanges = _EXCHANGES.format(
-        columns="m.status, m.first_event_ms, c.owner_id",
+        columns="m.status, m.evidence, m.first_event_ms, c.owner_id",
         message=_table(Message),
         join=f"JOIN {_table(Conversation)} c ON c.id = m.conversation_id",
     )
@@ -249,6 +251,7 @@ def _exchanges_sql(*, grouping_sets: str) -> str:
                count(*),
                count(*) FILTER (WHERE status = 'complete'),
                count(*) FILTER (WHERE status = 'refused'),
+               count(*) FILTER (WHERE status = 'complete' AND evidence = 'weak'),
                count(DISTINCT owner_id),
                percentile_cont(0.5) WITHIN GROUP (ORDER BY first_event_ms)
                    FILTER (WHERE status = 'complete'),
@@ -283,11 +286,12 @@ def _figures_grouped(period: Period, grouping_sets: str) -> dict[tuple, Figures]
     with _cursor() as cursor:
         cursor.execute(_exchanges_sql(grouping_sets=grouping_sets), params)
         for by_bucket, by_mode, bucket, mode, *values in cursor.fetchall():
-            exchanges, answered, refused, users, p50, p95 = values
+            exchanges, answered, refused, flagged, users, p50, p95 = values
             figures[(None if by_bucket else bucket, None if by_mode else mode)] = Figures(
                 exchanges=exchanges,
                 answered=answered,
                 refused=refused,
+                flagged=flagged,
                 users=users,
                 first_event_p50_ms=p50,
                 first_event_p95_ms=p95,

@@ -26,6 +26,7 @@ from django.contrib.auth import get_user_model
 
 from chat.answering.evidence_signals import (
     THRESHOLD_ON,
+    WEAK_SUPPORT,
     EvidenceSignals,
     evidence_signals_all,
     signals_sufficient,
@@ -50,6 +51,7 @@ class QuestionResult:
     conversation_id: str = ""
     search_query: str = ""  # what retrieval searched for (the question, or read in context)
     refused: bool = False
+    flagged: bool = False  # answered with the weak-evidence notice (sources `evidence: "weak"`)
     error: str = ""
     content: str = ""
     cited_texts: list[str] = field(default_factory=list)
@@ -113,6 +115,7 @@ async def question_ask(
             result.content += event.data["text"]
         elif event.type == "sources":
             result.cited_texts = [c.get("text") or c["excerpt"] for c in event.data["citations"]]
+            result.flagged = event.data.get("evidence") == "weak"
         elif event.type == "error":
             result.error = event.data.get("code", "error")
     result.total_ms = (time.perf_counter() - started) * 1000
@@ -174,7 +177,8 @@ def _rate(flags: list[bool]) -> float:
 def figures_compute(
     name: str, results: list[QuestionResult], threshold: float | None = None
 ) -> dict[str, Any]:
-    """The figures of ../shared/eval/README.md (fractions 0..1, times in ms)."""
+    """The figures of ../shared/eval/README.md (fractions 0..1, times in ms), and per kind
+    `flagged_rate`: the share of its questions answered with the weak-evidence notice."""
     by_kind: dict[str, list[QuestionResult]] = {}
     for result in results:
         by_kind.setdefault(result.question.kind, []).append(result)
@@ -188,7 +192,7 @@ def figures_compute(
     figures["answerable"] = _answerable_figures(by_kind.get("answerable", []))
     for kind in ("off_kb", "adversarial"):
         group = by_kind.get(kind, [])
-        figures[kind] = {"count": len(group), "refusal_rate": _rate([r.refused for r in group])}
+        figures[kind] = {"count": len(group), **_unanswerable_rates(group)}
     figures["latency_ms"] = latency_figures(results)
     for kind, group in by_kind.items():
         figures.setdefault(kind, {})["latency_ms"] = latency_figures(group)
@@ -203,6 +207,9 @@ def figures_compute(
             "answerable_count": answerable["count"],
             "adversarial_count": len(adversarial),
             "adversarial_refusal_rate": _rate(adversarial),
+            "adversarial_flagged_rate": _rate(
+                [r.flagged for r in followups if r.question.kind == "adversarial"]
+            ),
         }
     return figures
 
@@ -221,6 +228,7 @@ def _answerable_figures(answerable: list[QuestionResult]) -> dict[str, Any]:
             [contains_gold(r.content, r.question.answers) for r in answerable]
         ),
         "false_refusal_rate": _rate([r.refused for r in answerable]),
+        "flagged_rate": _rate([r.flagged for r in answerable]),
         "recall_at_1": _rate([cites_gold(r.retrieved_texts[:1], r) for r in answerable]),
         "recall_at_5": _rate([cites_gold(r.retrieved_texts[:5], r) for r in answerable]),
     }
@@ -244,6 +252,47 @@ def _refused_at(signals: EvidenceSignals | None, threshold: float) -> bool:
         return True
     sufficient, _ = signals_sufficient(signals, threshold=threshold, threshold_on=THRESHOLD_ON)
     return not sufficient
+
+
+# The weak-support bands --calibrate replays: (log-odds edge, passage margin) pairs.
+BAND_GRID = [
+    (score, margin)
+    for score in (0.0, 0.5, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5)
+    for margin in (0.0, 0.10, 0.12, 0.14, 0.15, 0.16, 0.17, 0.18, 0.19, 0.20, 0.22, 0.24)
+]
+
+
+def _flagged_at(signals: EvidenceSignals | None, threshold: float, band: tuple) -> bool:
+    if signals is None:
+        return False
+    _, reason = signals_sufficient(
+        signals, threshold=threshold, threshold_on=THRESHOLD_ON, band=band
+    )
+    return reason == WEAK_SUPPORT
+
+
+def band_calibrate(results: list[QuestionResult], threshold: float) -> list[dict[str, Any]]:
+    """The evidence decision replayed (all its signals, as `dataset_evaluate(signals=True)`
+    collects them) at `threshold` for every weak-support band of BAND_GRID: per band, the share
+    of answerable questions flagged and of the others refused or flagged
+    (docs/decisions/0034-weak-evidence-notice-band.md)."""
+    by_kind: dict[str, list[EvidenceSignals | None]] = {}
+    for result in results:
+        by_kind.setdefault(result.question.kind, []).append(result.signals)
+    rows = []
+    for band in BAND_GRID:
+        row: dict[str, Any] = {"score": band[0], "margin": band[1]}
+        answerable = [_flagged_at(s, threshold, band) for s in by_kind.get("answerable", [])]
+        row["answerable_flagged_rate"] = _rate(answerable)
+        for kind in ("off_kb", "adversarial"):
+            row[f"{kind}_refused_or_flagged_rate"] = _rate(
+                [
+                    _refused_at(s, threshold) or _flagged_at(s, threshold, band)
+                    for s in by_kind.get(kind, [])
+                ]
+            )
+        rows.append(row)
+    return rows
 
 
 def threshold_calibrate(
@@ -272,6 +321,7 @@ def threshold_calibrate(
     refuse_all = [g for g in grid if g["off_kb_refusal_rate"] == 1.0]
     keep = [g for g in grid if g["false_refusal_rate"] <= 0.03]
     report = {
+        "weak_band": band_calibrate(results, current),
         "current": rates(current),
         "refuse_all_off_kb": refuse_all[0] if refuse_all else {"note": "no threshold on the grid"},
         "false_refusals_at_most_3pct": keep[-1] if keep else {"note": "no threshold on the grid"},
@@ -299,10 +349,15 @@ def figures_table(figures: dict[str, Any]) -> str:
         ("answerable", a["count"], "citation accuracy", f"{a['citation_accuracy']:.1%}"),
         ("", "", "answer hit rate", f"{a['answer_hit_rate']:.1%}"),
         ("", "", "false refusals", f"{a['false_refusal_rate']:.1%}"),
+        ("", "", "flagged (weak evidence)", f"{a['flagged_rate']:.1%}"),
         ("", "", "retrieval recall@1", f"{a['recall_at_1']:.1%}"),
         ("", "", "retrieval recall@5", f"{a['recall_at_5']:.1%}"),
         ("off_kb", off["count"], "refusal rate", f"{off['refusal_rate']:.1%}"),
+        ("", "", "flagged (weak evidence)", f"{off['flagged_rate']:.1%}"),
+        ("", "", "refused or flagged", f"{off['refused_or_flagged_rate']:.1%}"),
         ("adversarial", adv["count"], "refusal rate", f"{adv['refusal_rate']:.1%}"),
+        ("", "", "flagged (weak evidence)", f"{adv['flagged_rate']:.1%}"),
+        ("", "", "refused or flagged", f"{adv['refused_or_flagged_rate']:.1%}"),
     ]
     follow = figures.get("followup")
     if follow:
@@ -311,9 +366,11 @@ def figures_table(figures: dict[str, Any]) -> str:
             ("", "", "citation accuracy", f"{follow['citation_accuracy']:.1%}"),
             ("", "", "answer hit rate", f"{follow['answer_hit_rate']:.1%}"),
             ("", "", "false refusals", f"{follow['false_refusal_rate']:.1%}"),
+            ("", "", "flagged (weak evidence)", f"{follow['flagged_rate']:.1%}"),
             ("", "", "retrieval recall@1", f"{follow['recall_at_1']:.1%}"),
             ("", "", "retrieval recall@5", f"{follow['recall_at_5']:.1%}"),
             ("", "", "adversarial refused", f"{follow['adversarial_refusal_rate']:.1%}"),
+            ("", "", "adversarial flagged", f"{follow['adversarial_flagged_rate']:.1%}"),
         ]
     rows += [
         ("all", figures["questions"], "first event p50 / p95", _pair(lat, "first_event")),
@@ -335,7 +392,7 @@ def _pair(latency: dict[str, float], key: str) -> str:
 
 # --- Folds: the knowledge base without some of its articles --------------------------------------
 # Figures where a higher value is better; the others (false refusals, latencies) are worse higher.
-LOWER_IS_BETTER = ("false_refusal_rate", "_p50", "_p95")
+LOWER_IS_BETTER = ("false_refusal_rate", "answerable.flagged_rate", "_p50", "_p95")
 
 
 def folds_assign(dataset: Dataset, folds: int) -> list[list[str]]:
@@ -459,11 +516,17 @@ FOLD_TABLE_ROWS = (
     ("answerable.citation_accuracy", "citation accuracy"),
     ("answerable.answer_hit_rate", "answer hit rate"),
     ("answerable.false_refusal_rate", "false refusals"),
+    ("answerable.flagged_rate", "answerable flagged"),
     ("answerable.recall_at_1", "retrieval recall@1"),
     ("answerable.recall_at_5", "retrieval recall@5"),
     ("off_kb.refusal_rate", "off-KB refused"),
+    ("off_kb.flagged_rate", "off-KB flagged"),
+    ("off_kb.refused_or_flagged_rate", "off-KB refused or flagged"),
     ("held_out.refusal_rate", "left-out articles refused"),
+    ("held_out.flagged_rate", "left-out articles flagged"),
+    ("held_out.refused_or_flagged_rate", "left-out refused or flagged"),
     ("adversarial.refusal_rate", "adversarial refused"),
+    ("adversarial.flagged_rate", "adversarial flagged"),
     ("latency_ms.total_p50", "total p50 (ms)"),
 )
 
@@ -496,11 +559,21 @@ def folds_table(per_fold: list[dict[str, Any]], summary: dict[str, dict[str, flo
 
 
 def held_out_figures(results: list[QuestionResult], original: dict[str, str]) -> dict[str, Any]:
-    """Refusal rate of the questions turned off-KB because their article was left out
-    (`original`: question id → its kind in the dataset)."""
+    """Refusal and flagged rates of the questions turned off-KB because their article was left
+    out (`original`: question id → its kind in the dataset)."""
     group = [
-        r.refused
+        r
         for r in results
         if r.question.kind == "off_kb" and original.get(r.question.id) != "off_kb"
     ]
-    return {"count": len(group), "refusal_rate": _rate(group)}
+    return {"count": len(group), **_unanswerable_rates(group)}
+
+
+def _unanswerable_rates(group: list[QuestionResult]) -> dict[str, float]:
+    """Of questions the documents do not answer: refused, flagged (answered with the
+    weak-evidence notice), and either."""
+    return {
+        "refusal_rate": _rate([r.refused for r in group]),
+        "flagged_rate": _rate([r.flagged for r in group]),
+        "refused_or_flagged_rate": _rate([r.refused or r.flagged for r in group]),
+    }

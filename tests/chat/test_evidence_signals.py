@@ -11,6 +11,7 @@ from chat.answering.evidence_signals import (
     PASSAGE_MARGIN,
     PASSAGE_MAX_SENTENCES,
     UNKNOWN_TERM_MARGIN,
+    WEAK_SUPPORT_MARGIN,
     evidence_assess,
     evidence_assess_async,
     evidence_sufficient,
@@ -271,7 +272,10 @@ def test_unknown_names_refuse_where_the_similarity_alone_would_answer(knowledge_
 
     assert with_name.reason == "unknown-terms"
     assert with_name.signals.unknown_specific_terms == ("Fresno",)
-    assert without_name.reason == "sufficient"
+    # Answered: the passage stands between the margins, short of the weak-support band's
+    # margin, so with the weak-evidence notice (docs/decisions/0034-weak-evidence-notice-band.md).
+    assert (PASSAGE_MARGIN + UNKNOWN_TERM_MARGIN) / 2 < WEAK_SUPPORT_MARGIN
+    assert (without_name.sufficient, without_name.reason) == (True, "weak-support")
 
 
 @pytest.mark.django_db

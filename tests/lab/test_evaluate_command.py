@@ -31,9 +31,12 @@ def test_evaluate_scores_a_tiny_dataset_in_a_throwaway_database(tiny_dataset, tm
     assert answerable["citation_accuracy"] == 1.0
     assert answerable["recall_at_1"] == 1.0
     assert answerable["false_refusal_rate"] == 0.0
+    assert answerable["flagged_rate"] == 0.0
     assert figures["off_kb"] == {
         "count": 1,
         "refusal_rate": 1.0,
+        "flagged_rate": 0.0,
+        "refused_or_flagged_rate": 1.0,
         "latency_ms": figures["off_kb"]["latency_ms"],
     }
     assert set(figures["latency_ms"]) >= {
@@ -203,7 +206,12 @@ def test_evaluate_folds_leave_each_fold_out_and_count_its_questions_off_kb(tiny_
         assert fold["answerable"]["count"] == 1
         assert fold["answerable"]["citation_accuracy"] == 1.0
         assert fold["off_kb"] == {**fold["off_kb"], "count": 2, "refusal_rate": 1.0}
-        assert fold["held_out"] == {"count": 1, "refusal_rate": 1.0}
+        assert fold["held_out"] == {
+            "count": 1,
+            "refusal_rate": 1.0,
+            "flagged_rate": 0.0,
+            "refused_or_flagged_rate": 1.0,
+        }
     assert report["mean"]["answerable.citation_accuracy"] == 1.0
     assert report["worst"]["held_out.refusal_rate"] == 1.0
     table = out.getvalue()
