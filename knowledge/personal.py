@@ -27,7 +27,13 @@ from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django_tasks import task
 
-from knowledge.models import Chunk, Document, Embedding, collection_personal_id
+from knowledge.models import (
+    Chunk,
+    Document,
+    Embedding,
+    PersonalFileSettings,
+    collection_personal_id,
+)
 from knowledge.parsers import UnsupportedFileType, file_type_check
 from knowledge.signals import knowledge_changed_send
 
@@ -83,6 +89,12 @@ def personal_usage(owner: AbstractBaseUser) -> Usage:
 
 
 def personal_file_ttl() -> timedelta:
+    """How long a file uploaded now lives: the admin's *Personal file settings* when set,
+    else PERSONAL_FILE_TTL (seconds, from the environment). Read at each upload, so a change
+    applies to the next one."""
+    hours = PersonalFileSettings.objects.filter(pk=1).values_list("ttl_hours", flat=True).first()
+    if hours:
+        return timedelta(hours=hours)
     return timedelta(seconds=settings.PERSONAL_FILE_TTL)
 
 
@@ -123,9 +135,10 @@ def personal_file_check(*, owner: AbstractBaseUser, name: str, size: int) -> str
 def personal_file_upload(
     *, owner: AbstractBaseUser, upload: UploadedFile, now: datetime | None = None
 ) -> Document:
-    """Store `upload` as a personal file of `owner` (pending), expiring PERSONAL_FILE_TTL
-    after `now`, and queue its reading by the worker (after the admin's uploads) and its purge
-    at expiry, once the transaction commits. Raises `PersonalFileError` (nothing stored)."""
+    """Store `upload` as a personal file of `owner` (pending), expiring `personal_file_ttl()`
+    (the value in force now) after `now`, and queue its reading by the worker (after the
+    admin's uploads) and its purge at expiry, once the transaction commits.
+    Raises `PersonalFileError` (nothing stored)."""
     name = Path(upload.name or "file").name[:200] or "file"
     media_type = personal_file_check(owner=owner, name=name, size=upload.size)
     key = uuid.uuid4().hex
