@@ -83,6 +83,14 @@ def personal_file_get(*, owner: AbstractBaseUser, file_id: int) -> Document | No
     return Document.objects.filter(pk=file_id, owner=owner).first()
 
 
+def personal_file_state(document: Document) -> str:
+    """What the owner sees of a file's progress: `pending`, `processing`, `ready`, `failed`,
+    `expired` (its time is up, or it was removed: its text is gone)."""
+    if document.purged_at is not None or document.is_expired:
+        return "expired"
+    return document.status
+
+
 def personal_usage(owner: AbstractBaseUser) -> Usage:
     totals = personal_files_of(owner).aggregate(files=Count("pk"), bytes=Sum("size"))
     return Usage(files=totals["files"], bytes=totals["bytes"] or 0)

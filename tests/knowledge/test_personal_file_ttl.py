@@ -1,4 +1,4 @@
-"""A personal file's time to live (docs/decisions/0082-personal-file-progress-ttl-and-priority.md):
+"""A personal file's time to live (docs/decisions/0083-personal-file-ttl-in-the-admin.md):
 the environment's PERSONAL_FILE_TTL unless the admin's *Personal file settings* set one; a change
 in the admin applies to the next upload, in the same process, and the file is purged at the
 expiry it got."""
