@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+from django.conf import settings
 from django.core.management.base import CommandError
 from django_tasks_db.management.commands.db_worker import Command as DbWorkerCommand
 
@@ -12,7 +15,8 @@ class Command(DbWorkerCommand):
     help = (
         "Run the background ingestion worker (django-tasks' database worker, same options). "
         "A database outage makes it wait and retry with backoff instead of exiting; tasks it "
-        "was running then are queued again."
+        "was running then are queued again. It runs at a lower CPU priority "
+        "(INGEST_WORKER_NICE) than the web processes."
     )
 
     def handle(
@@ -30,6 +34,12 @@ class Command(DbWorkerCommand):
         **options,
     ) -> None:
         self.configure_logging(verbosity)
+        if not 0 <= settings.INGEST_WORKER_NICE <= 19:
+            raise CommandError("INGEST_WORKER_NICE must be between 0 and 19.")
+        if settings.INGEST_WORKER_NICE:
+            # Reading documents yields the CPU to the web processes answering questions
+            # (docs/decisions/0084-reading-files-does-not-starve-answering.md).
+            os.nice(settings.INGEST_WORKER_NICE)
         queue_names = queue_name.split(",")
         excluded = exclude_queues.split(",") if exclude_queues else []
         if excluded and "*" not in queue_names:
