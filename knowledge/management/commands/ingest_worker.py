@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 
 from django.conf import settings
 from django.core.management.base import CommandError
 from django_tasks_db.management.commands.db_worker import Command as DbWorkerCommand
 
+from knowledge.embedding import embedding_warm_up
 from knowledge.worker import ResilientWorker
+
+logger = logging.getLogger(__name__)
 
 
 class Command(DbWorkerCommand):
@@ -44,6 +49,11 @@ class Command(DbWorkerCommand):
         excluded = exclude_queues.split(",") if exclude_queues else []
         if excluded and "*" not in queue_names:
             raise CommandError("--exclude-queues can only be used with --queue-name=*")
+        if not batch:
+            # The model is loaded while the worker waits for its first task, not by that task
+            # (a user's first file would wait for it); the model lock makes a task that comes
+            # first wait for this load instead of loading it again.
+            threading.Thread(target=_warm_up, name="embedding-warm-up", daemon=True).start()
         worker = ResilientWorker(
             queue_names=queue_names,
             interval=interval,
@@ -56,3 +66,10 @@ class Command(DbWorkerCommand):
         )
         worker.configure_signals()  # no autoreload: a worker restarted mid-task loses it
         worker.run()
+
+
+def _warm_up() -> None:
+    try:
+        embedding_warm_up()
+    except Exception:  # the first task loads it again and reports the error on its document
+        logger.exception("Warming up the embedding model failed")
