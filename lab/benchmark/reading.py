@@ -23,7 +23,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from knowledge.models import Document
 from lab.benchmark.personal_files import pdf_of
 
-STARTED_TIMEOUT = 180.0  # the worker loads its model before it reads the first file
+STARTED_TIMEOUT = 600.0  # the worker (niced) loads its model before it reads the first file
 
 
 @dataclass
