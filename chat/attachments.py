@@ -115,11 +115,3 @@ def personal_file_remove(*, owner: AbstractBaseUser, file_id: int) -> None:
     if document is None or document.purged_at is not None:
         raise AnswerError.not_found("There is no file with this id.")
     personal_file_purge(document)
-
-
-def personal_file_state(document: Document) -> str:
-    """What the owner sees of a file's progress: `pending`, `processing`, `ready`, `failed`,
-    `expired` (its time is up, or it was removed: its text is gone)."""
-    if document.purged_at is not None or document.is_expired:
-        return "expired"
-    return document.status

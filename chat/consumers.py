@@ -2,11 +2,13 @@
 
 One socket per open conversation (`/ws/chat/<conversation id>/`). The page's composer sends
 JSON (`{"action": "send", "message", "message_id", "top_k", "document_ids", "is_private"}`,
-or `stop`, `regenerate`, `retry`); the consumer answers with HTML fragments the htmx
-WebSocket extension swaps in out of band: the question's bubble, the answer's bubble with a
-typing indicator, the sidebar's list with the conversation moved to the top of its group,
-each piece of the answer (escaped) appended to it, the sources, then the answer rendered whole
-from the database (the very partial a reload uses).
+or `stop`, `regenerate`, `retry`; or `files` with `file_ids`: the personal files the page
+waits for, each sent as its chip once read,
+docs/decisions/0082-personal-file-progress-over-the-socket.md); the consumer answers with HTML
+fragments the htmx WebSocket extension swaps in out of band: the question's bubble, the
+answer's bubble with a typing indicator, the sidebar's list with the conversation moved to the
+top of its group, each piece of the answer (escaped) appended to it, the sources, then the
+answer rendered whole from the database (the very partial a reload uses).
 
 Generation runs in its own task, so Stop and a disconnect can cancel it; the pipeline then
 stores the part already streamed as `interrupted`. An answer runs in the process that holds
@@ -62,6 +64,11 @@ from chat.selectors import (
     exchange_stored,
     message_answer_with_citations,
 )
+from knowledge.personal_progress import (
+    personal_file_changes,
+    personal_files_followable,
+    personal_files_settled,
+)
 from pages.client_input import client_int
 
 logger = logging.getLogger(__name__)
@@ -78,6 +85,10 @@ IN_FLIGHT_RENEW_SECONDS = 10
 # this many seconds: further Stop frames meanwhile cost no query
 # (docs/decisions/0106-stuck-states-and-stop-frames.md).
 STOP_LOOKUP_SECONDS = 1.0
+# A socket following files being read looks at them all again after this many seconds without
+# an announcement, and retries listening this long after the database failed.
+FILES_RECHECK_SECONDS = 30.0
+FILES_RETRY_SECONDS = 2.0
 FAILED_MESSAGE = "Something went wrong while answering. Please try again."
 
 
@@ -115,6 +126,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.exchange: _Exchange | None = None
         self.access: str | None = None
         self.stop_looked_up = -STOP_LOOKUP_SECONDS  # monotonic time of the last holder lookup
+        self.followed: set[int] = set()  # the owner's files being read, whose end is sent
+        self.following: asyncio.Task | None = None
+        self.listening = asyncio.Event()
         # Accept first, then close with a code: the browser sees why and does not reconnect.
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
@@ -139,6 +153,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         await self._cancel()
+        if self.following is not None:
+            self.following.cancel()
+            await asyncio.gather(self.following, return_exceptions=True)
 
     # --- Client messages ------------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -154,6 +171,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         action = payload.get("action", "send")
         if action == "stop":
             await self._stop()
+            return
+        if action == "files":
+            await self._follow(payload.get("file_ids"))
             return
         if action not in {"send", "regenerate", "retry"}:
             await self.send(fragments.notice_html(f"Unknown action: {str(action)[:40]}."))
@@ -525,6 +545,60 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         if holder and holder != self.channel_name:
             await self.channel_layer.send(holder, {"type": "chat.stop"})
+
+    # --- Personal files being read -----------------------------------------------------------
+    async def _follow(self, file_ids: object) -> None:
+        """Follow the page's files being read (`{"action": "files", "file_ids": [...]}`): each
+        of them that is this user's own (the one read rule) is sent as its chip once its
+        reading ends (ready, failed, expired), as the worker announces it
+        (knowledge/personal_progress.py); anything else is ignored, silently."""
+        if not isinstance(file_ids, list):
+            return
+        ids = {v for v in file_ids if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+        followable = await database_sync_to_async(personal_files_followable)(
+            user=self.user, file_ids=ids
+        )
+        new = set(followable) - self.followed
+        if not new:
+            return
+        self.followed |= new
+        if self.following is None or self.following.done():
+            self.listening.clear()
+            self.following = asyncio.create_task(self._follow_files())
+        elif self.listening.is_set():  # else the listener reads them once it listens
+            await self._send_settled(new)
+
+    async def _follow_files(self) -> None:
+        """Listen for the followed files' changes until none is left to follow; a database
+        that cannot be reached is tried again (FILES_RETRY_SECONDS) while some are."""
+        while self.followed:
+            try:
+                async with personal_file_changes() as changes:
+                    self.listening.set()
+                    await self._send_settled(set(self.followed))
+                    while self.followed:
+                        changed = await changes.next(timeout=FILES_RECHECK_SECONDS)
+                        # Nothing announced for a while: look at them all again.
+                        ids = (changed & self.followed) if changed else set(self.followed)
+                        if ids:
+                            await self._send_settled(ids)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("Following personal files failed; trying again", exc_info=True)
+                self.listening.clear()
+                await asyncio.sleep(FILES_RETRY_SECONDS)
+        self.listening.clear()
+
+    async def _send_settled(self, file_ids: set[int]) -> None:
+        settled = await database_sync_to_async(personal_files_settled)(
+            user=self.user, file_ids=file_ids
+        )
+        settled = [d for d in settled if d.pk in self.followed]
+        if not settled:
+            return
+        self.followed -= {d.pk for d in settled}
+        await self.send("".join(fragments.file_chip_html(d) for d in settled))
 
     async def chat_stop(self, event: dict[str, Any]) -> None:
         """A Stop routed from another socket of the owner (`_stop_elsewhere`): the running

@@ -14,6 +14,7 @@ from django.utils.html import format_html
 
 from chat.models import Conversation, Message
 from chat.presenters import MessageView
+from knowledge.models import Document
 from pages import sidebar_context
 
 
@@ -145,3 +146,9 @@ def conversation_renamed_html(
         html += conversation_title_html(conversation, user=user, oob=True, focus=place == "header")
     focus_id = str(conversation.pk) if place == "sidebar" else ""
     return html + conversation_list_html(user, active_id=shown_id, focus_id=focus_id)
+
+
+def file_chip_html(document: Document) -> str:
+    """A personal file's chip in the composer, its state as now, replacing the one shown
+    (`#file-<id>`, out of band): what its owner's socket sends when its reading ends."""
+    return render_to_string("chat/partials/attachment_chip.html", {"file": document, "oob": True})

@@ -344,6 +344,9 @@ TASKS = {
         "BACKEND": os.environ.get("TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
     }
 }
+# The ingestion worker (`manage.py ingest_worker`) raises its CPU niceness by this much (0-19;
+# 0 leaves it as started), so that reading documents yields the CPU to answering.
+INGEST_WORKER_NICE = int(os.environ.get("INGEST_WORKER_NICE", "10"))
 # Seconds between two looks of the ingestion worker for watched folders due for a re-scan
 # (knowledge/worker.py); each folder's own interval is set in the admin.
 SYNC_POLL_SECONDS = float(os.environ.get("SYNC_POLL_SECONDS", "30"))

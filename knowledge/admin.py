@@ -35,7 +35,15 @@ from django.views.decorators.csrf import csrf_protect
 
 from knowledge.access import collections_readable, documents_readable_filter
 from knowledge.collections import collection_default, documents_move
-from knowledge.models import Chunk, Collection, Document, PersonalFile, SyncRun, WatchedFolder
+from knowledge.models import (
+    Chunk,
+    Collection,
+    Document,
+    PersonalFile,
+    PersonalFileSettings,
+    SyncRun,
+    WatchedFolder,
+)
 from knowledge.parsers import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
 from knowledge.parsers.ocr import ocr_summary
 from knowledge.selectors import document_is_stalled, documents_in_progress
@@ -796,3 +804,35 @@ class PersonalFileAdmin(admin.ModelAdmin):
     @admin.display(description="Size", ordering="size")
     def size_label(self, obj: PersonalFile) -> str:
         return filesizeformat(obj.size)
+
+
+@admin.register(PersonalFileSettings)
+class PersonalFileSettingsAdmin(admin.ModelAdmin):
+    """A single row: the list page opens it directly; it shows the value in force."""
+
+    fields = ("ttl_hours", "in_force", "updated_at")
+    readonly_fields = ("in_force", "updated_at")
+
+    @admin.display(description="In force")
+    def in_force(self, obj: PersonalFileSettings) -> str:
+        from knowledge.personal import personal_file_ttl
+
+        hours = personal_file_ttl().total_seconds() / 3600
+        source = "set here" if obj.ttl_hours else "from PERSONAL_FILE_TTL"
+        return f"{hours:g} hours ({source})"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponseRedirect:
+        row, _ = PersonalFileSettings.objects.get_or_create(pk=1)
+        return HttpResponseRedirect(
+            reverse("admin:knowledge_personalfilesettings_change", args=[row.pk])
+        )
+
+    def response_change(self, request: HttpRequest, obj: PersonalFileSettings):
+        self.message_user(request, "Personal file settings saved.")
+        return HttpResponseRedirect(request.path)

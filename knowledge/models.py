@@ -429,3 +429,26 @@ class PersonalFile(Document):
     class Meta:
         proxy = True
         verbose_name = "personal file"
+
+
+class PersonalFileSettings(models.Model):
+    """The single row of personal-file settings, edited in the admin; an empty value leaves
+    the environment's (config/settings.py) in force."""
+
+    ttl_hours = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(24 * 365)],
+        verbose_name="Time to live (hours)",
+        help_text="How long a personal file is kept after its upload before it is purged. "
+        "Empty: the PERSONAL_FILE_TTL environment variable (24 hours unless set). Applies to "
+        "files uploaded from now on.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "personal file settings"
+        verbose_name_plural = "personal file settings"
+
+    def __str__(self) -> str:
+        return "Personal file settings"

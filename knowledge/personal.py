@@ -27,7 +27,13 @@ from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django_tasks import task
 
-from knowledge.models import Chunk, Document, Embedding, collection_personal_id
+from knowledge.models import (
+    Chunk,
+    Document,
+    Embedding,
+    PersonalFileSettings,
+    collection_personal_id,
+)
 from knowledge.parsers import UnsupportedFileType, file_type_check
 from knowledge.signals import knowledge_changed_send
 
@@ -77,12 +83,26 @@ def personal_file_get(*, owner: AbstractBaseUser, file_id: int) -> Document | No
     return Document.objects.filter(pk=file_id, owner=owner).first()
 
 
+def personal_file_state(document: Document) -> str:
+    """What the owner sees of a file's progress: `pending`, `processing`, `ready`, `failed`,
+    `expired` (its time is up, or it was removed: its text is gone)."""
+    if document.purged_at is not None or document.is_expired:
+        return "expired"
+    return document.status
+
+
 def personal_usage(owner: AbstractBaseUser) -> Usage:
     totals = personal_files_of(owner).aggregate(files=Count("pk"), bytes=Sum("size"))
     return Usage(files=totals["files"], bytes=totals["bytes"] or 0)
 
 
 def personal_file_ttl() -> timedelta:
+    """How long a file uploaded now lives: the admin's *Personal file settings* when set,
+    else PERSONAL_FILE_TTL (seconds, from the environment). Read at each upload, so a change
+    applies to the next one."""
+    hours = PersonalFileSettings.objects.filter(pk=1).values_list("ttl_hours", flat=True).first()
+    if hours:
+        return timedelta(hours=hours)
     return timedelta(seconds=settings.PERSONAL_FILE_TTL)
 
 
@@ -123,9 +143,10 @@ def personal_file_check(*, owner: AbstractBaseUser, name: str, size: int) -> str
 def personal_file_upload(
     *, owner: AbstractBaseUser, upload: UploadedFile, now: datetime | None = None
 ) -> Document:
-    """Store `upload` as a personal file of `owner` (pending), expiring PERSONAL_FILE_TTL
-    after `now`, and queue its reading by the worker (after the admin's uploads) and its purge
-    at expiry, once the transaction commits. Raises `PersonalFileError` (nothing stored)."""
+    """Store `upload` as a personal file of `owner` (pending), expiring `personal_file_ttl()`
+    (the value in force now) after `now`, and queue its reading by the worker (after the
+    admin's uploads) and its purge at expiry, once the transaction commits.
+    Raises `PersonalFileError` (nothing stored)."""
     name = Path(upload.name or "file").name[:200] or "file"
     media_type = personal_file_check(owner=owner, name=name, size=upload.size)
     key = uuid.uuid4().hex

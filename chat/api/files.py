@@ -14,9 +14,9 @@ from chat.answering.errors import AnswerError
 from chat.api.errors import error_response
 from chat.api.schema import error_responses
 from chat.api.serializers import PresentUUIDField
-from chat.attachments import personal_file_add, personal_file_remove, personal_file_state
+from chat.attachments import personal_file_add, personal_file_remove
 from knowledge.models import Document
-from knowledge.personal import PersonalFileError, personal_file_get
+from knowledge.personal import PersonalFileError, personal_file_get, personal_file_state
 from pages.client_input import client_int
 
 

@@ -47,13 +47,15 @@ def vectors_known(keys: list[VectorKey]) -> dict[VectorKey, Any]:
 
 
 def texts_embed(missing: dict[Any, str]) -> dict[Any, Any]:
-    """Vectors for the given model inputs, in one call of the model."""
+    """Vectors for the given model inputs, in one call of the model; a text given under
+    several keys (a chunk without a heading that is also one answerable sentence) is embedded
+    once and its vector given to each (docs/decisions/0085-personal-file-reading-time.md)."""
     if not missing:
         return {}
-    vectors = embedding.embed_texts(
-        list(missing.values()), batch_size=settings.EMBEDDING_BATCH_SIZE
-    )
-    return dict(zip(missing, vectors, strict=True))
+    texts = list(dict.fromkeys(missing.values()))
+    vectors = embedding.embed_texts(texts, batch_size=settings.EMBEDDING_BATCH_SIZE)
+    by_text = dict(zip(texts, vectors, strict=True))
+    return {key: by_text[text] for key, text in missing.items()}
 
 
 def sentences_missing(chunks: Iterable[tuple[str, bool]]) -> dict[str, str]:

@@ -200,6 +200,25 @@ def report_text(figures: dict[str, Any]) -> str:
             ]
         )
 
+    if figures.get("while_reading"):
+        reading = figures["while_reading"]
+        lines += [
+            "",
+            f"Answers while files are read: {reading['files']} personal files of "
+            f"{reading['pages']} pages read by an ingestion worker process (niceness "
+            f"+{reading['worker_nice']}) vs. none, WebSocket, {reading['rounds']} rounds of each "
+            f"in turns; load {reading['load_average_start']} → {reading['load_average_end']}",
+        ]
+        rows = [("clients", "first event idle p50 / p95", "while reading p50 / p95", "p95 ratio")]
+        for concurrency, per in reading["first_event_ms"].items():
+            rows.append((concurrency, _pair(per["idle"]), _pair(per["reading"]), per["p95_ratio"]))
+        lines += _table(rows)
+        lines.append(
+            f"  Files still unread at the end of each reading run: {reading['unread_at_end']} "
+            "(0: the reading ended before the run did); errors: "
+            f"{reading['errors']}."
+        )
+
     if figures.get("process_comparison"):
         lines += [
             "",

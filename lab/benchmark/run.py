@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from tqdm import tqdm
@@ -46,6 +47,7 @@ from lab.benchmark.corpus import (
     question_vectors,
     retrieval_measure,
 )
+from lab.benchmark.reading import files_being_read
 from lab.benchmark.server import (
     RunningServer,
     database_server_pid,
@@ -58,6 +60,9 @@ from lab.evaluation.dataset import Dataset
 from lab.evaluation.isolated import database_url, isolated_database
 
 TRANSPORTS = ("ws", "sse")
+# --while-reading: rounds of (idle, reading) measurements and pages of each file read.
+READING_ROUNDS = 2
+READING_PAGES = 20
 # The rate limit is raised in the server's environment so that it never refuses a benchmark
 # question; the check itself still runs on every request.
 SERVER_RATE_LIMIT = "1000000/m"
@@ -77,6 +82,9 @@ class BenchOptions:
     compare_processes: tuple[int, ...] = ()
     compare_rounds: int = 2
     retrieval_only: bool = False  # ingestion, retrieval and the collections case; no server
+    # Also measure the first answer event without and with this many files being read by a
+    # worker process (--while-reading; 0: not measured)
+    while_reading: int = 0
 
 
 # Asked once per transport before measuring: not one of the measured questions.
@@ -169,6 +177,15 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
                 say=say,
             )
         )
+        if options.while_reading:
+            reading_runs = READING_ROUNDS * 2 * len(options.concurrency)
+            reading_pool = questions_sample(dataset, options.questions * reading_runs)
+            figures["while_reading"] = _reading_step(
+                clients=clients,
+                samples=[reading_pool[run::reading_runs] for run in range(reading_runs)],
+                options=options,
+                say=say,
+            )
         if options.compare_processes:
             figures["process_comparison"] = _processes_compare(
                 clients=clients, samples=[pool[run::runs] for run in range(runs)], options=options
@@ -225,6 +242,101 @@ def _processes_compare(
     finally:
         database_sessions_end()
     return results
+
+
+def _reading_step(
+    *,
+    clients: list[bench_clients.Client],
+    samples: list[list[str]],
+    options: BenchOptions,
+    say: Say,
+) -> dict[str, Any]:
+    """The first answer event over the WebSocket at each concurrency, with no file being read
+    ("idle") and with `options.while_reading` files being read by a worker process
+    ("reading"), in READING_ROUNDS rounds of both (idle first, then reading first, and so on,
+    so that the machine's changing load falls on each alike); each condition's p50/p95 over
+    its rounds, and reading p95 / idle p95. `samples`: questions for each measured run."""
+    started_load = _load_average()
+    runs = iter(samples)
+    times: dict[str, dict[str, list[float]]] = {
+        str(c): {"idle": [], "reading": []} for c in options.concurrency
+    }
+    unread_at_end: list[int] = []
+    errors = 0
+
+    def measure(server: RunningServer, condition: str) -> None:
+        nonlocal errors
+        for concurrency in options.concurrency:
+            assigned = questions_per_client(next(runs), concurrency)
+            asked = sum(len(own) for own in assigned)
+            with _bar(asked, f"ws × {concurrency} clients, {condition}", "q") as bar:
+                exchanges = asyncio.run(
+                    bench_clients.load_run(
+                        server,
+                        transport="ws",
+                        clients=clients[1 : concurrency + 1],
+                        questions=assigned,
+                        done=lambda bar=bar: bar.update(1),
+                    )
+                )
+            server.check_alive()
+            errors += sum(e.outcome == "error" for e in exchanges)
+            times[str(concurrency)][condition] += [
+                e.first_ms for e in exchanges if e.outcome != "error" and e.first_ms is not None
+            ]
+
+    try:
+        with server_running(
+            database_url=database_url(),
+            env={"CHAT_RATE_LIMIT": SERVER_RATE_LIMIT, "CHAT_FLOOD_MIN_INTERVAL": "0"},
+            processes=options.web_processes,
+        ) as server:
+            for _ in range(2 * options.web_processes):
+                asyncio.run(
+                    bench_clients.load_run(
+                        server, transport="ws", clients=clients[:1], questions=[[WARM_UP_QUESTION]]
+                    )
+                )
+            for round_ in range(READING_ROUNDS):
+                for condition in ("idle", "reading") if round_ % 2 == 0 else ("reading", "idle"):
+                    if condition == "idle":
+                        measure(server, condition)
+                        continue
+                    say(f"Queuing {options.while_reading} files of {READING_PAGES} pages…")
+                    with files_being_read(
+                        database_url=database_url(),
+                        files=options.while_reading,
+                        pages=READING_PAGES,
+                    ) as reading:
+                        measure(server, condition)
+                        unread_at_end.append(reading.unread())
+    finally:
+        database_sessions_end()
+    by_concurrency: dict[str, Any] = {}
+    for concurrency, conditions in times.items():
+        idle, loaded = latency_summary(conditions["idle"]), latency_summary(conditions["reading"])
+        by_concurrency[concurrency] = {
+            "idle": {"p50": idle["p50"], "p95": idle["p95"], "answers": len(conditions["idle"])},
+            "reading": {
+                "p50": loaded["p50"],
+                "p95": loaded["p95"],
+                "answers": len(conditions["reading"]),
+            },
+            "p95_ratio": round(loaded["p95"] / idle["p95"], 2) if idle["p95"] else None,
+        }
+    return {
+        "files": options.while_reading,
+        "pages": READING_PAGES,
+        "rounds": READING_ROUNDS,
+        "worker_nice": settings.INGEST_WORKER_NICE,
+        "first_event_ms": by_concurrency,
+        # Files still unread when each reading run ended: 0 means the reading did not last
+        # the whole run (more files are needed).
+        "unread_at_end": unread_at_end,
+        "errors": errors,
+        "load_average_start": started_load,
+        "load_average_end": _load_average(),
+    }
 
 
 def _errors(counts: dict[str, dict[str, Any]]) -> int:

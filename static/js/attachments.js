@@ -1,11 +1,12 @@
 /* Personal files in the composer (docs/decisions/0081-personal-files.md): the paperclip and
-   drag-and-drop upload each file to POST /api/files, a chip per file follows its progress
-   (uploading → reading → ready, or the error) and carries, once ready, a hidden file_ids input
-   the chat payload sends; a question sent while a file is still being read waits for it. */
+   drag-and-drop upload each file to POST /api/files, a chip per file shows its progress:
+   uploading (the request), then reading → ready, or the error, sent by the conversation's
+   socket once told which files the page waits for ({"action": "files", "file_ids": [...]},
+   docs/decisions/0082-personal-file-progress-over-the-socket.md). A ready chip carries a
+   hidden file_ids input the chat payload sends; a question sent while a file is still being
+   read waits for it. */
 (function () {
   "use strict";
-
-  var POLL_MS = 700;
 
   function list() {
     return document.getElementById("attachments");
@@ -71,28 +72,24 @@
     if (status === "ready" || status === "failed" || status === "expired") resumeWaiting();
   }
 
-  function follow(chip) {
-    var id = chip.getAttribute("data-file-id");
-    fetch("/api/files/" + id, { credentials: "same-origin" })
-      .then(function (response) {
-        return response.json();
-      })
-      .then(function (file) {
-        if (file.status === "ready") setState(chip, "ready", "ready");
-        else if (file.status === "failed") setState(chip, "failed", file.error || "could not be read");
-        else if (file.status === "expired") setState(chip, "expired", "expired");
-        else {
-          setState(chip, "reading", "reading…");
-          window.setTimeout(function () {
-            follow(chip);
-          }, POLL_MS);
-        }
-      })
-      .catch(function () {
-        window.setTimeout(function () {
-          follow(chip);
-        }, POLL_MS * 3);
-      });
+  // The page's socket (htmx-ext-ws): told which files are being read, it sends each one's chip
+  // once read (ready or the error), as the worker announces it.
+  var socket = null;
+
+  function readingIds() {
+    var root = list();
+    if (!root) return [];
+    return Array.prototype.map.call(
+      root.querySelectorAll('[data-file-status="reading"][data-file-id]'),
+      function (chip) {
+        return parseInt(chip.getAttribute("data-file-id"), 10);
+      }
+    );
+  }
+
+  function follow() {
+    var ids = readingIds();
+    if (socket && ids.length) socket.send(JSON.stringify({ action: "files", file_ids: ids }));
   }
 
   function upload(file) {
@@ -120,8 +117,9 @@
           return;
         }
         chip.setAttribute("data-file-id", result.json.id);
+        chip.id = "file-" + result.json.id;
         setState(chip, "reading", "reading…");
-        follow(chip);
+        follow();
       })
       .catch(function () {
         setState(chip, "failed", "The upload failed; try again.");
@@ -170,6 +168,20 @@
     true
   );
 
+  document.addEventListener("htmx:wsOpen", function (event) {
+    socket = event.detail.socketWrapper;
+    follow(); // again after a reconnection: what was read meanwhile is sent at once
+  });
+
+  document.addEventListener("htmx:wsClose", function () {
+    socket = null;
+  });
+
+  // A chip swapped in by the socket (its reading is over) may free a waiting question.
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    resumeWaiting();
+  });
+
   document.addEventListener("change", function (event) {
     if (event.target && event.target.id === "attach-input") {
       uploadAll(event.target.files);
@@ -209,7 +221,6 @@
     if (!root) return;
     root.querySelectorAll('[data-file-status="pending"], [data-file-status="processing"]').forEach(function (chip) {
       chip.setAttribute("data-file-status", "reading");
-      follow(chip);
     });
     root.querySelectorAll('[data-file-status="ready"]').forEach(function (chip) {
       setState(chip, "ready", "ready");

@@ -129,6 +129,8 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
         (["--compare-rounds", "0"], "--compare-rounds must be between 1"),
         (["--dataset", "/nonexistent/eval.json"], "Cannot read /nonexistent/eval.json"),
         (["--json", "/nonexistent/folder/out.json"], "no such folder"),
+        (["--while-reading", "21"], "--while-reading must be between 0 and 20"),
+        (["--while-reading", "2", "--retrieval-only"], "not with --retrieval-only"),
     ],
 )
 def test_bench_refuses_bad_options_with_a_clear_error(arguments, message):
@@ -187,4 +189,48 @@ def test_bench_retrieval_only_measures_the_collections_case_without_a_server(
     assert case["own_questions"] >= 1
     assert case["recall_at_5_restricted"] >= case["recall_at_5_unrestricted"]
     assert "Collections: the corpus in 20 collections" in out.getvalue()
+    assert f"sourced_bench_{os.getpid()}" not in databases()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_bench_while_reading_measures_answers_without_and_with_files_being_read(
+    tiny_dataset, tmp_path
+):
+    """docs/decisions/0084-reading-files-does-not-starve-answering.md: the first answer event
+    without and with personal files read by a real worker process, both p95s and the ratio."""
+    json_path = tmp_path / "bench.json"
+    out = StringIO()
+
+    call_command(
+        "bench",
+        "--dataset",
+        str(tiny_dataset),
+        "--chunks",
+        "200",
+        "--concurrency",
+        "1",
+        "--questions",
+        "2",
+        "--while-reading",
+        "1",
+        "--json",
+        str(json_path),
+        stdout=out,
+        stderr=StringIO(),
+    )
+
+    figures = json.loads(json_path.read_text())
+    print(out.getvalue())
+    reading = figures["while_reading"]
+    assert (reading["files"], reading["pages"], reading["rounds"]) == (1, 20, 2)
+    per = reading["first_event_ms"]["1"]
+    # Two rounds of each condition, 2 questions each, all answered or refused.
+    assert per["idle"]["answers"] == 4 and per["reading"]["answers"] == 4
+    assert per["idle"]["p95"] > 0 and per["reading"]["p95"] > 0
+    assert per["p95_ratio"] == round(per["reading"]["p95"] / per["idle"]["p95"], 2)
+    assert reading["errors"] == 0
+    assert len(reading["unread_at_end"]) == 2
+    assert reading["worker_nice"] == 10
+    assert "Answers while files are read" in out.getvalue()
     assert f"sourced_bench_{os.getpid()}" not in databases()

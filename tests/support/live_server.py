@@ -95,3 +95,34 @@ def database_url_of(settings_dict: dict) -> str:
         return f"postgresql://{auth}@/{name}?host={quote(host)}{port}"
     port = f":{settings_dict['PORT']}" if settings_dict.get("PORT") else ""
     return f"postgresql://{auth}@{host}{port}/{name}"
+
+
+@contextmanager
+def ingest_worker(
+    database_url: str, *, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen]:
+    """Run `manage.py ingest_worker` (the database task backend) on `database_url` until the
+    block ends; its output goes to test-artifacts/ingest-worker-<pid>.log."""
+    environment = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "TASKS_BACKEND": "django_tasks_db.DatabaseBackend",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    command = [sys.executable, "manage.py", "ingest_worker", "--interval", "0.2"]
+    LOG_DIR.mkdir(exist_ok=True)
+    with (LOG_DIR / f"ingest-worker-{os.getpid()}.log").open("w") as log:
+        process = subprocess.Popen(
+            command, cwd=BASE_DIR, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

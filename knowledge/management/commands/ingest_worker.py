@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+
+from django.conf import settings
 from django.core.management.base import CommandError
 from django_tasks_db.management.commands.db_worker import Command as DbWorkerCommand
 
+from knowledge.embedding import embedding_warm_up
 from knowledge.worker import ResilientWorker
+
+logger = logging.getLogger(__name__)
 
 
 class Command(DbWorkerCommand):
     help = (
         "Run the background ingestion worker (django-tasks' database worker, same options). "
         "A database outage makes it wait and retry with backoff instead of exiting; tasks it "
-        "was running then are queued again."
+        "was running then are queued again. It runs at a lower CPU priority "
+        "(INGEST_WORKER_NICE) than the web processes."
     )
 
     def handle(
@@ -30,10 +39,21 @@ class Command(DbWorkerCommand):
         **options,
     ) -> None:
         self.configure_logging(verbosity)
+        if not 0 <= settings.INGEST_WORKER_NICE <= 19:
+            raise CommandError("INGEST_WORKER_NICE must be between 0 and 19.")
+        if settings.INGEST_WORKER_NICE:
+            # Reading documents yields the CPU to the web processes answering questions
+            # (docs/decisions/0084-reading-files-does-not-starve-answering.md).
+            os.nice(settings.INGEST_WORKER_NICE)
         queue_names = queue_name.split(",")
         excluded = exclude_queues.split(",") if exclude_queues else []
         if excluded and "*" not in queue_names:
             raise CommandError("--exclude-queues can only be used with --queue-name=*")
+        if not batch:
+            # The model is loaded while the worker waits for its first task, not by that task
+            # (a user's first file would wait for it); the model lock makes a task that comes
+            # first wait for this load instead of loading it again.
+            threading.Thread(target=_warm_up, name="embedding-warm-up", daemon=True).start()
         worker = ResilientWorker(
             queue_names=queue_names,
             interval=interval,
@@ -46,3 +66,10 @@ class Command(DbWorkerCommand):
         )
         worker.configure_signals()  # no autoreload: a worker restarted mid-task loses it
         worker.run()
+
+
+def _warm_up() -> None:
+    try:
+        embedding_warm_up()
+    except Exception:  # the first task loads it again and reports the error on its document
+        logger.exception("Warming up the embedding model failed")

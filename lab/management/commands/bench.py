@@ -23,6 +23,7 @@ MAX_CHUNKS = 2_000_000
 MAX_CONCURRENCY = 100
 MAX_QUESTIONS = 10_000
 MAX_WEB_PROCESSES = 16
+MAX_READING_FILES = 20  # PERSONAL_FILES_MAX_PER_USER by default
 
 
 def default_dataset() -> Path:
@@ -91,6 +92,16 @@ class Command(BaseCommand):
             help="Measure only ingestion, retrieval at each size and the collections case "
             "(20 collections, a reader of 3 vs. unrestricted); no server, no answers.",
         )
+        parser.add_argument(
+            "--while-reading",
+            type=int,
+            default=0,
+            metavar="N",
+            help="Also measure other users' first answer event over the WebSocket at each "
+            "concurrency without and with N personal files (PDFs of 20 pages) being read by a "
+            "real ingestion worker process, in turns; prints both p95s and their ratio "
+            f"(0..{MAX_READING_FILES}; default 0: not measured).",
+        )
         parser.add_argument("--json", type=Path, help="Also write the figures to this file.")
 
     def handle(self, *args, **options) -> None:
@@ -117,6 +128,10 @@ class Command(BaseCommand):
             raise CommandError(f"--questions must be between 1 and {MAX_QUESTIONS}.")
         if not 1 <= options["web_processes"] <= MAX_WEB_PROCESSES:
             raise CommandError(f"--web-processes must be between 1 and {MAX_WEB_PROCESSES}.")
+        if not 0 <= options["while_reading"] <= MAX_READING_FILES:
+            raise CommandError(f"--while-reading must be between 0 and {MAX_READING_FILES}.")
+        if options["while_reading"] and options["retrieval_only"]:
+            raise CommandError("--while-reading measures answers: not with --retrieval-only.")
         json_path: Path | None = options["json"]
         if json_path and not json_path.parent.is_dir():
             raise CommandError(f"Cannot write {json_path}: no such folder.")
@@ -135,6 +150,7 @@ class Command(BaseCommand):
             compare_processes=tuple(compare),
             compare_rounds=options["compare_rounds"],
             retrieval_only=options["retrieval_only"],
+            while_reading=options["while_reading"],
         )
         try:
             figures = bench_run(dataset, run_options, say=self.stderr.write)

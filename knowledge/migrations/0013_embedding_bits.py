@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('knowledge', '0010_personal_files'),
+        ('knowledge', '0012_personal_file_notify'),
     ]
 
     operations = [
