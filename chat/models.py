@@ -90,11 +90,15 @@ class Message(models.Model):
     # messages; chat/answering/named_documents.py): its id and title as they were (no key: the
     # document may go, the answer keeps saying where it looked).
     searched_document_id = models.BigIntegerField(null=True, blank=True)
-    searched_document_title = models.CharField(max_length=300, blank=True, db_default="")
+    searched_document_title = models.CharField(
+        max_length=300, blank=True, default="", db_default=""
+    )
     error_code = models.CharField(max_length=50, blank=True)
     # The evidence check's verdict on an answer (assistant messages answered by this version;
     # blank for questions, refusals and earlier answers).
-    evidence = models.CharField(max_length=10, choices=Evidence.choices, blank=True, db_default="")
+    evidence = models.CharField(
+        max_length=10, choices=Evidence.choices, blank=True, default="", db_default=""
+    )
     # Figures of the exchange (assistant messages).
     top_k = models.PositiveSmallIntegerField(null=True, blank=True)
     best_similarity = models.FloatField(null=True, blank=True)

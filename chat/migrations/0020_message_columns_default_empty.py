@@ -13,11 +13,11 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='message',
             name='evidence',
-            field=models.CharField(blank=True, choices=[('strong', 'Strong'), ('weak', 'Weak')], db_default='', max_length=10),
+            field=models.CharField(blank=True, choices=[('strong', 'Strong'), ('weak', 'Weak')], db_default='', default='', max_length=10),
         ),
         migrations.AlterField(
             model_name='message',
             name='searched_document_title',
-            field=models.CharField(blank=True, db_default='', max_length=300),
+            field=models.CharField(blank=True, db_default='', default='', max_length=300),
         ),
     ]
