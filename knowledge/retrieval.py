@@ -43,15 +43,19 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
+from django.contrib.postgres.expressions import ArraySubquery
 from django.contrib.postgres.search import SearchQuery
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import FloatField, Q, QuerySet, Value
+from django.db.models import BooleanField, F, FloatField, Func, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -78,6 +82,10 @@ EXACT_SEARCH_MAX_ROWS = 20_000
 # (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md).
 EXACT_SHORTLIST_FACTOR = 10
 EXACT_SHORTLIST_SHARE = 0.05
+# How long a process trusts a count of the rows a reader may search (it chooses the plan and
+# the shortlist's size, never which rows pass the read rule), and how many counts it keeps.
+ROWS_COUNT_SECONDS = 60.0
+ROWS_COUNT_ENTRIES = 512
 # Reciprocal rank fusion's constant (docs/product.md §4), for a follow-up's preferred documents.
 RRF_K = 60
 # Score fusion: cosine similarity + LEXICAL_WEIGHT × lexical score / best candidate's lexical score.
@@ -225,7 +233,16 @@ def vector_search_queryset(
             .order_by("bits_distance", "chunk_id")
             .values("chunk_id")[: exact_shortlist_size(limit, rows)]
         )
-        queryset = Embedding.objects.filter(model=embedding.model_version(), chunk_id__in=shortlist)
+        # `= ANY(ARRAY(shortlist))`: the shortlist runs once, and the rows compared in full are
+        # read through one index scan of them all rather than a join probing row by row.
+        among_shortlist = Func(
+            F("chunk_id"),
+            ArraySubquery(shortlist),
+            arg_joiner=" = ANY(",
+            template="%(expressions)s)",
+            output_field=BooleanField(),
+        )
+        queryset = Embedding.objects.filter(among_shortlist, model=embedding.model_version())
         distance = distance + Value(0.0, output_field=FloatField())
     return (
         queryset.annotate(distance=distance)
@@ -260,9 +277,45 @@ def searchable_rows_count(
     """How many embeddings `reader` may search (their collections' and searched files', or
     those of `document_ids`), of every embedding model: an upper bound, counted on the
     collection and document indexes alone; None when more than EXACT_SEARCH_MAX_ROWS, or for a
-    reader of every collection."""
+    reader of every collection. A count is kept in the process for ROWS_COUNT_SECONDS per
+    database, collections, searched files and `document_ids` (`searchable_rows_forget`)."""
     if document_ids is None and reader.is_superuser:
         return None
+    key = (
+        connection.settings_dict["NAME"],
+        reader.is_superuser,
+        frozenset(reader.collection_ids),
+        frozenset(reader.searched_file_ids),
+        None if document_ids is None else frozenset(document_ids),
+        EXACT_SEARCH_MAX_ROWS,
+    )
+    now = time.monotonic()
+    with _rows_counts_lock:
+        cached = _rows_counts.get(key)
+    if cached is not None and now - cached[0] < ROWS_COUNT_SECONDS:
+        count = cached[1]
+    else:
+        count = _searchable_rows_counted(reader=reader, document_ids=document_ids)
+        with _rows_counts_lock:
+            _rows_counts[key] = (now, count)
+            _rows_counts.move_to_end(key)
+            while len(_rows_counts) > ROWS_COUNT_ENTRIES:
+                _rows_counts.popitem(last=False)
+    return count if count <= EXACT_SEARCH_MAX_ROWS else None
+
+
+_rows_counts_lock = threading.Lock()
+_rows_counts: OrderedDict[tuple, tuple[float, int]] = OrderedDict()
+
+
+def searchable_rows_forget() -> None:
+    """Drop the process's counts of searchable rows (tests: each has its own knowledge base)."""
+    with _rows_counts_lock:
+        _rows_counts.clear()
+
+
+def _searchable_rows_counted(*, reader: Reader, document_ids: Sequence[int] | None) -> int:
+    """`searchable_rows_count` read from the database, at most EXACT_SEARCH_MAX_ROWS + 1."""
     rows = Embedding.objects.all()
     if not reader.is_superuser:
         rows = rows.filter(
@@ -271,8 +324,7 @@ def searchable_rows_count(
         )
     if document_ids is not None:
         rows = rows.filter(document_id__in=list(document_ids))
-    count = rows[: EXACT_SEARCH_MAX_ROWS + 1].count()
-    return count if count <= EXACT_SEARCH_MAX_ROWS else None
+    return rows[: EXACT_SEARCH_MAX_ROWS + 1].count()
 
 
 def _vector_search_settings_sql(limit: int) -> str:

@@ -12,10 +12,13 @@ def _vocabulary_fresh():
     knowledge base changes rarely — so a test starting within 2 s of another test's knowledge
     base would weight its terms (and pick a follow-up's context terms) by the old one's
     frequencies, and pass or fail with timing. The fingerprint is read again at the test's
-    first search; the vocabulary is rebuilt only if the knowledge base changed."""
+    first search; the vocabulary is rebuilt only if the knowledge base changed. Likewise the
+    counts of rows a reader may search, kept for ROWS_COUNT_SECONDS, are counted again."""
+    from knowledge.retrieval import searchable_rows_forget
     from knowledge.vocabulary import vocabulary_recheck
 
     vocabulary_recheck()
+    searchable_rows_forget()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from django.contrib.auth.models import Group
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from knowledge import embedding, retrieval
 from knowledge.access import OPERATOR, reader_for
@@ -242,3 +243,28 @@ def test_the_rows_a_reader_may_search_are_counted_up_to_the_row_by_row_bound(
     monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_ROWS", readable - 1)
     assert retrieval.searchable_rows_count(reader=reader) is None
     assert retrieval.searchable_rows_count(reader=OPERATOR) is None
+
+
+def test_a_count_of_searchable_rows_is_kept_for_a_while_and_only_chooses_the_plan(
+    django_user_model, monkeypatch
+):
+    document_create(title="Leave", texts=LEAVE_TEXTS)
+    reader = reader_for(django_user_model.objects.create_user(username="staff", is_staff=True))
+    counted = retrieval.searchable_rows_count(reader=reader)
+    document_create(title="Expenses", texts=EXPENSES_TEXTS)
+    vector = embedding.embed_texts(["Who approves travel expenses?"])[0]
+
+    with CaptureQueriesContext(connection) as queries:
+        assert retrieval.searchable_rows_count(reader=reader) == counted  # kept: no query
+    assert len(queries) == 0
+    # The stale count never hides a row: the new document's rows are searched.
+    expenses = set(Chunk.objects.filter(document__title="Expenses").values_list("pk", flat=True))
+    assert set(_ranked(reader, vector, limit=3)) & expenses
+
+    monkeypatch.setattr(retrieval, "ROWS_COUNT_SECONDS", 0.0)
+    assert retrieval.searchable_rows_count(reader=reader) == Embedding.objects.count()
+    retrieval.searchable_rows_forget()
+    monkeypatch.undo()
+    with CaptureQueriesContext(connection) as queries:
+        retrieval.searchable_rows_count(reader=reader)
+    assert len(queries) == 1
