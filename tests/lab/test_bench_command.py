@@ -184,6 +184,10 @@ def test_bench_retrieval_only_measures_the_collections_case_without_a_server(
     assert (case["collections"], case["readable"], case["questions"]) == (20, 3, 3)
     assert 0 < case["reader_chunks"] < figures["retrieval_ms"]["200"]["chunks"]
     assert case["p95_restricted"] > 0 and case["p95_unrestricted"] > 0
+    assert case["p95_restricted_first"] > 0
+    assert case["p95_ratio_first"] == round(
+        case["p95_restricted_first"] / case["p95_unrestricted"], 3
+    )
     # Both real documents lie in the reader's collections: their questions are the reader's,
     # and the filter inside the ranking queries never costs them their answer.
     assert case["own_questions"] >= 1
