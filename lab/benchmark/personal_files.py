@@ -1,10 +1,16 @@
 """How long a personal file takes to be ready to answer (docs/decisions/0081-personal-files.md):
 a PDF of `pages` pages of prose is uploaded as a user's file and read by the worker's task, in
 this process; the seconds from upload to ready are returned. Run inside a throwaway database
-(it creates a user and deletes it with the file)."""
+(it creates a user and deletes it with the file).
+
+`.venv/bin/python -m lab.benchmark.personal_files [RUNS] [PAGES]` (default 3 runs of 20 pages)
+prints each run's seconds and chunks with the load average, in a throwaway database, the model
+loaded first as the worker loads it at its start."""
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import uuid
 
@@ -61,3 +67,29 @@ def personal_file_ready_seconds(pages: int = 20) -> tuple[float, int]:
         return seconds, document.chunks.count()
     finally:
         user.delete()
+
+
+def main(arguments: list[str]) -> None:
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+    from knowledge import embedding
+    from lab.evaluation.isolated import isolated_database
+
+    runs = int(arguments[0]) if arguments else 3
+    pages = int(arguments[1]) if len(arguments) > 1 else 20
+    embedding.embed_texts(["warm up"])  # the worker loads its model when it starts
+    with isolated_database("sourced_personal_files"):
+        for run in range(1, runs + 1):
+            load = os.getloadavg()[0]
+            seconds, chunks = personal_file_ready_seconds(pages)
+            print(
+                f"run {run}: {pages} pages, {chunks} chunks, ready in {seconds:.1f} s "
+                f"(load average {load:.2f} → {os.getloadavg()[0]:.2f})",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
