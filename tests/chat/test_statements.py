@@ -40,7 +40,11 @@ MEAL_QUESTION = "What is the daily meal allowance while travelling?"
 # follow-up's memory) and two to the WebSocket's final render (the reader, whether the answer
 # is withheld from them): 19 and 12 before. Searching for the asker adds one (the asker's
 # Reader, read once per exchange: docs/decisions/0075-retrieval-for-a-reader.md), and the
-# vocabulary's fingerprint may fall inside when its 2 s recheck comes due.
+# vocabulary's fingerprint may fall inside when its 2 s recheck comes due. A question that may
+# name a document reads the asker's document titles (one statement:
+# docs/decisions/0037-a-question-that-names-a-document.md); the count of the rows the asker may
+# search, which chooses the k-NN's plan, is read once a minute per reader (0078), so the first
+# question pays it and the second does not.
 WEBSOCKET_MAX = 25
 SSE_MAX = 16
 

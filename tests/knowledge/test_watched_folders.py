@@ -17,6 +17,7 @@ from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.db import connection
+from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
@@ -53,7 +54,10 @@ def worker_batch() -> None:
     """The ingestion worker, run until its queue is empty (the real loop, `--batch`)."""
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        call_command("ingest_worker", "--batch", "--no-startup-delay", stdout=StringIO())
+        # Not niced: the command lowers the priority of the process it runs in, here the
+        # test run's own, for every test after this one.
+        with override_settings(INGEST_WORKER_NICE=0):
+            call_command("ingest_worker", "--batch", "--no-startup-delay", stdout=StringIO())
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
