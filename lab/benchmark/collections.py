@@ -153,11 +153,6 @@ def collections_measure(
         texts = _search(question, vector, OPERATOR)
         hits["unrestricted"] += any(contains_gold(t, answers) for t in texts[:RECALL_DEPTH])
     summaries = {name: latency_summary(values) for name, values in timings.items()}
-    ratio = (
-        round(summaries["restricted"]["p95"] / summaries["unrestricted"]["p95"], 3)
-        if summaries["unrestricted"]["p95"]
-        else None
-    )
     return {
         "collections": COLLECTIONS,
         "readable": READABLE,
@@ -167,14 +162,10 @@ def collections_measure(
         "p95_restricted": summaries["restricted"]["p95"],
         "p50_unrestricted": summaries["unrestricted"]["p50"],
         "p95_unrestricted": summaries["unrestricted"]["p95"],
-        "p95_ratio": ratio,
+        "p95_ratio": _p95_ratio(summaries, "restricted"),
         "p50_restricted_first": summaries["restricted_first"]["p50"],
         "p95_restricted_first": summaries["restricted_first"]["p95"],
-        "p95_ratio_first": (
-            round(summaries["restricted_first"]["p95"] / summaries["unrestricted"]["p95"], 3)
-            if summaries["unrestricted"]["p95"]
-            else None
-        ),
+        "p95_ratio_first": _p95_ratio(summaries, "restricted_first"),
         "p50_restricted_vector": summaries["restricted_vector"]["p50"],
         "p95_restricted_vector": summaries["restricted_vector"]["p95"],
         "p50_unrestricted_vector": summaries["unrestricted_vector"]["p50"],
@@ -188,6 +179,12 @@ def collections_measure(
         "recall_at_5_restricted": round(hits["restricted"] / len(own), 3) if own else None,
         "recall_at_5_unrestricted": round(hits["unrestricted"] / len(own), 3) if own else None,
     }
+
+
+def _p95_ratio(summaries: dict[str, dict[str, float]], name: str) -> float | None:
+    """The p95 of run `name` over the unrestricted run's, to 3 decimals (None if that is 0)."""
+    unrestricted = summaries["unrestricted"]["p95"]
+    return round(summaries[name]["p95"] / unrestricted, 3) if unrestricted else None
 
 
 def _chunks_of(reader: Reader) -> int:
