@@ -180,11 +180,23 @@ def user_manages_documents(user: UserLike) -> bool:
 
 def documents_available_filter(prefix: str = "") -> Q:
     """Documents (through `prefix`) that are not withdrawn: enabled, ready and not expired at
-    this moment; the documents retrieval searches."""
-    return Q(**{f"{prefix}enabled": True, f"{prefix}status": Document.Status.READY}) & (
-        Q(**{f"{prefix}expires_at__isnull": True})
-        | Q(**{f"{prefix}expires_at__gt": timezone.now()})
+    this moment; the documents retrieval searches.
+
+    Through a prefix (chunks, embeddings), the row's document is tested as not one of the
+    withdrawn documents (`documents_withdrawn`: a hashed set read from the partial index
+    `document_withdrawn`), so a scan of chunks or embeddings never joins the documents to
+    test it (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md)."""
+    if prefix:
+        return ~Q(**{f"{prefix}id__in": documents_withdrawn().values("pk")})
+    return Q(enabled=True, status=Document.Status.READY) & (
+        Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
     )
+
+
+def documents_withdrawn() -> QuerySet[Document]:
+    """The documents that are not available (`documents_available_filter`): disabled, not
+    ready or expired; read from the partial index `document_withdrawn`."""
+    return Document.objects.exclude(documents_available_filter())
 
 
 def document_is_available(document: Document) -> bool:

@@ -7,6 +7,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models import Q
 from django.db.models.functions import Cast
 from django.utils import timezone
 from pgvector.django import BitField, HnswIndex, VectorField
@@ -194,7 +195,16 @@ class Document(models.Model):
 
     class Meta:
         ordering = ["title", "id"]
-        indexes = [models.Index(fields=["enabled", "status"])]
+        indexes = [
+            models.Index(fields=["enabled", "status"]),
+            # Holds the few documents that are or may become withdrawn: what
+            # `documents_withdrawn` reads (knowledge/access.py).
+            models.Index(
+                fields=["id"],
+                name="document_withdrawn",
+                condition=Q(enabled=False) | ~Q(status="ready") | Q(expires_at__isnull=False),
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title

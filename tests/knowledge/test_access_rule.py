@@ -20,8 +20,10 @@ from knowledge.access import (
     Reader,
     collections_readable,
     document_readable,
+    documents_available_filter,
     documents_readable,
     documents_readable_filter,
+    documents_withdrawn,
     readable_documents_sql,
     reader_for,
     user_manages_documents,
@@ -33,7 +35,7 @@ from knowledge.collections import (
     documents_move,
 )
 from knowledge.models import Chunk, Collection, Document, Embedding
-from knowledge.retrieval import searchable_documents
+from knowledge.retrieval import searchable_chunks, searchable_documents, vector_search_queryset
 from tests.support.knowledge_base import basis, document_create
 
 pytestmark = pytest.mark.django_db
@@ -287,3 +289,53 @@ def test_the_nearest_passages_the_reader_may_not_read_take_no_top_k_place(reader
             .values_list("chunk__document__title", flat=True)[:5]
         )
         assert len(rows) == 5 and set(rows) == expected
+
+
+def test_a_document_expiring_later_is_available_until_then(readers, documents):
+    """Availability through a prefix is "not one of the withdrawn documents": a document
+    with an expiry still ahead (held by the partial index `document_withdrawn`) is searched
+    until it passes, and withdrawn from the next call after."""
+    document = documents["general available"]
+    document.expires_at = timezone.now() + timedelta(minutes=5)
+    document.save()
+    reader = reader_for(readers["staff"])
+
+    def searched() -> set[str]:
+        chunks = Chunk.objects.filter(documents_readable_filter(user=reader, prefix="document__"))
+        return set(chunks.values_list("document__title", flat=True))
+
+    assert searched() == {"general available"}
+    assert document not in documents_withdrawn()
+    Document.objects.filter(pk=document.pk).update(expires_at=timezone.now())
+    assert searched() == set()
+    assert document in documents_withdrawn()
+
+
+def test_withdrawn_is_the_complement_of_available(documents):
+    withdrawn = titles(documents_withdrawn())
+    available = titles(Document.objects.filter(documents_available_filter()))
+
+    assert withdrawn == {t for t in DOCUMENTS if not t.endswith("available")}
+    assert withdrawn.isdisjoint(available)
+    assert withdrawn | available == set(DOCUMENTS)
+
+
+def test_a_scan_of_chunks_or_embeddings_tests_availability_without_joining_documents(
+    readers, documents
+):
+    """Availability reaches chunks and embeddings as a test of their own document id against
+    the few withdrawn documents: the scans that rank (full-text, k-NN, row by row or through
+    the index) never join the documents table for it
+    (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md)."""
+    reader = reader_for(readers["reader by group"])
+    queries = [searchable_chunks(reader=reader).query]
+    for exact in (False, True):
+        queries.append(
+            vector_search_queryset(
+                query_vector=basis(0), limit=5, reader=reader, exact=exact, rows=100
+            ).query
+        )
+    for query in queries:
+        sql = str(query)
+        assert "JOIN" not in sql.upper(), sql
+        assert "knowledge_document" in sql  # the subquery of withdrawn documents
