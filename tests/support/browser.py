@@ -72,6 +72,7 @@ class Pages:
     contexts: list = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    pending: dict[int, dict[int, str]] = field(default_factory=dict)
 
     def open(self, username: str = "anna", path: str = "/", **context_options):
         options = {"viewport": {"width": 1280, "height": 860}, **context_options}
@@ -83,8 +84,37 @@ class Pages:
         page.on("dialog", self._dialog)
         page.on("pageerror", lambda error: self.errors.append(str(error)))
         page.on("console", self._console)
+        self._requests_follow(page)
         page.goto(path)
         return page
+
+    def settled(self, page, timeout: float = 30_000) -> None:
+        """Wait until `page` has made no request for 500 ms (Playwright's "networkidle");
+        when it does not settle in `timeout` ms, fail naming the requests still open."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            page.wait_for_load_state("networkidle", timeout=timeout)
+        except PlaywrightTimeout:
+            open_requests = sorted(self.pending.get(id(page), {}).values())
+            raise AssertionError(
+                f"{page.url} made requests for {timeout / 1000:.0f} s without a 500 ms pause; "
+                f"still open: {open_requests or 'none'}"
+            ) from None
+
+    def _requests_follow(self, page) -> None:
+        """Keep the requests of `page` still open (`pending`), for `settled`'s message."""
+        pending = self.pending.setdefault(id(page), {})
+
+        def opened(request) -> None:
+            pending[id(request)] = f"{request.method} {request.url}"
+
+        def closed(request) -> None:
+            pending.pop(id(request), None)
+
+        page.on("request", opened)
+        page.on("requestfinished", closed)
+        page.on("requestfailed", closed)
 
     def _console(self, message) -> None:
         # The Content-Security-Policy header: anything it blocks is a script error too.

@@ -134,7 +134,7 @@ def test_axe_finds_no_violation(pages, live, name, path, who, action, scheme):
     address = path.format(conversation=live.show_more_conversation, document=live.document_id)
     # The page's Content-Security-Policy would refuse the injected axe-core: bypassed here only.
     page = pages.open(who, address, color_scheme=scheme, bypass_csp=True)
-    page.wait_for_load_state("networkidle")
+    pages.settled(page)
     if action:
         action(page)
     page.wait_for_timeout(300)  # transitions (the drawer, the dialog) end
