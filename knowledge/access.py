@@ -224,10 +224,12 @@ def documents_readable_filter(
     retrieval tests on the row itself.
 
     A superuser reads every document but personal files (a test on the collection: not the
-    hidden personal one). Personal files: the reader's own (`Reader.own_file_ids`), or with
-    `searching` only those retrieval searches (`Reader.searched_file_ids`). For anyone who
-    reads nothing, a filter that matches nothing (Django skips the query, or raises
-    EmptyResultSet when compiling it).
+    hidden personal one). Personal files: the reader's own (`Reader.own_file_ids`). With
+    `searching`, what retrieval searches of it: only the personal files it searches
+    (`Reader.searched_file_ids`), and only available documents, whoever reads (withdrawn ones
+    are never searched, even for those who manage them), availability tested once for all.
+    For anyone who reads nothing, a filter that matches nothing (Django skips the query, or
+    raises EmptyResultSet when compiling it).
     """
     reader = reader_for(user)
     field = collection_field or f"{prefix}collection_id"
@@ -235,13 +237,14 @@ def documents_readable_filter(
         organisation = ~Q(**{f"{field}__in": Subquery(_personal_collections())})
     else:
         organisation = Q(**{f"{field}__in": sorted(reader.collection_ids)})
-        if not reader.can_manage:
+        if not reader.can_manage and not searching:
             organisation &= documents_available_filter(prefix)
     files = reader.searched_file_ids if searching else reader.own_file_ids
-    if not files:
-        return organisation
-    document_field = "document_id" if collection_field else f"{prefix}id"
-    return organisation | Q(**{f"{document_field}__in": sorted(files)})
+    readable = organisation
+    if files:
+        document_field = "document_id" if collection_field else f"{prefix}id"
+        readable = organisation | Q(**{f"{document_field}__in": sorted(files)})
+    return readable & documents_available_filter(prefix) if searching else readable
 
 
 def documents_readable(*, user: UserLike) -> QuerySet[Document]:

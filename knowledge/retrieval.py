@@ -62,7 +62,7 @@ from django.utils import timezone
 from pgvector.django import BitField, CosineDistance, HammingDistance
 
 from knowledge import embedding
-from knowledge.access import Reader, documents_available_filter, documents_readable_filter
+from knowledge.access import Reader, documents_readable_filter
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.personal import personal_file_label
 from knowledge.vocabulary import Vocabulary, text_search_parse, vocabulary_get
@@ -164,13 +164,12 @@ def _searchable(*, reader: Reader, prefix: str = "") -> Q:
     on the row's own copy, so the k-NN and full-text scans drop unreadable rows before they
     reach the document (docs/decisions/0077-the-collection-on-every-searched-row.md)."""
     reader_required(reader)
-    readable = documents_readable_filter(
+    return documents_readable_filter(
         user=reader,
         prefix=prefix,
         collection_field="collection_id" if prefix else None,
         searching=True,
     )
-    return readable & documents_available_filter(prefix)
 
 
 def searchable_documents(*, reader: Reader) -> QuerySet[Document]:
