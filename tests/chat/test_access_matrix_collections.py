@@ -15,6 +15,7 @@ import re
 import uuid
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group, Permission
 from django.test import AsyncClient, Client
 
@@ -263,6 +264,33 @@ def test_a_reader_removed_from_the_group_loses_access_on_the_next_request(people
     assert_no_secret(client.get("/api/search", search).content.decode(), "revoked")
     assert client.get(f"/documents/{knowledge['pay'].pk}/").status_code == 404
     assert PAY_TITLE not in client.get("/api/documents").content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_reader_removed_from_the_group_regenerates_their_answer_to_a_refusal(
+    people, knowledge
+):
+    """Regenerate searches for the asker as they are now: once out of the group, their own
+    question about the restricted document is refused in the standard words, and no frame
+    they receive holds anything of it (not even the answer being replaced)."""
+    member = people["roles"]["reader by group"]
+    question_id = str(uuid.uuid4())
+    communicator = await socket_for(member, uuid.uuid4())
+    try:
+        await communicator.send_to(text_data=send_payload(QUESTION, message_id=question_id))
+        answered = "".join(await fragments_until_idle(communicator, timeout=60))
+        await sync_to_async(member.groups.remove)(people["hr"])
+        regenerate = {"action": "regenerate", "message_id": question_id}
+        await communicator.send_to(text_data=json.dumps(regenerate))
+        regenerated = "".join(await fragments_until_idle(communicator, timeout=60))
+    finally:
+        await communicator.disconnect()
+
+    assert "48,900" in answered
+    assert "I don&#x27;t have enough information" in regenerated or (
+        "I don't have enough information" in regenerated
+    )
+    assert_no_secret(regenerated, "regenerated after removal")
 
 
 @pytest.mark.django_db
