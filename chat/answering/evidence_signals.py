@@ -92,9 +92,15 @@ Reason = Literal[
     "no-close-passage",
     "unknown-terms",
     "weak-evidence",
+    "unknown-in-context",
 ]
 # The reasons of an answer: "weak-support" answers with the weak-evidence notice.
 WEAK_SUPPORT: Reason = "weak-support"
+# A follow-up searched in context whose own words name something the documents never mention
+# (chat/answering/followups.py `unknown_own_terms`): answered with the weak-evidence notice too.
+UNKNOWN_IN_CONTEXT: Reason = "unknown-in-context"
+# The reasons answered with the weak-evidence notice.
+WEAK_REASONS: frozenset[str] = frozenset({WEAK_SUPPORT, UNKNOWN_IN_CONTEXT})
 ThresholdOn = Literal["chunk", "passage"]
 # What the chat compares the admin's threshold with: the best passage
 # (docs/decisions/0020-evidence-rule-passage-and-margins.md).

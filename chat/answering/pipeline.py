@@ -81,7 +81,7 @@ from chat import services
 from chat.answering.answerers import Answerer, AnswerFailed, AnswerRequest, ExtractiveAnswerer
 from chat.answering.citations import citation_as_dict
 from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, sources_data
-from chat.answering.evidence_signals import WEAK_SUPPORT
+from chat.answering.evidence_signals import WEAK_REASONS
 from chat.answering.exchange import exchange_store_or_release, heartbeat_keep, partial_store
 from chat.answering.followups import leans_on_conversation
 from chat.answering.generative import GenerativeAnswerer
@@ -229,7 +229,7 @@ async def answer_stream(
         # 7. Store and finish.
         written = exchange.written(complete=True)
         evidence = Message.Evidence.STRONG
-        if exchange.evidence == WEAK_SUPPORT:
+        if found.evidence in WEAK_REASONS:
             evidence = Message.Evidence.WEAK
         if written.notice:
             exchange.warn(written.notice)

@@ -21,7 +21,13 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 
 from chat.answering.evidence import EMPTY_KB_REFUSAL, NO_EVIDENCE_REFUSAL, Refusal
-from chat.answering.evidence_signals import THRESHOLD_ON, evidence_assess_async, evidence_outcome
+from chat.answering.evidence_signals import (
+    THRESHOLD_ON,
+    UNKNOWN_IN_CONTEXT,
+    Reason,
+    evidence_assess_async,
+    evidence_outcome,
+)
 from chat.answering.exchange import StoredExchange
 from chat.answering.extractive import sentence_vectors_preload
 from chat.answering.followups import SearchPlan, search_plan_in_context, unknown_own_terms
@@ -56,6 +62,8 @@ class Found:
     refusal: Refusal | None
     # The document the question named, when the answer was found in it alone.
     searched_document: NamedDocument | None = None
+    # The evidence check's reason for this search (None: nothing was searched).
+    evidence: Reason | None = None
 
 
 def _retrieve(
@@ -127,16 +135,24 @@ async def _search_once(
         reader=stored.reader,
         threshold_on=THRESHOLD_ON,
     )
-    exchange.evidence = decision.reason
+    reason = decision.reason
     qualifying, refusal = evidence_outcome(result.chunks, decision, threshold)
     if (
         contextual
         and refusal is None
         and await database_sync_to_async(unknown_own_terms)(question, reader=stored.reader)
     ):
-        exchange.evidence = "unknown-terms"  # the follow-up's own words: see followups.py
-        qualifying, refusal = [], NO_EVIDENCE_REFUSAL
-    return Found(query, contextual, result.query_vector, qualifying, refusal)
+        # The follow-up's own words name something the documents never mention. When it reads
+        # in context first (it leans on the conversation, replies to it or picks up its words)
+        # after an answered question, what was found answers the conversation, perhaps not
+        # this: given with the notice. A question that stands on its own, or one after a
+        # refusal (the conversation has no subject in the documents), is refused.
+        if plan.contextual and query == plan.query and stored.history[-1].answered:
+            reason = UNKNOWN_IN_CONTEXT
+        else:
+            reason, qualifying, refusal = "unknown-terms", [], NO_EVIDENCE_REFUSAL
+    exchange.evidence = reason
+    return Found(query, contextual, result.query_vector, qualifying, refusal, evidence=reason)
 
 
 def _narrowed(document_ids: list[int] | None, within: Sequence[int]) -> list[int] | None:
@@ -278,4 +294,5 @@ async def question_search(
         )
     exchange.retrieval_ms = round((time.perf_counter() - started) * 1000, 1)
     exchange.search_query, exchange.contextual = found.query, found.contextual
+    exchange.evidence = found.evidence or exchange.evidence  # the reason of what is answered
     return found

@@ -55,14 +55,17 @@ def figures_by_kind(
 
 
 def adversarial_figures(results: Sequence[QuestionResult]) -> dict[str, Any]:
-    """How many follow-ups are adversarial (the documents do not answer them) and the share
-    refused."""
-    refused = [
-        r.refused for r in results if r.question.follows and r.question.kind == "adversarial"
-    ]
+    """How many follow-ups are adversarial (the documents do not answer them), the share
+    refused and the share answered with the weak-evidence notice."""
+    adversarial = [r for r in results if r.question.follows and r.question.kind == "adversarial"]
+
+    def share(flags: list[bool]) -> float:
+        return round(sum(flags) / len(flags), 4) if flags else 0.0
+
     return {
-        "count": len(refused),
-        "refusal_rate": round(sum(refused) / len(refused), 4) if refused else 0.0,
+        "count": len(adversarial),
+        "refusal_rate": share([r.refused for r in adversarial]),
+        "flagged_rate": share([r.flagged and not r.refused for r in adversarial]),
     }
 
 
@@ -144,7 +147,7 @@ def failures_list(
 
 def kinds_table(by_kind: dict[str, dict[str, Any]]) -> str:
     """A plain-text table: one row per kind."""
-    header = ("kind", "count", "citation", "hit", "refused", "r@1", "r@5")
+    header = ("kind", "count", "citation", "hit", "refused", "flagged", "r@1", "r@5")
     rows = [header]
     for kind, f in by_kind.items():
         rows.append(
@@ -157,6 +160,7 @@ def kinds_table(by_kind: dict[str, dict[str, Any]]) -> str:
                         "citation_accuracy",
                         "answer_hit_rate",
                         "false_refusal_rate",
+                        "flagged_rate",
                         "recall_at_1",
                         "recall_at_5",
                     )

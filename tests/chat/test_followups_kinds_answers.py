@@ -1,7 +1,8 @@
 """Follow-ups of the kinds real dialogues hold, answered end to end: a reply to the assistant
 ("yes, I am a veteran") over HTTP (SSE), "anything else?" over the WebSocket, and a follow-up
-about something the knowledge base lacks still refused. Real PostgreSQL, the real embedding
-model, the real transports."""
+about something the knowledge base lacks: answered with the weak-evidence notice after an
+answered question, refused after a refusal or when it stands on its own. Real PostgreSQL, the
+real embedding model, the real transports."""
 
 from __future__ import annotations
 
@@ -104,3 +105,60 @@ async def test_a_follow_up_about_something_the_knowledge_base_lacks_is_still_ref
 
     assert [e.type for e in events] == ["refusal"]
     assert answer_of(events) == ("", [])
+
+
+async def test_a_reply_naming_what_the_documents_never_mention_gets_the_notice(gym_kb, staff_user):
+    """After an answered question, a reply read in context whose own word the documents never
+    hold ("diabetes") is answered from what the conversation found, with the weak-evidence
+    notice, stored and sent as such (it was refused before:
+    docs/decisions/0031-follow-ups-by-kind.md)."""
+    conversation_id = uuid.uuid4()
+    await collect(user=staff_user, question=PAUSE, conversation_id=conversation_id)
+
+    events = await collect(
+        user=staff_user, question="I have diabetes", conversation_id=conversation_id
+    )
+
+    assert [e.type for e in events][-2:] == ["sources", "answer_end"]
+    sources = next(e for e in events if e.type == "sources")
+    assert sources.data["evidence"] == "weak" and sources.data["citations"]
+    content, _ = answer_of(events)
+    assert "freeze" in content
+    answer = await Message.objects.aget(
+        conversation_id=conversation_id, reply_to__content="I have diabetes"
+    )
+    assert answer.evidence == Message.Evidence.WEAK and answer.status == Message.Status.COMPLETE
+
+
+async def test_after_a_refusal_a_follow_up_the_knowledge_base_lacks_is_refused(gym_kb, staff_user):
+    conversation_id = uuid.uuid4()
+    first = await collect(
+        user=staff_user, question="Is there a rooftop pool?", conversation_id=conversation_id
+    )
+    assert [e.type for e in first] == ["refusal"]
+
+    events = await collect(
+        user=staff_user,
+        question="And does it have a sauna?",
+        conversation_id=conversation_id,
+    )
+
+    assert [e.type for e in events] == ["refusal"]
+
+
+async def test_a_question_of_its_own_is_refused_when_only_the_conversation_answers_it(
+    gym_kb, staff_user
+):
+    """A self-contained question is searched as written first; its reading in context (the
+    fallback) finds the conversation's passage, but its own words ("pension") are nowhere in
+    the documents: refused, not answered with the previous subject."""
+    conversation_id = uuid.uuid4()
+    await collect(user=staff_user, question=PAUSE, conversation_id=conversation_id)
+
+    events = await collect(
+        user=staff_user,
+        question="What does the company contribute to my pension?",
+        conversation_id=conversation_id,
+    )
+
+    assert [e.type for e in events] == ["refusal"]

@@ -84,7 +84,7 @@ def test_figures_are_grouped_per_kind_over_follow_ups_only():
     assert by_kind["reply"]["false_refusal_rate"] == 1.0
 
 
-def test_adversarial_follow_ups_are_counted_with_the_share_refused():
+def test_adversarial_follow_ups_are_counted_with_the_shares_refused_and_flagged():
     question = DatasetQuestion(
         id="x2",
         question="q",
@@ -98,8 +98,14 @@ def test_adversarial_follow_ups_are_counted_with_the_share_refused():
         result("x1", "d1"),
         QuestionResult(question=question, refused=True),
         QuestionResult(question=replace(question, id="y2"), refused=False),
+        QuestionResult(question=replace(question, id="z2"), refused=False, flagged=True),
+        QuestionResult(question=replace(question, id="w2"), refused=False),
     ]
-    assert adversarial_figures(results) == {"count": 2, "refusal_rate": 0.5}
+    assert adversarial_figures(results) == {
+        "count": 4,
+        "refusal_rate": 0.25,
+        "flagged_rate": 0.25,
+    }
 
 
 def test_failures_name_the_question_followed_what_was_searched_and_why():

@@ -90,7 +90,8 @@ class Command(BaseCommand):
             if adversarial["count"]:
                 self.stdout.write(
                     f"adversarial follow-ups: {adversarial['count']}, "
-                    f"refused {adversarial['refusal_rate']:.1%}"
+                    f"refused {adversarial['refusal_rate']:.1%}, "
+                    f"flagged {adversarial['flagged_rate']:.1%}"
                 )
             if options["failures"]:
                 for failure in failures_list(results, kinds, reasons.by_conversation):
