@@ -27,9 +27,13 @@ content word of its own. `search_plan` returns how to search for a question:
   hit songs from the album?"): in context, then as written;
 - any other question: as written, then in context.
 
-A question searched in context must also hold no word of its own that the knowledge base has
-never held (`unknown_own_terms`; typos of known words, numbers and words that ask or converse
-rather than name anything excused), else the search step refuses it. A search in context
+A question searched in context may hold a word of its own that the knowledge base has never
+held (`unknown_own_terms`; typos of known words, numbers and words that ask or converse rather
+than name anything excused): what was found then answers the conversation, perhaps not the
+follow-up. The search step (chat/answering/search.py) answers it with the weak-evidence notice
+when it was read in context first after an answered question ("I have diabetes" after "Am I
+covered if I get sick abroad?"), and refuses it otherwise (after a refusal, or a question that
+stands on its own and found nothing as written). A search in context
 prefers the chunks of the documents the previous answer cited (`SearchPlan.prefer_documents`:
 knowledge/retrieval.py `chunks_search(prefer_document_ids=...)`, a third ranking in the fusion).
 
