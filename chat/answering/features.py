@@ -97,9 +97,16 @@ def compared_sentences(
     sentences = [s for s in sentences if wanted.intersection(terms(s.text))]
     if len(sentences) > max_sentences:
         scores = lexical_scores(question, [s.text for s in sentences])
-        top = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))[:max_sentences]
+        closeness = [_similarity_of(s.chunk) for s in sentences]
+        top = sorted(range(len(sentences)), key=lambda i: (-scores[i], -closeness[i], i))[
+            :max_sentences
+        ]
         sentences = [sentences[i] for i in sorted(top)]
     return sentences
+
+
+def _similarity_of(chunk: RetrievedChunk) -> float:
+    return float(chunk.similarity) if chunk.similarity is not None else -1.0
 
 
 def best_passage(

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from chat.answering.answer_types import answer_matches, expected_answer
-from chat.answering.features import answer_type, generic_questions, term_coverage, type_matches
+from chat.answering.features import (
+    answer_type,
+    compared_sentences,
+    generic_questions,
+    term_coverage,
+    type_matches,
+)
+from knowledge.retrieval import RetrievedChunk
 from knowledge.vocabulary import QuestionTerm, QuestionTerms
 
 
@@ -104,3 +111,42 @@ def test_a_frequency_is_a_rate_not_any_number():
     assert answer_matches("frequency", "The code must change every month.")
     assert answer_matches("frequency", "Backups run twice a day and are checked weekly.")
     assert not answer_matches("frequency", "The code is printed in footnote 2 of the binder.")
+
+
+def _chunk(chunk_id: int, text: str, similarity: float) -> RetrievedChunk:
+    return RetrievedChunk(
+        chunk_id=chunk_id,
+        document_id=1,
+        document_title="Baggage",
+        document_url="",
+        chunk_index=chunk_id,
+        page=None,
+        section=None,
+        text=text,
+        excerpt=text,
+        similarity=similarity,
+        score=similarity,
+    )
+
+
+def test_the_sentences_compared_do_not_depend_on_the_order_of_the_chunks():
+    """More sentences hold the question's words than are compared: which ones are (ties in
+    words held go to the chunk closest to the question) is the same however retrieval ordered
+    the chunks. A follow-up that asks for more searches the previous question again, preferring
+    its documents; with ties going to the first chunk, its evidence was decided on other
+    sentences than the question's own and could refuse what had just been answered."""
+    chunks = [
+        _chunk(1, "A bag costs 35 per flight. Each bag may weigh 23 kg.", 0.40),
+        _chunk(2, "Golf bags count as one bag. A bag over 32 kg is refused.", 0.36),
+        _chunk(3, "Report a delayed bag at the desk. We deliver the bag to you.", 0.44),
+    ]
+    question = "my bag did not arrive"
+
+    def compared(order):
+        return {s.text for s in compared_sentences(question, order, max_sentences=2)}
+
+    assert compared(chunks) == compared(chunks[::-1]) == compared(chunks[1:] + chunks[:1])
+    assert compared(chunks) == {
+        "Report a delayed bag at the desk.",
+        "We deliver the bag to you.",
+    }
