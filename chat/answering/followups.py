@@ -1,14 +1,16 @@
 """Follow-up questions (`docs/product.md §5`): a question that leans on the conversation is
 searched with the context of the previous questions, without a language model.
 
-"What is the nightly hotel cap in Lisbon?" → "And in London?" is searched as "nightly hotel cap
-London" (`contextual_query`): the content words of the question that opened the topic (the
-latest one searched as written) and of the previous question are kept, less those the
+"What is the nightly hotel cap in Lisbon?" → "And in London?" is searched as "What is the
+nightly hotel cap in? And in London?" (`contextual_query`): the question that opened the topic
+(the latest one searched as written) and the previous question, as written, less the words the
 follow-up replaces (a name the follow-up brings replaces the previous names, a number the
-previous numbers, unless it refers back: "What did she do at Stanford?" keeps "Ride"), at most
-MAX_CARRIED_TERMS of them, the rarest in the knowledge base; then the follow-up's own words are
-added. Words that only ask for more ("anything else interesting about this article?") are left
-out.
+previous numbers, unless it refers back: "What did she do at Stanford?" keeps "Ride"), then the
+follow-up as written. Read so, the embedding model sees two questions rather than a list of
+keywords (`CONTEXT_AS_WRITTEN`; the content-word reading, "nightly hotel cap London", is kept
+for `manage.py evaluate_followups --try`). A follow-up is read in context only when the context
+holds a content word the follow-up does not; words that only ask for more ("anything else
+interesting about this article?") are no such word.
 
 A question *leans on the conversation* (`leans_on_conversation`) when it starts like a
 continuation ("And …", "What about …", "How about …"), refers back ("it", "she", "this album",
@@ -54,8 +56,11 @@ from knowledge.access import Reader
 from knowledge.sentences import WORD
 from knowledge.vocabulary import question_terms, vocabulary_get
 
-# At most this many content words are carried over from the context (the rarest in the
-# knowledge base, in their order).
+# 1: a follow-up read in context is the context's questions as written (less the names or
+# numbers it replaces) followed by the follow-up as written; 0: their content words, at most
+# MAX_CARRIED_TERMS of the context's (the rarest in the knowledge base, in their order), then
+# the follow-up's. Chosen on folds: docs/decisions/0031-follow-ups-by-kind.md.
+CONTEXT_AS_WRITTEN = 1
 MAX_CARRIED_TERMS = 5
 
 _CONTINUATION_START = re.compile(
@@ -107,6 +112,8 @@ _CONVERSATIONAL = {
     "m", "s", "re", "ve", "ll", "d", "t", *_REPLY_WORDS,
 }  # fmt: skip
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
+WORD_EDGE = re.compile(r"^\W+|\W+$")  # the punctuation around a word of running text
+_TRAILING = re.compile(r"[.?!]+$")
 _NUMBER_WORDS = {
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
     "twelve", "fifteen", "twenty", "thirty", "forty", "fifty", "hundred", "thousand",
@@ -255,10 +262,11 @@ def _names_nothing(word: str) -> bool:
 def contextual_query(
     question: str, previous: Sequence[Turn], *, rarity: Callable[[str], float] | None = None
 ) -> str:
-    """The follow-up searched with its conversation's context: the content words of the
-    question that opened the current topic (the latest one searched as written) and of the
-    previous question, less those the follow-up replaces (at most MAX_CARRIED_TERMS, the
-    rarest), then the follow-up's own content words.
+    """The follow-up searched with its conversation's context: the question that opened the
+    current topic (the latest one searched as written) and the previous question, less the
+    words the follow-up replaces, then the follow-up, as written (CONTEXT_AS_WRITTEN; else
+    their content words, at most MAX_CARRIED_TERMS of the context's, the rarest). The question
+    itself when the context holds no content word it lacks.
 
     An elliptical follow-up ("And in London?", "What about 2019?") replaces the previous names
     or numbers with its own; one that refers back ("What did she do at Stanford?") keeps them:
@@ -286,6 +294,20 @@ def contextual_query(
     carried = _rarest(list(dict.fromkeys(carried)), MAX_CARRIED_TERMS, rarity)
     if not carried:
         return question
+    if CONTEXT_AS_WRITTEN:
+        replaced = {
+            word
+            for word in _content_words(context)
+            if (replaces_names and _is_name(word, context))
+            or (replaces_numbers and _is_number(word))
+        }
+        kept = []
+        for word in context.split():
+            if WORD_EDGE.sub("", word) not in replaced:
+                kept.append(word)
+            elif kept and (end := _TRAILING.search(word)):  # "Lisbon?" → "?"
+                kept[-1] += end.group(0)
+        return " ".join([*kept, question.strip()])
     return " ".join([*carried, *own])
 
 
@@ -330,7 +352,10 @@ def _is_number(word: str) -> bool:
 def search_plan_in_context(
     question: str, previous: Sequence[Turn], *, reader: Reader
 ) -> SearchPlan:
-    """`search_plan` with the term rarity (the vocabulary's IDF) of what `reader` may search.
-    Reads the database (the vocabulary is cached per process)."""
+    """`search_plan` with, for the content-word reading (CONTEXT_AS_WRITTEN 0), the term rarity
+    (the vocabulary's IDF) of what `reader` may search: it then reads the database (the
+    vocabulary is cached per process)."""
+    if CONTEXT_AS_WRITTEN:
+        return search_plan(question, previous)
     vocabulary = vocabulary_get(reader=reader)
     return search_plan(question, previous, rarity=vocabulary.idf)

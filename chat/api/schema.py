@@ -88,7 +88,7 @@ Ask a question. The answer streams as **Server-Sent Events** (`text/event-stream
 - `answer_start` `{conversation_id, message_id, reply_to, title, is_private, search_query}` —
   once; `message_id` is the answer's id, `reply_to` is your `message_id`, `search_query` what
   was searched: your message, or a follow-up ("And in London?") read with the conversation's
-  previous questions ("nightly hotel cap London").
+  previous questions ("What is the nightly hotel cap in? And in London?").
 - `answer_delta` `{text}` — one or more; append them. Each sentence is followed by its
   citation marker ` [n]`.
 - `sources` `{message_id, evidence, citations: [{n, chunk_id, document_id, title, page,

@@ -39,11 +39,17 @@ def followup_kinds_read(path: Path) -> dict[str, str]:
     return kinds
 
 
+AFTER_AN_ANSWER = "after an answer"  # the follow-ups whose previous question was answered
+
+
 def figures_by_kind(
     results: Sequence[QuestionResult], kinds: dict[str, str]
 ) -> dict[str, dict[str, Any]]:
     """The answerable follow-ups' figures (citation accuracy, answer hit rate, false refusals,
-    recall@1/@5: lab/evaluation/runner.py) per kind, and over all of them under "all"."""
+    recall@1/@5: lab/evaluation/runner.py) per kind, over all of them under "all", and over
+    those whose previous question was answered (not refused) under AFTER_AN_ANSWER: what the
+    follow-up's reading does, apart from the first question's own refusals."""
+    refused = {result.question.id: result.refused for result in results}
     groups: dict[str, list[QuestionResult]] = {}
     for result in results:
         question = result.question
@@ -51,6 +57,8 @@ def figures_by_kind(
             continue
         groups.setdefault(kinds.get(question.id, UNLABELLED), []).append(result)
         groups.setdefault("all", []).append(result)
+        if not refused.get(question.follows, True):
+            groups.setdefault(AFTER_AN_ANSWER, []).append(result)
     return {kind: _answerable_figures(group) for kind, group in sorted(groups.items())}
 
 

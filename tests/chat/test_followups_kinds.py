@@ -90,7 +90,8 @@ def test_asking_for_more_searches_what_the_previous_question_was_searched_as(que
 def test_asking_for_more_after_a_refusal_is_read_as_any_follow_up():
     refused = Turn(question="How much is a gym membership?", answered=False)
     plan = search_plan("anything else?", [refused])
-    assert plan.query == "gym membership" and plan.fallback_within == ()
+    assert plan.query == "How much is a gym membership? anything else?"
+    assert plan.fallback_within == ()
 
 
 @pytest.mark.parametrize(
@@ -119,7 +120,7 @@ def test_questions_and_keywords_are_not_replies(question):
 
 def test_a_reply_is_read_in_context_first_and_as_written_anywhere_after():
     plan = search_plan("yes, I am a veteran", [PRICES])
-    assert plan.contextual and plan.query == "gym membership veteran"  # not "yes"
+    assert plan.contextual and plan.query == "How much is a gym membership? yes, I am a veteran"
     assert plan.fallback == "yes, I am a veteran"
     assert plan.fallback_within == ()  # as written it may mean something anywhere
     assert plan.prefer_documents == (9,)
@@ -129,7 +130,7 @@ def test_an_aspect_change_keeps_the_subject_and_adds_the_new_aspect():
     plan = search_plan("When does the cover start?", [PARTNER])
     # Self-contained as written: searched so first, in context only should that fail.
     assert plan.query == "When does the cover start?" and not plan.contextual
-    assert plan.fallback == "partner join dental plan cover start"
+    assert plan.fallback == "Can my partner join the dental plan? When does the cover start?"
 
 
 @pytest.mark.parametrize(

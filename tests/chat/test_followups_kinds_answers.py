@@ -60,7 +60,7 @@ async def test_a_reply_to_the_assistant_is_answered_in_context_over_http(gym_kb,
     names = [name for name, _ in events]
     assert names[0] == "answer_start" and names[-2:] == ["sources", "answer_end"]
     query = events[0][1]["search_query"]
-    assert query == "membership cost veteran"
+    assert query == "How much does a membership cost? yes, I am a veteran"
     content = "".join(data["text"] for name, data in events if name == "answer_delta")
     assert "20 a month" in content
     assert_answer_is_grounded(content, events[-2][1]["citations"])

@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from chat.answering import followups
 from lab.evaluation.dataset import DatasetQuestion, dataset_load
 from lab.evaluation.followup_kinds import (
+    AFTER_AN_ANSWER,
     adversarial_figures,
     constant_choose_on_folds,
     constant_set,
@@ -78,10 +79,24 @@ def test_figures_are_grouped_per_kind_over_follow_ups_only():
         result("b2", "d1", follows="b1", cited=False, refused=True),
     ]
     by_kind = figures_by_kind(results, {"a2": "more", "b2": "reply"})
-    assert set(by_kind) == {"all", "more", "reply"}
+    assert set(by_kind) == {"all", "more", "reply", AFTER_AN_ANSWER}
     assert by_kind["all"]["count"] == 2 and by_kind["all"]["citation_accuracy"] == 0.5
     assert by_kind["more"]["citation_accuracy"] == 1.0
     assert by_kind["reply"]["false_refusal_rate"] == 1.0
+
+
+def test_the_follow_ups_of_answered_questions_are_counted_apart():
+    results = [
+        result("a1", "d1"),
+        result("a2", "d1", follows="a1"),
+        result("b1", "d1", refused=True),
+        result("b2", "d1", follows="b1", cited=False, refused=True),
+    ]
+    by_kind = figures_by_kind(results, {})
+    assert by_kind["all"]["count"] == 2 and by_kind["all"]["false_refusal_rate"] == 0.5
+    after = by_kind[AFTER_AN_ANSWER]
+    assert after["count"] == 1 and after["false_refusal_rate"] == 0.0
+    assert after["citation_accuracy"] == 1.0
 
 
 def test_adversarial_follow_ups_are_counted_with_the_shares_refused_and_flagged():
