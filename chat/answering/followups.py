@@ -35,9 +35,9 @@ than name anything excused): what was found then answers the conversation, perha
 follow-up. The search step (chat/answering/search.py) answers it with the weak-evidence notice
 when it was read in context first after an answered question ("I have diabetes" after "Am I
 covered if I get sick abroad?"), and refuses it otherwise (after a refusal, or a question that
-stands on its own and found nothing as written). A search in context
-prefers the chunks of the documents the previous answer cited (`SearchPlan.prefer_documents`:
-knowledge/retrieval.py `chunks_search(prefer_document_ids=...)`, a third ranking in the fusion).
+stands on its own and found nothing as written). A search in context prefers the chunks of the
+documents the previous answer cited (`SearchPlan.prefer_documents`: knowledge/retrieval.py
+`chunks_search(prefer_document_ids=...)`, a third ranking in the fusion).
 
 Why this reading, the fallbacks and the unknown-word guard:
 `docs/decisions/0025-follow-up-search-planning.md`; the kinds of follow-up real dialogues hold
@@ -112,7 +112,7 @@ _CONVERSATIONAL = {
     "m", "s", "re", "ve", "ll", "d", "t", *_REPLY_WORDS,
 }  # fmt: skip
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
-WORD_EDGE = re.compile(r"^\W+|\W+$")  # the punctuation around a word of running text
+_WORD_EDGE = re.compile(r"^\W+|\W+$")  # the punctuation around a word of running text
 _TRAILING = re.compile(r"[.?!]+$")
 _NUMBER_WORDS = {
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
@@ -303,7 +303,7 @@ def contextual_query(
         }
         kept = []
         for word in context.split():
-            if WORD_EDGE.sub("", word) not in replaced:
+            if _WORD_EDGE.sub("", word) not in replaced:
                 kept.append(word)
             elif kept and (end := _TRAILING.search(word)):  # "Lisbon?" → "?"
                 kept[-1] += end.group(0)

@@ -147,7 +147,8 @@ async def _search_once(
         # after an answered question, what was found answers the conversation, perhaps not
         # this: given with the notice. A question that stands on its own, or one after a
         # refusal (the conversation has no subject in the documents), is refused.
-        if plan.contextual and query == plan.query and stored.history[-1].answered:
+        after_an_answer = bool(stored.history) and stored.history[-1].answered
+        if plan.contextual and query == plan.query and after_an_answer:
             reason = UNKNOWN_IN_CONTEXT
         else:
             reason, qualifying, refusal = "unknown-terms", [], NO_EVIDENCE_REFUSAL
