@@ -428,13 +428,32 @@ def text_search_parse(text: str) -> TextSearchParse:
     )
 
 
+# Function words as people type them to a chat: contractions without their apostrophe and
+# spoken or texting forms ("dont", "whats", "cos", "pls"). The english configuration drops
+# "don't" (its parts are stop words) but keeps "dont", which no document holds, and which the
+# tokenizer splits: the evidence check took it for the name of something the documents lack.
+# Words that are also ordinary words are left out ("ill", "id", "wed", "well", "lets", "shell").
+INFORMAL_FUNCTION_WORDS = frozenset(
+    {
+        "dont", "doesnt", "didnt", "cant", "couldnt", "wont", "wouldnt", "shouldnt", "isnt",
+        "arent", "wasnt", "werent", "hasnt", "havent", "hadnt", "mustnt", "neednt", "aint",
+        "im", "ive", "youre", "youve", "youll", "youd", "theyre", "theyve", "theyll", "theyd",
+        "weve", "hes", "shes", "thats", "whats", "wheres", "whos", "hows", "whens", "whys",
+        "theres", "heres", "itll", "thatll", "couldve", "wouldve", "shouldve", "mightve",
+        "cos", "coz", "cuz", "bc", "pls", "plz", "thx", "ty", "u", "ur", "ya", "yeah", "yep",
+        "nope", "ok", "okay", "gonna", "wanna", "gotta", "kinda", "sorta", "dunno", "lemme",
+    }
+)  # fmt: skip
+
+
 def question_tokens(question: str) -> list[tuple[str, str, str]]:
     """(alias, token, lexeme) for each word of `question` that the english configuration keeps,
-    in order (stop words and punctuation dropped; compounds left to their parts)."""
+    in order (stop words, INFORMAL_FUNCTION_WORDS and punctuation dropped; compounds left to
+    their parts)."""
     return [
         (alias, token, lexeme)
         for alias, token, lexeme in text_search_parse(question).tokens
-        if lexeme and alias not in COMPOUND_ALIASES
+        if lexeme and alias not in COMPOUND_ALIASES and token.lower() not in INFORMAL_FUNCTION_WORDS
     ]
 
 

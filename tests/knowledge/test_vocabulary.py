@@ -170,6 +170,20 @@ def test_names_and_jargon_the_knowledge_base_lacks_are_unknown_and_specific():
     assert 0.8 < terms.unknown_share < 1.0
 
 
+def test_function_words_typed_without_their_apostrophe_are_not_terms():
+    """"dont", "whats", "cos": how people type to a chat. No document holds them and the
+    tokenizer splits them, so they were unknown *specific* terms, and the evidence check
+    refused the question as naming something the documents lack."""
+    document_create(title="Broadcast", texts=BROADCAST)
+
+    casual = question_terms("whats the train service, dont need it cos im away", reader=OPERATOR)
+    written = question_terms("What's the train service? I don't need it.", reader=OPERATOR)
+
+    assert {term.token for term in casual.terms} == {"train", "service", "need", "away"}
+    assert not casual.unknown_specific
+    assert {term.token for term in written.terms} == {"train", "service", "need"}
+
+
 def test_capitals_count_only_in_ordinary_sentence_case():
     document_create(title="Broadcast", texts=BROADCAST)
 
