@@ -171,9 +171,9 @@ def test_names_and_jargon_the_knowledge_base_lacks_are_unknown_and_specific():
 
 
 def test_function_words_typed_without_their_apostrophe_are_not_terms():
-    """"dont", "whats", "cos": how people type to a chat. No document holds them and the
-    tokenizer splits them, so they were unknown *specific* terms, and the evidence check
-    refused the question as naming something the documents lack."""
+    """Words such as "dont", "whats" and "cos" are how people type to a chat. No document holds
+    them and the tokenizer splits them, so they were unknown *specific* terms, and the evidence
+    check refused the question as naming something the documents lack."""
     document_create(title="Broadcast", texts=BROADCAST)
 
     casual = question_terms("whats the train service, dont need it cos im away", reader=OPERATOR)
