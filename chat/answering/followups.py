@@ -282,25 +282,18 @@ def contextual_query(
     replaces_names = elliptical and any(_is_name(word, question) for word in own)
     replaces_numbers = elliptical and any(_is_number(word) for word in own)
     carried: list[str] = []
+    replaced: set[str] = set()
     for word in _content_words(context):
         stem = terms(word)[0] if terms(word) else word.lower()
         if stem in own_stems:
             continue
-        if replaces_names and _is_name(word, context):
-            continue
-        if replaces_numbers and _is_number(word):
+        if (replaces_names and _is_name(word, context)) or (replaces_numbers and _is_number(word)):
+            replaced.add(word)
             continue
         carried.append(word)
-    carried = _rarest(list(dict.fromkeys(carried)), MAX_CARRIED_TERMS, rarity)
     if not carried:
         return question
     if CONTEXT_AS_WRITTEN:
-        replaced = {
-            word
-            for word in _content_words(context)
-            if (replaces_names and _is_name(word, context))
-            or (replaces_numbers and _is_number(word))
-        }
         kept = []
         for word in context.split():
             if _WORD_EDGE.sub("", word) not in replaced:
@@ -308,6 +301,7 @@ def contextual_query(
             elif kept and (end := _TRAILING.search(word)):  # "Lisbon?" → "?"
                 kept[-1] += end.group(0)
         return " ".join([*kept, question.strip()])
+    carried = _rarest(carried, MAX_CARRIED_TERMS, rarity)
     return " ".join([*carried, *own])
 
 

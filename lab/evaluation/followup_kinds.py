@@ -19,7 +19,7 @@ from typing import Any
 
 from chat.answering import followups
 from lab.evaluation.dataset import DatasetError, contains_gold
-from lab.evaluation.runner import QuestionResult, _answerable_figures
+from lab.evaluation.runner import QuestionResult, _answerable_figures, _rate
 
 UNLABELLED = "unlabelled"
 
@@ -66,14 +66,10 @@ def adversarial_figures(results: Sequence[QuestionResult]) -> dict[str, Any]:
     """How many follow-ups are adversarial (the documents do not answer them), the share
     refused and the share answered with the weak-evidence notice."""
     adversarial = [r for r in results if r.question.follows and r.question.kind == "adversarial"]
-
-    def share(flags: list[bool]) -> float:
-        return round(sum(flags) / len(flags), 4) if flags else 0.0
-
     return {
         "count": len(adversarial),
-        "refusal_rate": share([r.refused for r in adversarial]),
-        "flagged_rate": share([r.flagged and not r.refused for r in adversarial]),
+        "refusal_rate": _rate([r.refused for r in adversarial]),
+        "flagged_rate": _rate([r.flagged for r in adversarial]),
     }
 
 
