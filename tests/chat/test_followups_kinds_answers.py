@@ -91,16 +91,22 @@ async def test_anything_else_is_answered_from_the_same_subject_over_the_websocke
     assert await answers[1].citations.acount() >= 1
 
 
+async def asked_in_one_conversation(user, *questions: str) -> tuple[uuid.UUID, list[list]]:
+    """(the conversation's id, each question's events): the questions asked one after another
+    in a new conversation, through the answering pipeline."""
+    conversation_id = uuid.uuid4()
+    events = [
+        await collect(user=user, question=question, conversation_id=conversation_id)
+        for question in questions
+    ]
+    return conversation_id, events
+
+
 async def test_a_follow_up_about_something_the_knowledge_base_lacks_is_still_refused(
     gym_kb, staff_user
 ):
-    conversation_id = uuid.uuid4()
-    await collect(user=staff_user, question=PRICE, conversation_id=conversation_id)
-
-    events = await collect(
-        user=staff_user,
-        question="Does it include a sauna and a climbing wall?",
-        conversation_id=conversation_id,
+    _, (_, events) = await asked_in_one_conversation(
+        staff_user, PRICE, "Does it include a sauna and a climbing wall?"
     )
 
     assert [e.type for e in events] == ["refusal"]
@@ -112,11 +118,8 @@ async def test_a_reply_naming_what_the_documents_never_mention_gets_the_notice(g
     hold ("diabetes") is answered from what the conversation found, with the weak-evidence
     notice, stored and sent as such (it was refused before:
     docs/decisions/0031-follow-ups-by-kind.md)."""
-    conversation_id = uuid.uuid4()
-    await collect(user=staff_user, question=PAUSE, conversation_id=conversation_id)
-
-    events = await collect(
-        user=staff_user, question="I have diabetes", conversation_id=conversation_id
+    conversation_id, (_, events) = await asked_in_one_conversation(
+        staff_user, PAUSE, "I have diabetes"
     )
 
     assert [e.type for e in events][-2:] == ["sources", "answer_end"]
@@ -131,18 +134,11 @@ async def test_a_reply_naming_what_the_documents_never_mention_gets_the_notice(g
 
 
 async def test_after_a_refusal_a_follow_up_the_knowledge_base_lacks_is_refused(gym_kb, staff_user):
-    conversation_id = uuid.uuid4()
-    first = await collect(
-        user=staff_user, question="Is there a rooftop pool?", conversation_id=conversation_id
+    _, (first, events) = await asked_in_one_conversation(
+        staff_user, "Is there a rooftop pool?", "And does it have a sauna?"
     )
+
     assert [e.type for e in first] == ["refusal"]
-
-    events = await collect(
-        user=staff_user,
-        question="And does it have a sauna?",
-        conversation_id=conversation_id,
-    )
-
     assert [e.type for e in events] == ["refusal"]
 
 
@@ -152,13 +148,8 @@ async def test_a_question_of_its_own_is_refused_when_only_the_conversation_answe
     """A self-contained question is searched as written first; its reading in context (the
     fallback) finds the conversation's passage, but its own words ("pension") are nowhere in
     the documents: refused, not answered with the previous subject."""
-    conversation_id = uuid.uuid4()
-    await collect(user=staff_user, question=PAUSE, conversation_id=conversation_id)
-
-    events = await collect(
-        user=staff_user,
-        question="What does the company contribute to my pension?",
-        conversation_id=conversation_id,
+    _, (_, events) = await asked_in_one_conversation(
+        staff_user, PAUSE, "What does the company contribute to my pension?"
     )
 
     assert [e.type for e in events] == ["refusal"]
