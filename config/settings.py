@@ -56,7 +56,7 @@ if not SECRET_KEY:
 
         raise ImproperlyConfigured(
             "DJANGO_SECURE=1 needs DJANGO_SECRET_KEY: set it to a long random string, the same "
-            "for every process and machine (see the README's settings table)."
+            "for every process and machine (see the configuration table in docs/operations.md)."
         )
     SECRET_KEY = secret_key_development(BASE_DIR / ".data" / "secret_key")
 
