@@ -152,7 +152,6 @@ async def _search_once(
             reason = UNKNOWN_IN_CONTEXT
         else:
             reason, qualifying, refusal = "unknown-terms", [], NO_EVIDENCE_REFUSAL
-    exchange.evidence = reason
     return Found(query, contextual, result.query_vector, qualifying, refusal, evidence=reason)
 
 
@@ -295,5 +294,5 @@ async def question_search(
         )
     exchange.retrieval_ms = round((time.perf_counter() - started) * 1000, 1)
     exchange.search_query, exchange.contextual = found.query, found.contextual
-    exchange.evidence = found.evidence or exchange.evidence  # the reason of what is answered
+    exchange.evidence = found.evidence or exchange.evidence  # what is answered or refused: why
     return found
