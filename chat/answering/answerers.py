@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from asgiref.sync import sync_to_async
 
+from chat.answering import followups
 from chat.answering.extractive import ExtractiveAnswer, extractive_answer
-from chat.answering.followups import Turn
+from chat.answering.followups import Turn, said_before
 from chat.answering.terms import terms
 from chat.models import Message
 from knowledge.retrieval import RetrievedChunk
@@ -109,6 +110,9 @@ class ExtractiveAnswerer(Answerer):
             chunks=request.chunks,
             # A follow-up read in context: the sentence holding its own words answers it.
             focus=request.question if terms(request.question) else None,
+            # A follow-up read in context: what comes after the previous answer is preferred.
+            said=said_before(request.question, request.search_query, request.history),
+            follows_bonus=followups.FOLLOWS_SAID_BONUS,
         )
         for piece in self._answer.pieces():
             self._streamed.append(piece)  # handed to the transport: part of what was said

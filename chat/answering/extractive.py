@@ -13,7 +13,10 @@ spreadsheet chunk, one per line) is scored on:
   `sentence_vectors`, cached by text and shared with the evidence check);
 - a small prior for the chunk's own similarity, so the top-ranked chunk wins ties;
 - its form and content: a sentence ending in "?" or about the document itself loses weight, a
-  sentence holding what the question asks for (chat/answering/answer_types.py) gains some.
+  sentence holding what the question asks for (chat/answering/answer_types.py) gains some;
+- for a follow-up read in context, its place after the previous answer: a sentence that comes
+  right after one that answer gave (`follows_said`) gains `follows_bonus`
+  (chat/answering/followups.py `FOLLOWS_SAID_BONUS`).
 
 The best sentence is always taken and comes first; up to two more join it when they score
 within `FOLLOWER_RELATIVE_SCORE` of it and do not repeat what is already said, in reading
@@ -26,7 +29,8 @@ rank and position. Every answer sentence is an exact substring of the chunk it c
 Why these scores, weights and this order, with their measurements and what was tried instead:
 `docs/decisions/0022-extractive-sentence-selection.md`,
 `docs/decisions/0023-extractive-sentence-order.md`,
-`docs/decisions/0024-extractive-sentence-form-and-answer-type.md`.
+`docs/decisions/0024-extractive-sentence-form-and-answer-type.md`,
+`docs/decisions/0031-follow-ups-by-kind.md` (the place after the previous answer).
 """
 
 from __future__ import annotations
@@ -261,6 +265,36 @@ def _cache_put(vectors: dict[str, np.ndarray]) -> None:
 
 
 # --- Selection -----------------------------------------------------------------------------------
+# How far after a sentence already said a sentence still follows it: the next two of its chunk,
+# or the first two of the document's next chunk.
+FOLLOWING_SENTENCES = 2
+
+
+def follows_said(candidates: Sequence[Sentence], said: str) -> list[int]:
+    """Indexes of the candidates that come right after a candidate whose text `said` holds
+    (within FOLLOWING_SENTENCES of it, in its chunk or at the start of the document's next
+    chunk) and are not themselves in `said`."""
+    said_text = " ".join(said.split())
+    was_said = [" ".join(c.text.split()) in said_text for c in candidates]
+    anchors = [c for c, was in zip(candidates, was_said, strict=True) if was]
+    found = []
+    for i, candidate in enumerate(candidates):
+        if was_said[i]:
+            continue
+        chunk = candidate.chunk
+        for anchor in anchors:
+            if anchor.chunk.document_id != chunk.document_id:
+                continue
+            same = anchor.chunk.chunk_index == chunk.chunk_index
+            if (same and 0 < candidate.position - anchor.position <= FOLLOWING_SENTENCES) or (
+                chunk.chunk_index == anchor.chunk.chunk_index + 1
+                and candidate.position < FOLLOWING_SENTENCES
+            ):
+                found.append(i)
+                break
+    return found
+
+
 def _prior_scores(question: str, candidates: Sequence[Sentence], kind: str = "") -> list[float]:
     """The part of each candidate's score that needs no embedding: lexical share (IDF over all
     the candidates), the chunk's similarity and, when the question asks for a kind of thing
@@ -304,12 +338,16 @@ def extractive_answer(
     question_vector: np.ndarray,
     chunks: Sequence[RetrievedChunk],
     focus: str | None = None,
+    said: str = "",
+    follows_bonus: float = 0.0,
 ) -> ExtractiveAnswer:
     """At most three sentences of `chunks` (the qualifying chunks, best first) that best answer
     `question`, each with the citation number of its chunk. `focus`, when given, is the text
     whose words the lexical part of the score looks for instead of the question's: a follow-up
     searched in context ("days annual leave ten years") is answered by the sentence holding its
     own words ("And after ten years?"), not the one that answered the previous question.
+    `said`, when given, is the previous answer of the conversation: a sentence that comes right
+    after one of its sentences (`follows_said`) gets `follows_bonus` added to its score.
 
     CPU-bound (embeds the candidate sentences): async callers run it in a worker thread.
     """
@@ -320,6 +358,9 @@ def extractive_answer(
         start, end = span_trim(top.text, 0, len(top.text))
         candidates = [Sentence(chunk=top, rank=0, position=0, start=start, end=end)]
     prior = _prior_scores(focus or question, candidates, expected_answer(question))
+    if said and follows_bonus:
+        for i in follows_said(candidates, said):
+            prior[i] += follows_bonus
     compared = _compared(prior, candidates)
     candidates = [candidates[i] for i in compared]
     texts = [sentence.text for sentence in candidates]

@@ -37,7 +37,9 @@ when it was read in context first after an answered question ("I have diabetes" 
 covered if I get sick abroad?"), and refuses it otherwise (after a refusal, or a question that
 stands on its own and found nothing as written). A search in context prefers the chunks of the
 documents the previous answer cited (`SearchPlan.prefer_documents`: knowledge/retrieval.py
-`chunks_search(prefer_document_ids=...)`, a third ranking in the fusion).
+`chunks_search(prefer_document_ids=...)`, a third ranking in the fusion), and its extractive
+answer prefers the sentences that come right after what the previous answer gave
+(`said_before`, `FOLLOWS_SAID_BONUS`): a conversation goes on through its document.
 
 Why this reading, the fallbacks and the unknown-word guard:
 `docs/decisions/0025-follow-up-search-planning.md`; the kinds of follow-up real dialogues hold
@@ -62,6 +64,11 @@ from knowledge.vocabulary import question_terms, vocabulary_get
 # the follow-up's. Chosen on folds: docs/decisions/0031-follow-ups-by-kind.md.
 CONTEXT_AS_WRITTEN = 1
 MAX_CARRIED_TERMS = 5
+# What the extractive answer of a follow-up read in context adds to the score of a sentence that
+# comes right after one the previous answer gave (chat/answering/extractive.py `follows_said`):
+# a conversation goes on through its document. 0: nothing. Chosen on folds:
+# docs/decisions/0031-follow-ups-by-kind.md.
+FOLLOWS_SAID_BONUS = 0.1
 
 _CONTINUATION_START = re.compile(
     r"^\s*(?:and|also|but|so|then|plus|or|what about|how about|what of|and what about|"
@@ -200,6 +207,15 @@ def asks_for_more(question: str) -> bool:
     words = {word.lower() for word in WORD.findall(question)}
     own = [word for word in _content_words(question) if word.lower() not in _CONVERSATIONAL]
     return bool(words & _MORE) and not own
+
+
+def said_before(question: str, search_query: str, previous: Sequence[Turn]) -> str:
+    """The previous answer, when `question` was read in context (`search_query` is not the
+    question) after an answered question: its answer's sentences are where the follow-up's
+    answer is likely to go on from. Empty otherwise."""
+    if search_query == question or not (previous and previous[-1].answered):
+        return ""
+    return previous[-1].answer
 
 
 def answers_the_assistant(question: str) -> bool:

@@ -3,9 +3,11 @@ marker."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from chat.answering import extractive
+from chat.answering import extractive, followups
 from chat.answering.extractive import candidate_sentences, extractive_answer, sentence_spans
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
@@ -142,3 +144,54 @@ def test_a_sentence_about_the_document_itself_opens_only_an_answer_about_the_doc
     # Asked about the document, its sentences about itself compete as any other.
     about = answer_for("Who is the refund policy written for?", [overview])
     assert about.sentences[0].text.startswith(("This policy tells", "It is written for"))
+
+
+def test_sentences_right_after_what_was_said_follow_it_in_its_chunk_and_the_next():
+    texts = [
+        "The band formed in 1990 in Leeds. Their first album sold poorly. "
+        "A second album followed in 1993. It reached the charts. They toured Japan in 1995.",
+        "The singer left in 1996 after a dispute. The band split a year later.",
+    ]
+    chunks = [replace(chunk, document_id=1) for chunk in retrieved(texts)]
+    candidates = candidate_sentences(chunks)
+    said = "Their first album sold poorly. [1]"
+
+    following = {candidates[i].text for i in extractive.follows_said(candidates, said)}
+
+    next_chunk = {"The singer left in 1996 after a dispute.", "The band split a year later."}
+    assert following == {"A second album followed in 1993.", "It reached the charts."} | next_chunk
+    said = "They toured Japan in 1995. [1]"  # the chunk's last sentence
+    assert {candidates[i].text for i in extractive.follows_said(candidates, said)} == next_chunk
+    said = "The band split a year later. [2]"  # the last: nothing follows it
+    assert extractive.follows_said(candidates, said) == []
+    other_document = [replace(c, chunk=replace(c.chunk, document_id=2)) for c in candidates[5:]]
+    assert not set(
+        extractive.follows_said([*candidates[:5], *other_document], "They toured Japan in 1995.")
+    )
+
+
+def test_a_follow_up_prefers_what_comes_after_the_previous_answer():
+    """ "What did Carter do in 1990?" answered, "What happened after?" read in context: the
+    sentences after the one just given gain FOLLOWS_SAID_BONUS and one of them answers first."""
+    texts = [
+        "Carter grew up in Ohio and studied music in Boston. In 1990 Carter joined the band "
+        "Slowdive as its drummer. Two years later Carter left to record a solo album, which sold "
+        "poorly. After that Carter taught at a music school in Chicago. Carter also wrote film "
+        "scores."
+    ]
+    question = "What did Carter do in 1990? What happened after?"  # as searched in context
+    vector, _ = embedding.embed_query(question)
+    chunks = retrieved(texts)
+    said = "In 1990 Carter joined the band Slowdive as its drummer. [1]"
+
+    plain = extractive_answer(question=question, question_vector=vector, chunks=chunks)
+    after = extractive_answer(
+        question=question,
+        question_vector=vector,
+        chunks=chunks,
+        said=said,
+        follows_bonus=followups.FOLLOWS_SAID_BONUS,
+    )
+
+    assert plain.sentences[0].text == said.removesuffix(" [1]")
+    assert after.sentences[0].text.startswith(("Two years later", "After that"))

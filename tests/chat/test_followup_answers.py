@@ -116,6 +116,33 @@ async def test_self_contained_question_after_a_follow_up_is_answered_on_its_own(
     assert answer.search_query == MEALS
 
 
+CAREER_TEXT = (
+    "Carter grew up in Ohio and studied music in Boston. In 1990 Carter joined the band Slowdive "
+    "as its drummer. Two years later Carter left to record a solo album, which sold poorly. "
+    "After that Carter taught at a music school in Chicago. Carter also wrote film scores."
+)
+
+
+async def test_a_follow_up_goes_on_from_where_the_previous_answer_was(db, staff_user):
+    """ "What happened after?" is answered first by a sentence that comes after what the
+    previous answer gave (chat/answering/extractive.py `follows_said`), not by it again."""
+    await sync_to_async(document_create)(title="Carter", texts=[CAREER_TEXT])
+    conversation_id = uuid.uuid4()
+    first = await collect(
+        user=staff_user, question="What did Carter do in 1990?", conversation_id=conversation_id
+    )
+    first_sentence = answer_of(first)[0].split(" [1]")[0]
+    assert first_sentence == "In 1990 Carter joined the band Slowdive as its drummer."
+
+    events = await collect(
+        user=staff_user, question="What did he do after that?", conversation_id=conversation_id
+    )
+
+    content, citations = answer_of(events)
+    assert "Two years later Carter left to record a solo album" in content
+    assert_answer_is_grounded(content, citations)
+
+
 async def test_follow_up_after_a_refused_question_is_answered_as_written(travel_kb, staff_user):
     conversation_id = uuid.uuid4()
     refused = await collect(user=staff_user, question=OFF_TOPIC, conversation_id=conversation_id)

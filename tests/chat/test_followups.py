@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from chat.answering import followups
-from chat.answering.followups import Turn, contextual_query, leans_on_conversation, search_plan
+from chat.answering.followups import (
+    Turn,
+    contextual_query,
+    leans_on_conversation,
+    said_before,
+    search_plan,
+)
 
 LISBON = Turn(
     question="What is the nightly hotel cap in Lisbon?",
@@ -136,3 +142,12 @@ def test_the_rarest_previous_words_are_carried_when_there_are_too_many(content_w
     rarity = {"Bocelli": 9.0, "Romanza": 8.0, "record": 3.0, "album": 2.0, "singer": 1.5}.get
     query = contextual_query("Did it sell well?", [previous], rarity=lambda w: rarity(w, 1.0))
     assert query == "singer Bocelli record album Romanza sell well"  # the 5 rarest
+
+
+def test_the_previous_answer_is_where_a_follow_up_read_in_context_goes_on_from():
+    in_context = "What is the nightly hotel cap in? And in London?"
+    assert said_before("And in London?", in_context, [LISBON]) == LISBON.answer
+    assert said_before("What is the meal allowance?", "What is the meal allowance?", [LISBON]) == ""
+    refused = Turn(question=LISBON.question)
+    assert said_before("And in London?", in_context, [refused]) == ""
+    assert said_before("And in London?", "And in London?", []) == ""
