@@ -11,7 +11,12 @@ from chat.answering import extractive, followups
 from chat.answering.extractive import candidate_sentences, extractive_answer, sentence_spans
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
-from tests.support.knowledge_base import EXPENSES_TEXTS, LEAVE_TEXTS, SECURITY_TEXTS
+from tests.support.knowledge_base import (
+    CAREER_TEXT,
+    EXPENSES_TEXTS,
+    LEAVE_TEXTS,
+    SECURITY_TEXTS,
+)
 
 
 def retrieved(texts: list[str], similarities: list[float] | None = None) -> list[RetrievedChunk]:
@@ -173,12 +178,7 @@ def test_sentences_right_after_what_was_said_follow_it_in_its_chunk_and_the_next
 def test_a_follow_up_prefers_what_comes_after_the_previous_answer():
     """ "What did Carter do in 1990?" answered, "What happened after?" read in context: the
     sentences after the one just given gain FOLLOWS_SAID_BONUS and one of them answers first."""
-    texts = [
-        "Carter grew up in Ohio and studied music in Boston. In 1990 Carter joined the band "
-        "Slowdive as its drummer. Two years later Carter left to record a solo album, which sold "
-        "poorly. After that Carter taught at a music school in Chicago. Carter also wrote film "
-        "scores."
-    ]
+    texts = [CAREER_TEXT]
     question = "What did Carter do in 1990? What happened after?"  # as searched in context
     vector, _ = embedding.embed_query(question)
     chunks = retrieved(texts)

@@ -14,7 +14,7 @@ from django.test import AsyncClient
 from chat.models import Message
 from tests.support.answers import assert_answer_is_grounded, collect
 from tests.support.clients import fragments_until_idle, send_payload, socket_for
-from tests.support.knowledge_base import EXPENSES_TEXTS, document_create
+from tests.support.knowledge_base import CAREER_TEXT, EXPENSES_TEXTS, document_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -114,13 +114,6 @@ async def test_self_contained_question_after_a_follow_up_is_answered_on_its_own(
     assert {c["document_id"] for c in citations} == {travel_kb["expenses"].pk}
     answer = await sync_to_async(stored_answer)(question_id)
     assert answer.search_query == MEALS
-
-
-CAREER_TEXT = (
-    "Carter grew up in Ohio and studied music in Boston. In 1990 Carter joined the band Slowdive "
-    "as its drummer. Two years later Carter left to record a solo album, which sold poorly. "
-    "After that Carter taught at a music school in Chicago. Carter also wrote film scores."
-)
 
 
 async def test_a_follow_up_goes_on_from_where_the_previous_answer_was(db, staff_user):

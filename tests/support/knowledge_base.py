@@ -32,6 +32,12 @@ EXPENSES_TEXTS = [
     "Alcohol is never reimbursed. "
     "Hotel bookings go through the travel desk.",
 ]
+# A career told in order: a follow-up ("What did he do after that?") goes on through it.
+CAREER_TEXT = (
+    "Carter grew up in Ohio and studied music in Boston. In 1990 Carter joined the band Slowdive "
+    "as its drummer. Two years later Carter left to record a solo album, which sold poorly. "
+    "After that Carter taught at a music school in Chicago. Carter also wrote film scores."
+)
 SECURITY_TEXTS = [
     "Passwords must be at least 14 characters long and must never be reused. "
     "Multi-factor authentication is mandatory for every company account. "
