@@ -18,6 +18,8 @@ LOG_DIR = BASE_DIR / "test-artifacts"
 # Streamed pieces are paced on the chat tests' server (`CHAT_STREAM_DELAY_MS`), so a test can
 # observe a stream in progress.
 LIVE_SERVER_DELAY_MS = 250
+# The servers run with the suite's settings (tests/settings.py: the fast password hasher).
+TEST_SETTINGS = "tests.settings"
 
 
 def free_port() -> int:
@@ -71,7 +73,7 @@ def daphne_server(
     environment = {
         **os.environ,
         "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
     }
@@ -106,7 +108,7 @@ def ingest_worker(
     environment = {
         **os.environ,
         "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
         "TASKS_BACKEND": "django_tasks_db.DatabaseBackend",
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
