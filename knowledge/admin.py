@@ -35,6 +35,7 @@ from django.views.decorators.csrf import csrf_protect
 
 from knowledge.access import collections_readable, documents_readable_filter
 from knowledge.collections import collection_default, documents_move
+from knowledge.media_types import media_type_name
 from knowledge.models import (
     Chunk,
     Collection,
@@ -175,6 +176,31 @@ class ExpiryFilter(admin.SimpleListFilter):
         return queryset
 
 
+class KindFilter(admin.SimpleListFilter):
+    """The documents of one kind, named in people's words ("Word document", not its MIME
+    type); only the kinds present are offered."""
+
+    title = "type"
+    parameter_name = "kind"
+
+    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
+        queryset = model_admin.get_queryset(request).order_by()
+        present = queryset.values_list("media_type", flat=True).distinct()
+        kinds = sorted(present, key=media_type_name)
+        return [(kind, media_type_name(kind)) for kind in kinds if kind]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Document]):
+        if self.value():
+            return queryset.filter(media_type=self.value())
+        return queryset
+
+
+@admin.display(description="Type", ordering="media_type")
+def _kind(_model_admin: admin.ModelAdmin, obj: Document) -> str:
+    """A document's type in people's words (a method of the admins that show it)."""
+    return media_type_name(obj.media_type)
+
+
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
     add_form = DocumentUploadForm
@@ -187,15 +213,16 @@ class DocumentAdmin(admin.ModelAdmin):
         "enabled",
         "expiry",
         "chunk_count",
-        "media_type",
+        "kind",
         "updated_at",
         "error_summary",
     )
     list_display_links = ("display_title",)
-    list_filter = ("collection", "status", "enabled", ExpiryFilter, "media_type")
+    list_filter = ("collection", "status", "enabled", ExpiryFilter, KindFilter)
     search_fields = ("title", "source")
     ordering = ("-updated_at", "-id")
     list_per_page = 50
+    kind = _kind
     actions = (
         "enable_documents",
         "disable_documents",
@@ -209,7 +236,7 @@ class DocumentAdmin(admin.ModelAdmin):
         "chunks_link",
         "source",
         "sync_root",
-        "media_type",
+        "kind",
         "stored_file",
         "content_hash",
         "metadata",
@@ -227,7 +254,7 @@ class DocumentAdmin(admin.ModelAdmin):
                 "fields": (
                     "source",
                     "sync_root",
-                    "media_type",
+                    "kind",
                     "stored_file",
                     "content_hash",
                     "metadata",
@@ -778,10 +805,11 @@ class PersonalFileAdmin(admin.ModelAdmin):
     list_display = ("title", "owner", "size_label", "status", "expires_at", "purged_at")
     list_filter = ("status",)
     search_fields = ("title", "owner__username")
-    fields = ("title", "owner", "size_label", "media_type", "status", "error", "created_at",
+    fields = ("title", "owner", "size_label", "kind", "status", "error", "created_at",
               "expires_at", "purged_at")  # fmt: skip
     readonly_fields = fields
     list_select_related = ("owner",)
+    kind = _kind
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PersonalFile]:
         return super().get_queryset(request).filter(owner__isnull=False)

@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 
+from knowledge.media_types import media_type_name
 from knowledge.selectors import (
     document_get_for,
     document_original_path,
@@ -64,6 +65,7 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "file_url": file_url,
         "external_url": safe_external_url(document.url),
         "source_label": document_source_label(document.source),
+        "kind": media_type_name(document.media_type),
         **sidebar_context(request.user),
     }
     return render(request, "knowledge/document.html", context)

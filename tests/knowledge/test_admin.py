@@ -381,3 +381,26 @@ def test_document_admin_is_for_staff_with_permission_only(client, staff_user):
 
     assert client.get(LIST_URL).status_code == 403
     assert client.get(CHUNKS_URL).status_code == 403
+
+
+def test_the_document_list_and_page_name_types_in_peoples_words(admin_client):
+    """ "Word document" and "PDF", not MIME types: in the list, its filter and the pages."""
+    word = document_create(
+        title="Onboarding guide",
+        texts=["New starters meet their buddy on the first morning."],
+        media_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    )
+    document_create(
+        title="Travel policy",
+        texts=["Trains are booked in standard class."],
+        media_type="application/pdf",
+    )
+    listing = admin_client.get(LIST_URL).content.decode()
+    assert "Word document" in listing and "PDF" in listing
+    assert "wordprocessingml" not in re.sub(r'href="[^"]*"', "", listing)  # but in the filter
+    filtered = admin_client.get(LIST_URL, {"kind": word.media_type}).content.decode()
+    assert "Onboarding guide" in filtered and "Travel policy" not in filtered
+    change = reverse("admin:knowledge_document_change", args=[word.pk])
+    assert "Word document" in admin_client.get(change).content.decode()
+    page = admin_client.get(reverse("knowledge:document", args=[word.pk])).content.decode()
+    assert ">Word document</span>" in page
