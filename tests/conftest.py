@@ -35,6 +35,33 @@ def other_staff_user(django_user_model):
     )
 
 
+def _template_make() -> str:
+    """A copy of the freshly migrated test database, for the throwaway databases of evaluate
+    and bench (lab.evaluation.isolated): copied in a moment instead of migrated each time."""
+    import os
+
+    from django.db import connection
+
+    from lab.evaluation.isolated import database_copy
+
+    source = connection.settings_dict["NAME"]
+    template = f"{source}_template"
+    database_copy(source, template)
+    connection.settings_dict["NAME"] = source
+    os.environ["ISOLATED_DATABASE_TEMPLATE"] = template
+    return template
+
+
+def _template_drop(template: str) -> None:
+    import os
+
+    from django.db import connection
+
+    os.environ.pop("ISOLATED_DATABASE_TEMPLATE", None)
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(template)}")
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(
     request: pytest.FixtureRequest,
@@ -62,7 +89,10 @@ def django_db_setup(
             aliases={"default"},
             keepdb=keepdb,
         )
+        template = _template_make()
     yield
+    with django_db_blocker.unblock():
+        _template_drop(template)
     if not django_db_keepdb:
         with django_db_blocker.unblock():
             teardown_databases(databases, verbosity=request.config.option.verbose)
