@@ -89,7 +89,7 @@ def messages_admin_filter(user: AbstractBaseUser, *, prefix: str = "") -> Q:
     """What the admin shows of messages (through `prefix`, e.g. "message__" for feedback):
     those of the conversations `conversations_admin_filter` shows, less the answers withheld
     from `user` (`messages_withheld_filter`), so the admin is no way around a collection's
-    readers either. For a superuser, every message but the answers citing someone else's
+    readers either. For a superuser, every message but those drawing on someone else's
     personal file."""
     visible = conversations_admin_filter(user, prefix=f"{prefix}conversation__")
     return visible & ~messages_withheld_filter(user=user, prefix=prefix)
