@@ -147,9 +147,9 @@ def message_text_matches(query: str) -> Q:
 
 
 def _messages_readable(reader: Reader) -> QuerySet[Message]:
-    """The messages whose text `reader` may read (none withheld from them), superseded answers
-    left out (out of their conversation)."""
-    return Message.objects.exclude(role=Message.Role.SUPERSEDED).exclude(
+    """The messages whose text `reader` may read (none withheld from them), summaries and
+    superseded answers left out (not part of their conversation as its readers see it)."""
+    return Message.objects.exclude(role__in=Message.HIDDEN_ROLES).exclude(
         messages_withheld_filter(user=reader)
     )
 

@@ -183,6 +183,35 @@ class Citation(models.Model):
         return f"[{self.n}] {self.document_title}"
 
 
+class DocumentGiven(models.Model):
+    """A document whose text reached a message (an answer, partial or finished, or a
+    system-summary): a passage of it was given to the answer's selection or prompt, or an
+    earlier message given in the prompt or behind its search query drew on it. Cited or not;
+    withholding decides from these rows and the citations
+    (docs/decisions/0130-an-answer-records-what-it-was-given.md)."""
+
+    # Looked up by message through the unique constraint's index (message first).
+    message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, related_name="documents_given", db_index=False
+    )
+    # No key: the record outlives the document (a deleted document's answers stay withheld).
+    # UNKNOWN_DOCUMENT stands for what a message stored before the record drew on and nobody
+    # can tell any more.
+    document_id = models.BigIntegerField()
+
+    UNKNOWN_DOCUMENT = 0  # no document has this id: read as a deleted document
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["message", "document_id"], name="document_given_once_per_message"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"document {self.document_id} given to {self.message_id}"
+
+
 class ChatSettings(models.Model):
     """The single row of answering settings, edited in the admin."""
 

@@ -447,13 +447,14 @@ def message_views(
     questions: dict[uuid.UUID, str] | None = None,
 ) -> list[MessageView]:
     """Views of saved messages (citations prefetched or loaded here in one query each), as
-    the reader `user` may read them: an answer citing a document they may not read is
-    withheld (`chat.selectors.messages_withheld`, one query). `questions`: the text of
-    questions the caller already knows, by id (not read again)."""
+    the reader `user` may read them: an answer drawing on a document they may not read is
+    withheld (`chat.selectors.messages_withheld`, one query), whether it cites the document or
+    was only given it. `questions`: the text of questions the caller already knows, by id (not
+    read again)."""
     rows = [message_row(message) for message in messages]
-    cited = [row.id for row in rows if row.citations]
-    if cited:
-        rows = rows_for_reader(rows, messages_withheld(user=user, message_ids=cited))
+    answers = [row.id for row in rows if row.role != Message.Role.USER]
+    if answers:
+        rows = rows_for_reader(rows, messages_withheld(user=user, message_ids=answers))
     around = surroundings_read(rows, user, questions=questions)
     return [view_of_row(row, around, can_post=can_post) for row in rows]
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
 from django.db.models import (
     BooleanField,
@@ -29,7 +30,7 @@ from django.db.models.functions import Coalesce, RowNumber
 from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
 from chat.answering.followups import Turn
-from chat.models import Citation, Conversation, Feedback, Message
+from chat.models import Citation, Conversation, DocumentGiven, Feedback, Message
 from knowledge.access import (
     Reader,
     UserLike,
@@ -88,7 +89,7 @@ def messages_admin_filter(user: AbstractBaseUser, *, prefix: str = "") -> Q:
     """What the admin shows of messages (through `prefix`, e.g. "message__" for feedback):
     those of the conversations `conversations_admin_filter` shows, less the answers withheld
     from `user` (`messages_withheld_filter`), so the admin is no way around a collection's
-    readers either. For a superuser, every message but the answers citing someone else's
+    readers either. For a superuser, every message but those drawing on someone else's
     personal file."""
     visible = conversations_admin_filter(user, prefix=f"{prefix}conversation__")
     return visible & ~messages_withheld_filter(user=user, prefix=prefix)
@@ -264,6 +265,16 @@ def _cited_document_id() -> Coalesce:
     return Coalesce("document_id_snapshot", "chunk__document_id")
 
 
+def _drawn_on(**filters) -> list[QuerySet]:
+    """The documents the messages selected by `filters` (on the message, through `message`)
+    drew on, as two querysets of rows annotated `cited_document`: the record of what reached
+    each (`DocumentGiven`) and, for safety, what each cites (`Citation`)
+    (docs/decisions/0130-an-answer-records-what-it-was-given.md)."""
+    given = DocumentGiven.objects.filter(**filters).annotate(cited_document=F("document_id"))
+    cited = Citation.objects.filter(**filters).annotate(cited_document=_cited_document_id())
+    return [given, cited]
+
+
 def _document_readable(reader: Reader, *, withdrawn_too: bool = False) -> Exists:
     """The rule (`documents_readable_filter`) on the document of the citation row annotated
     `cited_document`; `withdrawn_too`: as if the reader managed documents (only the
@@ -277,35 +288,32 @@ def _document_readable(reader: Reader, *, withdrawn_too: bool = False) -> Exists
     )
 
 
-def _citing_others_files(citations: QuerySet[Citation], reader: Reader) -> QuerySet[Citation]:
-    """Those of `citations` that cite someone else's personal file (present or purged): what a
-    superuser, who reads every other document, may not read
+def _drawing_on_others_files(rows: QuerySet, reader: Reader) -> QuerySet:
+    """Those of `rows` (annotated `cited_document`) on someone else's personal file (present
+    or purged): what a superuser, who reads every other document, may not read
     (docs/decisions/0081-personal-files.md)."""
     others = Document.objects.filter(owner__isnull=False).exclude(
         pk__in=sorted(reader.own_file_ids)
     )
-    return citations.annotate(cited_document=_cited_document_id()).filter(
-        Exists(others.filter(pk=OuterRef("cited_document")))
-    )
+    return rows.filter(Exists(others.filter(pk=OuterRef("cited_document"))))
 
 
 def messages_withheld_filter(*, user: UserLike, prefix: str = "") -> Q:
-    """The messages (through `prefix`, e.g. "messages__") whose text `user` may not read: they
-    cite a document `user` may not read (`knowledge.access`), or one that no longer exists.
-    For a superuser, only those citing someone else's personal file; every message with a
-    citation for someone who reads nothing.
+    """The messages (through `prefix`, e.g. "messages__") whose text `user` may not read: a
+    document whose text reached them (`DocumentGiven`) or that they cite is one `user` may not
+    read (`knowledge.access`), or one that no longer exists (or is unknown: messages stored
+    before the record). For a superuser, only those drawing on someone else's personal file;
+    every message that drew on any document for someone who reads nothing.
     `messages_withheld` says why, for messages in hand."""
     reader = reader_for(user)
-    citations = Citation.objects.filter(message_id=OuterRef(f"{prefix}pk"))
+    drawn = _drawn_on(message_id=OuterRef(f"{prefix}pk"))
     if reader.is_superuser:
         if not reader.others_files:
             return Q(pk__in=[])
-        return Q(Exists(_citing_others_files(citations, reader)))
-    if not reader.reads_nothing:
-        citations = citations.annotate(cited_document=_cited_document_id()).filter(
-            ~_document_readable(reader)
-        )
-    return Q(Exists(citations))
+        drawn = [_drawing_on_others_files(rows, reader) for rows in drawn]
+    elif not reader.reads_nothing:
+        drawn = [rows.filter(~_document_readable(reader)) for rows in drawn]
+    return Q(Exists(drawn[0])) | Q(Exists(drawn[1]))
 
 
 def messages_withheld(
@@ -316,41 +324,51 @@ def messages_withheld(
 ) -> dict[uuid.UUID, Withheld]:
     """{message id: why it is withheld from `user`} for the messages of `message_ids`, or of
     the conversation `conversation_id`, that `user` may not read (absent: readable). One query
-    whatever the number of messages; for a superuser, only the answers citing someone else's
-    personal file (`ACCESS`), and no query when there is none (`Reader.others_files`).
+    whatever the number of messages; for a superuser, only the messages drawing on someone
+    else's personal file (`ACCESS`), and no query when there is none (`Reader.others_files`).
 
-    A message is withheld when one of its citations' documents (`Citation.document_id_snapshot`,
+    A message is withheld when a document whose text reached it (its record,
+    `DocumentGiven`: the passages it was given, the earlier turns and summary in its prompt,
+    what its search query was built from) or one it cites (`Citation.document_id_snapshot`,
     the chunk may be gone) is one `user` may not read by `knowledge.access`: `ACCESS` when one
     of them is in a collection `user` may not read, else `WITHDRAWN` (disabled, expired or no
-    longer processed, for a reader who does not manage documents; deleted, for anyone but a
-    superuser, since its collection is no longer known). Decided from the documents as they
-    are now: a revocation or a move is seen on the next call.
+    longer processed, for a reader who does not manage documents; deleted or unknown, for
+    anyone but a superuser, since its collection is no longer known). Decided from the
+    documents as they are now: a revocation or a move is seen on the next call
+    (docs/decisions/0130-an-answer-records-what-it-was-given.md).
     """
     reader = reader_for(user)
-    citations = Citation.objects.all()
+    filters: dict = {}
     if conversation_id is not None:
-        citations = citations.filter(message__conversation_id=conversation_id)
+        filters["message__conversation_id"] = conversation_id
     if message_ids is not None:
-        citations = citations.filter(message_id__in=list(message_ids))
+        filters["message_id__in"] = list(message_ids)
+    given, cited = _drawn_on(**filters)
     if reader.is_superuser:
         if not reader.others_files:
             return {}
-        cited = _citing_others_files(citations, reader).values_list("message_id", flat=True)
-        return dict.fromkeys(cited, Withheld.ACCESS)
+        given, cited = (_drawing_on_others_files(rows, reader) for rows in (given, cited))
+        drawn = given.values_list("message_id", flat=True).union(
+            cited.values_list("message_id", flat=True)
+        )
+        return dict.fromkeys(drawn, Withheld.ACCESS)
     if reader.reads_nothing:
-        return dict.fromkeys(citations.values_list("message_id", flat=True), Withheld.ACCESS)
-    rows = (
-        citations.annotate(cited_document=_cited_document_id())
-        .annotate(
+        drawn = given.values_list("message_id", flat=True).union(
+            cited.values_list("message_id", flat=True)
+        )
+        return dict.fromkeys(drawn, Withheld.ACCESS)
+    given, cited = (
+        rows.annotate(
             readable=_document_readable(reader),
             in_collection=_document_readable(reader, withdrawn_too=True),
             exists=Exists(Document.objects.filter(pk=OuterRef("cited_document"))),
         )
         .filter(readable=False)
         .values_list("message_id", "in_collection", "exists")
+        for rows in (given, cited)
     )
     withheld: dict[uuid.UUID, Withheld] = {}
-    for message_id, in_collection, exists in rows:
+    for message_id, in_collection, exists in given.union(cited, all=True):
         if exists and not in_collection:
             withheld[message_id] = Withheld.ACCESS
         else:
@@ -399,9 +417,9 @@ def citation_fresh() -> ExpressionWrapper:
 
 def conversation_transcript(conversation: Conversation, *, user: UserLike) -> list[MessageRow]:
     """The conversation's messages in order with their citations, as rows, as `user` may read
-    them: an answer citing a document `user` may not read is withheld (`row_withheld`). Three
-    queries of plain values whatever the length (no model instances, the stale check done in
-    SQL), none more for a superuser."""
+    them: an answer drawing on a document `user` may not read is withheld (`row_withheld`).
+    Three queries of plain values whatever the length (no model instances, the stale check done
+    in SQL), none more for a superuser."""
     cited: dict[uuid.UUID, list[CitationRow]] = {}
     citations = (
         Citation.objects.filter(message__conversation=conversation)
@@ -425,7 +443,8 @@ def conversation_transcript(conversation: Conversation, *, user: UserLike) -> li
         )
         for values in messages
     ]
-    withheld = messages_withheld(user=user, conversation_id=conversation.pk) if cited else {}
+    answered = any(row.role == Message.Role.ASSISTANT for row in rows)
+    withheld = messages_withheld(user=user, conversation_id=conversation.pk) if answered else {}
     return rows_for_reader(rows, withheld)
 
 
@@ -516,19 +535,23 @@ def message_answer_with_citations(answer_id: uuid.UUID) -> Message | None:
 
 def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
     """The (at most `limit`) questions asked in `question`'s conversation before it, oldest
-    first, each with what became of it: its answer's text, status, search query and cited
-    documents; an answer its asker (the conversation's owner) may not read now
-    (`messages_withheld`) as if it had not been answered. One query (the questions, their
-    answers joined, the cited documents as an array, the owner), two more when an answer
-    cites (the owner's reader, the answers withheld from them)."""
+    first, each with what became of it: its answer's text, status, search query, cited
+    documents and the documents whose text reached it (`DocumentGiven`); an answer its asker
+    (the conversation's owner) may not read now (`messages_withheld`) as if it had not been
+    answered. One query (the questions, their answers joined, the cited and given documents as
+    arrays, the owner), two more when an answer drew on a document (the owner's reader, the
+    answers withheld from them)."""
     messages = connection.ops.quote_name(Message._meta.db_table)
     citations = connection.ops.quote_name(Citation._meta.db_table)
+    given = connection.ops.quote_name(DocumentGiven._meta.db_table)
     conversations = connection.ops.quote_name(Conversation._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT a.id, q.content, a.status, a.content, a.search_query, "
             f"ARRAY(SELECT c.document_id_snapshot FROM {citations} c WHERE c.message_id = a.id "
             f"AND c.document_id_snapshot IS NOT NULL ORDER BY c.n), "
+            f"ARRAY(SELECT g.document_id FROM {given} g WHERE g.message_id = a.id "
+            f"ORDER BY g.document_id), "
             f"(SELECT owner_id FROM {conversations} WHERE id = %s) "
             f"FROM (SELECT id, content, created_at FROM {messages} WHERE conversation_id = %s "
             f"AND role = %s AND created_at < %s ORDER BY created_at DESC, id DESC LIMIT %s) q "
@@ -541,13 +564,14 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
         )  # fmt: skip
         rows = cursor.fetchall()
     withheld = _withheld_from_asker(
-        rows[0][6] if rows else None, [row[0] for row in rows if row[0] is not None and row[5]]
+        rows[0][7] if rows else None,
+        [row[0] for row in rows if row[0] is not None and (row[5] or row[6])],
     )
     return [
-        _turn(content, status or "", answer or "", search_query or "", cited or ())
+        _turn(content, status or "", answer or "", search_query or "", cited or (), drew or ())
         if answer_id not in withheld
-        else _turn(content, "", "", "", ())
-        for answer_id, content, status, answer, search_query, cited, _ in rows
+        else _turn(content, "", "", "", (), ())
+        for answer_id, content, status, answer, search_query, cited, drew, _ in rows
     ]
 
 
@@ -562,7 +586,14 @@ def _withheld_from_asker(
     return messages_withheld(user=owner, message_ids=answer_ids)
 
 
-def _turn(question: str, status: str, answer: str, search_query: str, cited: Sequence[int]) -> Turn:
+def _turn(
+    question: str,
+    status: str,
+    answer: str,
+    search_query: str,
+    cited: Sequence[int],
+    given: Sequence[int],
+) -> Turn:
     complete = status == Message.Status.COMPLETE
     return Turn(
         question=question,
@@ -570,13 +601,15 @@ def _turn(question: str, status: str, answer: str, search_query: str, cited: Seq
         answer=answer if complete else "",
         answered=complete,
         cited_document_ids=tuple(dict.fromkeys(cited)),
+        # What a later answer given this turn (its answer, or only its search query) draws on.
+        given_document_ids=tuple(sorted({*given, *cited})),
     )
 
 
 def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, Turn]]:
     """(id, Turn) of each (id, text) question, in the given order, an answer its asker may not
-    read now (`_withheld_from_asker`) as if unanswered: two queries, three more when an answer
-    cites."""
+    read now (`_withheld_from_asker`) as if unanswered: three queries, three more when an
+    answer drew on a document."""
     if not questions:
         return []
     answers = {
@@ -585,24 +618,35 @@ def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, T
             reply_to_id__in=[pk for pk, _ in questions], role=Message.Role.ASSISTANT
         ).values_list("id", "reply_to_id", "status", "content", "search_query")
     }
+    answer_ids = [a[0] for a in answers.values()]
     cited: dict[uuid.UUID, list[int]] = {}
     for message_id, document_id in (
-        Citation.objects.filter(message_id__in=[a[0] for a in answers.values()])
+        Citation.objects.filter(message_id__in=answer_ids)
         .exclude(document_id_snapshot=None)
         .order_by("message_id", "n")
         .values_list("message_id", "document_id_snapshot")
     ):
         cited.setdefault(message_id, []).append(document_id)
+    given: dict[uuid.UUID, list[int]] = {}
+    for message_id, document_id in DocumentGiven.objects.filter(
+        message_id__in=answer_ids
+    ).values_list("message_id", "document_id"):
+        given.setdefault(message_id, []).append(document_id)
     owner_id = Message.objects.filter(pk=questions[0][0]).values_list(
         "conversation__owner_id", flat=True
     )
-    withheld = _withheld_from_asker(owner_id.first(), list(cited)) if cited else {}
+    drew = {*cited, *given}
+    withheld = _withheld_from_asker(owner_id.first(), list(drew)) if drew else {}
     turns = []
     for pk, content in questions:
         answer_id, status, answer, search_query = answers.get(pk, (None, "", "", ""))
         if answer_id in withheld:  # as if unanswered: its asker may not read it now
             answer_id, status, answer, search_query = None, "", "", ""
-        turns.append((pk, _turn(content, status, answer, search_query, cited.get(answer_id, ()))))
+        turn = _turn(
+            content, status, answer, search_query, cited.get(answer_id, ()),
+            given.get(answer_id, ()),
+        )  # fmt: skip
+        turns.append((pk, turn))
     return turns
 
 
@@ -610,17 +654,20 @@ def _turns_of(questions: list[tuple[uuid.UUID, str]]) -> list[tuple[uuid.UUID, T
 class ConversationMemory:
     """What a generative answer remembers beyond its history window: the latest
     system-summary (its text, "" when none) and the questions older than the window that no
-    summary has folded in yet ((id, Turn), oldest first)."""
+    summary has folded in yet ((id, Turn), oldest first); `summary_given`: the documents the
+    summary drew on (its `DocumentGiven` record)."""
 
     summary: str
     unfolded: list[tuple[uuid.UUID, Turn]]
+    summary_given: tuple[int, ...] = ()
 
 
 def conversation_memory(
     question_id: uuid.UUID, *, window: int, limit: int = 40
 ) -> ConversationMemory:
     """The memory of the question's conversation before it, outside its last `window` turns
-    (at most `limit` unfolded turns, the newest)."""
+    (at most `limit` unfolded turns, the newest). A summary the conversation's owner may not
+    read now (`messages_withheld`) is left out, as if never written."""
     question = Message.objects.filter(pk=question_id).values("conversation_id", "created_at")
     question = question.first()
     if question is None:
@@ -635,16 +682,27 @@ def conversation_memory(
             reply_to__created_at__lt=question["created_at"],
         )
         .order_by("-reply_to__created_at", "-created_at")
-        .values_list("content", "reply_to__created_at")
+        .annotate(
+            given=ArraySubquery(
+                DocumentGiven.objects.filter(message_id=OuterRef("pk")).values("document_id")
+            )
+        )
+        .values_list("content", "reply_to__created_at", "given", "pk", "conversation__owner_id")
         .first()
     )
+    if summary is not None and _withheld_from_asker(summary[4], [summary[3]] if summary[2] else []):
+        summary = None  # its asker may not read it now: the turns are folded again without it
     older = earlier.filter(role=Message.Role.USER)
     if summary is not None:
         older = older.filter(created_at__gt=summary[1])
     rows = list(
         older.order_by("-created_at", "-id").values_list("id", "content")[window : window + limit]
     )
-    return ConversationMemory(summary[0] if summary else "", _turns_of(list(reversed(rows))))
+    return ConversationMemory(
+        summary[0] if summary else "",
+        _turns_of(list(reversed(rows))),
+        summary_given=tuple(summary[2]) if summary else (),
+    )
 
 
 def documents_list(user: AbstractBaseUser) -> list[dict]:

@@ -26,7 +26,7 @@ from django.utils import timezone
 from chat.answering.citations import citation_build
 from chat.answering.errors import AnswerError
 from chat.answering.questions import conversation_title_from, text_clean
-from chat.models import Citation, Conversation, Feedback, Message
+from chat.models import Citation, Conversation, DocumentGiven, Feedback, Message
 from chat.selectors import ConversationAccess, conversation_access
 from knowledge.models import Chunk
 from knowledge.retrieval import RetrievedChunk
@@ -387,9 +387,14 @@ def answer_finish(
     error_code: str = "",
     searched_document: tuple[int, str] | None = None,
     evidence: str = "",
+    given: Sequence[int] = (),
 ) -> list[Citation] | None:
     """Store the outcome of a streaming answer with its citations, in one statement.
     `evidence`: the evidence check's verdict on a complete answer (Message.Evidence).
+    `given`: the ids of the documents whose text reached the answer; they and the cited
+    documents are added to its record (`DocumentGiven`) in the same statement, to what
+    `answer_given_record` wrote before its first word
+    (docs/decisions/0130-an-answer-records-what-it-was-given.md).
 
     Only an answer still `streaming` is finished (a late interruption never overwrites a
     complete answer). Returns the stored citations, or None when the answer was already
@@ -411,7 +416,8 @@ def answer_finish(
     }
     answer = Message(pk=answer_id, **fields)
     citations = [citation_build(message=answer, n=n, chunk=chunk) for n, chunk in cited]
-    finished, alive = _answer_finish_statement(answer_id, fields, citations)
+    drew_on = sorted({*given, *(chunk.document_id for _, chunk in cited)})
+    finished, alive = _answer_finish_statement(answer_id, fields, citations, drew_on)
     if not finished:
         return None
     for citation in citations:
@@ -421,15 +427,16 @@ def answer_finish(
 
 
 def _answer_finish_statement(
-    answer_id: uuid.UUID, fields: dict[str, Any], citations: list[Citation]
+    answer_id: uuid.UUID, fields: dict[str, Any], citations: list[Citation], given: list[int]
 ) -> tuple[bool, set[int]]:
     """`answer_finish`'s writes in one SQL statement, atomic as any statement
     (docs/decisions/0048-an-exchange-stored-and-finished-in-one-statement.md): the
     conditional UPDATE of the answer (it waits for a
     concurrent finisher's commit, then finds the answer no longer streaming), then, only if it
     matched, the citations (a chunk deleted meanwhile cited as NULL, keeping its snapshot)
-    and the conversation's `updated_at`. Returns whether the answer was finished and the
-    numbers of the citations whose chunk still exists."""
+    and the conversation's `updated_at`, and the documents `given` added to its record.
+    Returns whether the answer was finished and the numbers of the citations whose chunk
+    still exists."""
     update = Message.objects.filter(pk=answer_id, status=Message.Status.STREAMING).query.chain(
         UpdateQuery
     )
@@ -460,6 +467,13 @@ def _answer_finish_statement(
         params.extend(citation_params)
     else:
         sql.append(", cited AS (SELECT NULL::smallint AS n, NULL::bigint AS chunk_id LIMIT 0)")
+    if given:
+        sql.append(
+            f", given AS (INSERT INTO {_GIVEN} (message_id, document_id) "
+            f"SELECT %s, d FROM (SELECT 1 FROM answer LIMIT 1) a, unnest(%s::bigint[]) d "
+            f"ON CONFLICT DO NOTHING RETURNING 1)"
+        )
+        params.extend([answer_id, given])
     sql.append(
         f", touched AS (UPDATE {conversations} SET updated_at = %s "
         f"WHERE id IN (SELECT conversation_id FROM answer) RETURNING 1) "
@@ -473,13 +487,36 @@ def _answer_finish_statement(
     return bool(finished), set(alive or ())
 
 
+_GIVEN = connection.ops.quote_name(DocumentGiven._meta.db_table)
+_GIVEN_INSERT = (
+    f"INSERT INTO {_GIVEN} (message_id, document_id) SELECT %s, unnest(%s::bigint[]) "
+    f"ON CONFLICT DO NOTHING"
+)
+
+
+def answer_given_record(*, answer_id: uuid.UUID, document_ids: Sequence[int]) -> None:
+    """Record that the text of the documents `document_ids` reached the answer `answer_id`
+    (its passages given to the answerer, the earlier turns and summary in its prompt, the
+    turns behind its search query): one INSERT, run before the answer's first word is sent,
+    so that an answer stopped or failed at any point has its record
+    (docs/decisions/0130-an-answer-records-what-it-was-given.md). None: no statement."""
+    if not document_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_GIVEN_INSERT, [answer_id, sorted(set(document_ids))])
+
+
 # --- Memory -------------------------------------------------------------------------------------
-def conversation_summary_store(*, covers_question_id: uuid.UUID, content: str) -> Message:
+def conversation_summary_store(
+    *, covers_question_id: uuid.UUID, content: str, given: Sequence[int] = ()
+) -> Message:
     """Store a system-summary of the conversation up to and including the question
     `covers_question_id` (its `reply_to`): what a generative answer remembers of turns older
-    than its history window. Earlier summaries are kept (the latest one is used)."""
+    than its history window. Earlier summaries are kept (the latest one is used). `given`: the
+    documents the summarised turns and the earlier summary drew on, its record
+    (`DocumentGiven`), written in the same statement."""
     question = Message.objects.only("conversation_id").get(pk=covers_question_id)
-    return Message.objects.create(
+    summary = Message(
         conversation_id=question.conversation_id,
         role=Message.Role.SYSTEM_SUMMARY,
         status=Message.Status.COMPLETE,
@@ -487,6 +524,18 @@ def conversation_summary_store(*, covers_question_id: uuid.UUID, content: str) -
         mode=Message.Mode.GENERATIVE,
         content=content,
     )
+    columns, row, params = _rows_sql([summary])
+    messages = connection.ops.quote_name(Message._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH summary AS (INSERT INTO {messages} ({', '.join(columns)}) VALUES {row} "
+            f"RETURNING id), given AS (INSERT INTO {_GIVEN} (message_id, document_id) "
+            f"SELECT summary.id, d FROM summary, unnest(%s::bigint[]) d "
+            f"ON CONFLICT DO NOTHING) SELECT id FROM summary",
+            [*params, sorted(set(given))],
+        )
+    summary._state.adding, summary._state.db = False, connection.alias
+    return summary
 
 
 # --- Feedback ------------------------------------------------------------------------------------

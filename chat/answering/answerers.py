@@ -75,6 +75,9 @@ class Answerer(abc.ABC):
     """Writes one answer from the qualifying chunks."""
 
     mode: str
+    # Documents whose text `prepare` put before the answerer beyond the request's chunks and
+    # history (a generative answer's conversation summary): part of the answer's record.
+    documents_given: tuple[int, ...] = ()
 
     async def prepare(self, request: AnswerRequest) -> None:  # noqa: B027 (optional step)
         """What must succeed before the answer starts (AnswerFailed otherwise)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
@@ -26,6 +27,7 @@ from chat.answering.trace import ExchangeTrace
 from chat.attachments import attachments_add, reader_in_conversation, unknown_file_ids
 from chat.models import Message
 from knowledge.access import Reader, reader_for
+from knowledge.retrieval import RetrievedChunk
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +114,20 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     )
 
 
+def documents_given(
+    *, chunks: Sequence[RetrievedChunk], history: Sequence[Turn], with_history: bool
+) -> tuple[int, ...]:
+    """The documents whose text reaches an answer given `chunks` (the qualifying passages) and,
+    `with_history` (a generative answer's prompt, or a search query read in context), the
+    earlier turns: what each of their answers drew on (`Turn.given_document_ids`; a turn its
+    asker may not read now was given as unanswered and brings nothing)
+    (docs/decisions/0130-an-answer-records-what-it-was-given.md)."""
+    drawn = {chunk.document_id for chunk in chunks}
+    if with_history:
+        drawn.update(d for turn in history for d in turn.given_document_ids)
+    return tuple(sorted(drawn))
+
+
 async def exchange_store_or_release(
     request: ValidatedRequest, embedded: asyncio.Future | None
 ) -> StoredExchange:
@@ -164,7 +180,7 @@ async def partial_store(
     error_code: str = "",
 ) -> None:
     """Store what was streamed so far (an interrupted or failed answer), its citations limited
-    to the markers already sent."""
+    to the markers already sent, and the documents given to it (`exchange.given`)."""
     partial = exchange.written(complete=False)
     await database_sync_to_async(services.answer_finish)(
         answer_id=answer_id,
@@ -175,4 +191,5 @@ async def partial_store(
         search_query=exchange.search_query,
         error_code=error_code,
         figures=exchange.figures(top_k),
+        given=exchange.given,
     )

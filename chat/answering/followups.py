@@ -137,6 +137,9 @@ class Turn:
     answer: str = ""  # the answer's text, when it was answered
     answered: bool = False  # it got a complete answer (not a refusal, not an error)
     cited_document_ids: tuple[int, ...] = ()
+    # The documents whose text reached its answer (cited or not; chat.models.DocumentGiven):
+    # what a later answer given this turn draws on too.
+    given_document_ids: tuple[int, ...] = ()
 
     @property
     def query(self) -> str:

@@ -102,11 +102,12 @@ class GenerativeAnswerer(Answerer):
         window = history_window(request.max_history_turns)
         history = history_messages(request.history, window=window)
         if request.question_id is not None:
-            summary = await memory_summary(
+            summary, summary_given = await memory_summary(
                 backend=self.backend, question_id=request.question_id, window=window
             )
             if summary:
                 history = [summary_message(summary), *history]
+                self.documents_given = summary_given
         sources = sources_select(request.chunks)
         self._rewriter = CitationRewriter(provided=dict(enumerate(sources, start=1)))
         messages = grounded_messages(question=request.question, chunks=sources, history=history)

@@ -80,13 +80,18 @@ def _transcript(summary: str, turns: Sequence[Turn]) -> str:
     return as_data("\n".join(lines))
 
 
-async def memory_summary(*, backend: LLMBackend, question_id: object, window: int) -> str:
+async def memory_summary(
+    *, backend: LLMBackend, question_id: object, window: int
+) -> tuple[str, tuple[int, ...]]:
     """The summary of the conversation before `question_id`'s window, brought up to date (and
-    stored) when turns have left the window since the last one; "" when there is nothing
-    older than the window. A model failure keeps the previous summary (logged)."""
+    stored) when turns have left the window since the last one ("" when there is nothing
+    older than the window), and the documents it draws on: the union of what the earlier
+    summary and the turns it folds in drew on, stored as its record
+    (docs/decisions/0130-an-answer-records-what-it-was-given.md). A model failure keeps the
+    previous summary (logged)."""
     memory = await database_sync_to_async(selectors.conversation_memory)(question_id, window=window)
     if not memory.unfolded:
-        return memory.summary
+        return memory.summary, memory.summary_given
     turns = [turn for _, turn in memory.unfolded]
     messages: list[ChatMessage] = [
         {"role": "system", "content": SUMMARY_PROMPT},
@@ -99,14 +104,17 @@ async def memory_summary(*, backend: LLMBackend, question_id: object, window: in
         summary = (await backend.complete(messages, max_tokens=SUMMARY_MAX_TOKENS)).strip()
     except LLMError as error:
         logger.warning("summarising the conversation failed: %s", error)
-        return memory.summary
+        return memory.summary, memory.summary_given
     if not summary:
-        return memory.summary
+        return memory.summary, memory.summary_given
+    given = tuple(
+        sorted({*memory.summary_given, *(d for turn in turns for d in turn.given_document_ids)})
+    )
     newest_folded = memory.unfolded[-1][0]
     await database_sync_to_async(services.conversation_summary_store)(
-        covers_question_id=newest_folded, content=summary
+        covers_question_id=newest_folded, content=summary, given=given
     )
     logger.info(
         "conversation summarised: %s turns folded, up to question %s", len(turns), newest_folded
     )
-    return summary
+    return summary, given

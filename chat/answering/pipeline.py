@@ -82,7 +82,12 @@ from chat.answering.answerers import Answerer, AnswerFailed, AnswerRequest, Extr
 from chat.answering.citations import citation_as_dict
 from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, sources_data
 from chat.answering.evidence_signals import WEAK_REASONS
-from chat.answering.exchange import exchange_store_or_release, heartbeat_keep, partial_store
+from chat.answering.exchange import (
+    documents_given,
+    exchange_store_or_release,
+    heartbeat_keep,
+    partial_store,
+)
 from chat.answering.followups import leans_on_conversation
 from chat.answering.generative import GenerativeAnswerer
 from chat.answering.replay import replay_log, stored_answer_events, stored_answer_wait
@@ -175,6 +180,14 @@ async def answer_stream(
         found = await question_search(
             exchange, request=request, stored=stored, question=question, embedded=embedded
         )
+        # What reaches the answer: the qualifying passages, and the earlier turns when they
+        # shaped the search query or go to the model
+        # (docs/decisions/0130-an-answer-records-what-it-was-given.md).
+        exchange.given = documents_given(
+            chunks=found.qualifying,
+            history=stored.history,
+            with_history=found.contextual or stored.mode == Message.Mode.GENERATIVE,
+        )
         if exchange.warning:
             yield exchange.event("warning", {"message": exchange.warning})
         if found.refusal is not None:
@@ -188,6 +201,7 @@ async def answer_stream(
                 warning=exchange.warning,
                 search_query=found.query,
                 figures=exchange.figures(top_k),
+                given=exchange.given,
             )
             yield exchange.event(
                 "refusal",
@@ -210,6 +224,11 @@ async def answer_stream(
             exchange.warn(stored.notice)
             yield exchange.event("warning", {"message": stored.notice})
         await exchange.answerer.prepare(request_for_answerer)
+        # Recorded before the first word leaves: a stopped or failed answer has its record.
+        exchange.given = tuple(sorted({*exchange.given, *exchange.answerer.documents_given}))
+        await database_sync_to_async(services.answer_given_record)(
+            answer_id=answer_message.pk, document_ids=exchange.given
+        )
         yield exchange.event(
             "answer_start",
             {

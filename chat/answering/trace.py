@@ -32,6 +32,8 @@ class ExchangeTrace:
     contextual: bool = False
     warning: str = ""
     answerer: Answerer | None = None
+    # The documents whose text reached the answer so far (chat.models.DocumentGiven).
+    given: tuple[int, ...] = ()
 
     def warn(self, text: str) -> None:
         self.warning = f"{self.warning} {text}" if self.warning else text
