@@ -4,6 +4,7 @@ environment, read here and nowhere else."""
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
@@ -352,6 +353,16 @@ INGEST_WORKER_NICE = int(os.environ.get("INGEST_WORKER_NICE", "10"))
 SYNC_POLL_SECONDS = float(os.environ.get("SYNC_POLL_SECONDS", "30"))
 if not 0 < SYNC_POLL_SECONDS <= 3600:
     raise ValueError(f"SYNC_POLL_SECONDS must be seconds in (0, 3600], got {SYNC_POLL_SECONDS}")
+# Where a watched folder (and `manage.py sync`) may point: absolute folders separated by colons
+# or commas; a folder outside all of them is refused (empty: anywhere). Symbolic links in a
+# synced folder are never followed: docs/decisions/0135-synced-files-read-inside-their-root.md.
+SYNC_ALLOWED_ROOTS = [
+    item.strip()
+    for item in re.split(r"[:,]", os.environ.get("SYNC_ALLOWED_ROOTS", ""))
+    if item.strip()
+]
+if any(not Path(root).is_absolute() for root in SYNC_ALLOWED_ROOTS):
+    raise ValueError(f"SYNC_ALLOWED_ROOTS must be absolute folders, got {SYNC_ALLOWED_ROOTS}")
 
 # --- API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
