@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.checks import Tags, Warning, register
 
 from accounts.demo import demo_logins_public
@@ -20,5 +21,21 @@ def demo_logins_check(app_configs=None, **kwargs) -> list[Warning]:
             hint="Run `manage.py demo_logins_lock` (bin/serve does it on any server that is "
             "not local), or delete the users.",
             id="sourced.W001",
+        )
+    ]
+
+
+@register(Tags.security, deploy=True)
+def trusted_proxies_check(app_configs=None, **kwargs) -> list[Warning]:
+    """sourced.W002: served over HTTPS (so behind a proxy) while no proxy is trusted."""
+    if not settings.SECURE or settings.TRUSTED_PROXY_COUNT > 0:
+        return []
+    return [
+        Warning(
+            "DJANGO_SECURE is on (a proxy terminates TLS) but TRUSTED_PROXY_COUNT is 0: login "
+            "throttling counts every sign-in attempt as coming from the proxy's address.",
+            hint="Set TRUSTED_PROXY_COUNT to the number of proxies that append to "
+            "X-Forwarded-For in front of Sourced (1 for one nginx).",
+            id="sourced.W002",
         )
     ]

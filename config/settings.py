@@ -247,11 +247,20 @@ OIDC_TIMEOUT = float(os.environ.get("OIDC_TIMEOUT", "5"))
 PASSWORD_LOGIN = env_bool("PASSWORD_LOGIN", True)
 # API tokens (accounts.models.ApiToken and DRF's own) stop working this many days after creation.
 API_TOKEN_TTL = int(os.environ.get("API_TOKEN_TTL", "90"))
-# Failed password logins on /login/ and /admin/login/: 5 within 15 minutes lock the username,
-# and separately the address, until 15 minutes after the last failure.
+# Reverse proxies in front of the web server that each append the address they received a
+# request from to X-Forwarded-For (nginx: `proxy_add_x_forwarded_for`); 0: clients connect
+# directly and REMOTE_ADDR is theirs. Login throttling counts the address the outermost of
+# them received the request from (accounts.addresses.client_address).
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
+if TRUSTED_PROXY_COUNT < 0:
+    raise ValueError(f"TRUSTED_PROXY_COUNT must be 0 or more, got {TRUSTED_PROXY_COUNT}")
+# Failed password logins on /login/ and /admin/login/: 5 within 15 minutes for one username
+# from one address lock that username from that address, until 15 minutes after the last
+# failure (docs/decisions/0067-login-throttling.md).
 AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15")))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "accounts.addresses.client_address"
 AXES_RESET_ON_SUCCESS = True
 # Attempts during a lockout are refused without counting: it ends 15 minutes after it began.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
