@@ -373,6 +373,11 @@ SYNC_ALLOWED_ROOTS = [
 if any(not Path(root).is_absolute() for root in SYNC_ALLOWED_ROOTS):
     raise ValueError(f"SYNC_ALLOWED_ROOTS must be absolute folders, got {SYNC_ALLOWED_ROOTS}")
 
+# Origins (`https://intranet.example.org`) whose links to `/c/new?q=...` send their question by
+# themselves, like links on Sourced's own pages; from anywhere else the question waits in the
+# composer (docs/decisions/0125-a-question-in-a-link.md).
+QUESTION_LINK_ORIGINS = env_list("QUESTION_LINK_ORIGINS", "")
+
 # --- API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes unauthenticated requests 401 (not 403).
