@@ -112,9 +112,21 @@ def test_ingest_of_a_folder_does_not_follow_its_links(shared, outside):
     (shared / "x.txt").symlink_to(outside / "secret.txt")
     (shared / "hr" / "private").symlink_to(outside / "private", target_is_directory=True)
 
-    call_command("ingest", str(shared), stdout=StringIO(), stderr=StringIO())
+    out = StringIO()
+    call_command("ingest", str(shared), stdout=out, stderr=StringIO())
 
     assert sources() == [str(shared / "leave.md")]
+    assert_nothing_of(outside)
+    assert "Skipped 2 symbolic link(s): links are not followed." in out.getvalue()
+    assert f"  skipped (a symbolic link): {shared / 'x.txt'}" in out.getvalue()
+
+
+def test_ingest_of_a_link_named_explicitly_is_refused_readably(shared, outside):
+    (shared / "x.txt").symlink_to(outside / "secret.txt")
+    out = StringIO()
+    with pytest.raises(CommandError):
+        call_command("ingest", str(shared / "x.txt"), stdout=out, stderr=StringIO())
+    assert "A symbolic link; links are not followed" in out.getvalue()
     assert_nothing_of(outside)
 
 
