@@ -25,7 +25,7 @@ from accounts.demo import (
     host_is_loopback,
 )
 from knowledge.models import Document
-from tests.support.live_server import database_url_of, free_port
+from tests.support.live_server import TEST_SETTINGS, database_url_of, free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -169,7 +169,7 @@ def test_bin_serve_behind_a_public_name_disables_the_demo_logins_before_it_serve
     environment = {
         **{k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")},
         "DATABASE_URL": database_url_of(connection.settings_dict),
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,  # the suite's password hasher
         "DJANGO_ALLOWED_HOSTS": "sourced.example.org",
         "HOST": "127.0.0.1",
         "PORT": str(free_port()),
