@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 .PHONY: run test setup migrate browser redis ocr lint format css stop-db
 
 ## make run: set everything up, seed the demo, serve on http://127.0.0.1:8000 (Ctrl-C stops).
-## The demo logins (demo, in HR; demo2, not) are made only when HOST is a loopback address.
+## The demo logins (demo, in HR; demo2, not) are made only on a local server: HOST and every
+## DJANGO_ALLOWED_HOSTS name loopback, DJANGO_SECURE off (bin/serve disables them elsewhere).
 run: setup migrate ocr
 	$(PY) manage.py demo_setup --host "$(or $(HOST),127.0.0.1)"
 	bin/serve

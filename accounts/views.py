@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -23,6 +23,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts import oidc
+from accounts.addresses import client_address
 from accounts.selectors import api_tokens_of
 from accounts.services import (
     AccessRefused,
@@ -128,7 +129,7 @@ def oidc_callback(request: HttpRequest) -> HttpResponse:
             issuer=settings.OIDC_ISSUER, claims=claims, policy=OidcPolicy.from_settings()
         )
     except oidc.SignInRejected as error:
-        log.warning("oidc sign-in refused from %s: %s", request.META.get("REMOTE_ADDR", "?"), error)
+        log.warning("oidc sign-in refused from %s: %s", client_address(request) or "?", error)
         return _refusal(
             request,
             heading="Sign-in failed",
@@ -191,8 +192,8 @@ def lockout_response(request: HttpRequest, response=None, credentials=None) -> H
 
 def _lockout_minutes_left(request: HttpRequest, credentials: dict) -> int:
     username = credentials.get("username") or request.POST.get("username", "")
-    address = getattr(request, "axes_ip_address", None) or request.META.get("REMOTE_ADDR", "")
-    latest = AccessAttempt.objects.filter(Q(username=username) | Q(ip_address=address)).aggregate(
+    address = getattr(request, "axes_ip_address", None) or client_address(request)
+    latest = AccessAttempt.objects.filter(username=username, ip_address=address).aggregate(
         latest=Max("attempt_time")
     )["latest"]
     cool_off: timedelta = settings.AXES_COOLOFF_TIME

@@ -27,6 +27,7 @@ from chat.history import conversations_search, history_items, query_clean
 from chat.models import Conversation, Feedback, Message
 from chat.page_parts import document_options_html, page_with_parts, transcript_html
 from chat.presenters import message_views
+from chat.question_links import question_link_trusted
 from chat.selectors import (
     ConversationAccess,
     conversation_access,
@@ -119,10 +120,16 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def new_chat_page(
-    request: HttpRequest, *, prefill: str = "", autosend: bool = False, notice: str = ""
+    request: HttpRequest,
+    *,
+    prefill: str = "",
+    autosend: bool = False,
+    notice: str = "",
+    private: bool = False,
 ) -> HttpResponse:
     """The new chat's page; `prefill` is put in the composer, which sends it once the page's
-    socket is open when `autosend` is set; `notice` is shown above the composer."""
+    socket is open when `autosend` is set; `notice` is shown above the composer; `private`
+    checks the composer's "Private" box."""
     conversation_id = str(uuid.uuid4())
     last_question = question_last_asked_by(request.user)
     reader = reader_for(request.user)
@@ -138,6 +145,7 @@ def new_chat_page(
         "prefill": prefill,
         "autosend": autosend,
         "link_notice": notice,
+        "private": private,
         **composer_context(reader, is_new=True, last_question=last_question),
         **sidebar_context(request.user),
     }
@@ -147,20 +155,29 @@ def new_chat_page(
 @staff_required
 @require_GET
 def conversation_new(request: HttpRequest) -> HttpResponse:
-    """`/c/new?q=...`: a new chat whose composer holds `q` and whose page sends it itself,
-    over its WebSocket, once loaded; nothing is stored by this request
-    (docs/decisions/0125-a-question-in-a-link.md). Without `q`, the new chat; a `q` longer
-    than CHAT_MAX_MESSAGE_CHARS is put in the composer, cut to that length, unsent, with a
-    notice saying so."""
+    """`/c/new?q=...`: a new private chat whose composer holds `q`; nothing is stored by this
+    request. The page sends `q` itself, over its WebSocket, once loaded, only when the link
+    was followed from this site or a listed origin (`question_link_trusted`); otherwise the
+    question waits in the composer with a notice (docs/decisions/0125-a-question-in-a-link.md).
+    Without `q`, the new chat; a `q` longer than CHAT_MAX_MESSAGE_CHARS is put in the
+    composer, cut to that length, unsent, with a notice saying so."""
     question = request.GET.get("q", "").strip()
+    if not question:
+        return new_chat_page(request)
     limit = settings.CHAT_MAX_MESSAGE_CHARS
     if len(question) > limit:
         notice = (
             f"The question in the link is longer than {limit} characters: "
             "it was cut and not sent. Shorten it, then send it."
         )
-        return new_chat_page(request, prefill=question[:limit], notice=notice)
-    return new_chat_page(request, prefill=question, autosend=bool(question))
+        return new_chat_page(request, prefill=question[:limit], notice=notice, private=True)
+    if not question_link_trusted(request):
+        notice = (
+            "This question comes from a link on another site and was not sent. "
+            "Read it, then send it if you mean to ask it."
+        )
+        return new_chat_page(request, prefill=question, notice=notice, private=True)
+    return new_chat_page(request, prefill=question, autosend=True, private=True)
 
 
 @staff_required

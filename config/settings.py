@@ -4,6 +4,7 @@ environment, read here and nowhere else."""
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
@@ -246,11 +247,20 @@ OIDC_TIMEOUT = float(os.environ.get("OIDC_TIMEOUT", "5"))
 PASSWORD_LOGIN = env_bool("PASSWORD_LOGIN", True)
 # API tokens (accounts.models.ApiToken and DRF's own) stop working this many days after creation.
 API_TOKEN_TTL = int(os.environ.get("API_TOKEN_TTL", "90"))
-# Failed password logins on /login/ and /admin/login/: 5 within 15 minutes lock the username,
-# and separately the address, until 15 minutes after the last failure.
+# Reverse proxies in front of the web server that each append the address they received a
+# request from to X-Forwarded-For (nginx: `proxy_add_x_forwarded_for`); 0: clients connect
+# directly and REMOTE_ADDR is theirs. Login throttling counts the address the outermost of
+# them received the request from (accounts.addresses.client_address).
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
+if TRUSTED_PROXY_COUNT < 0:
+    raise ValueError(f"TRUSTED_PROXY_COUNT must be 0 or more, got {TRUSTED_PROXY_COUNT}")
+# Failed password logins on /login/ and /admin/login/: 5 within 15 minutes for one username
+# from one address lock that username from that address, until 15 minutes after the last
+# failure (docs/decisions/0067-login-throttling.md).
 AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15")))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "accounts.addresses.client_address"
 AXES_RESET_ON_SUCCESS = True
 # Attempts during a lockout are refused without counting: it ends 15 minutes after it began.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
@@ -352,6 +362,21 @@ INGEST_WORKER_NICE = int(os.environ.get("INGEST_WORKER_NICE", "10"))
 SYNC_POLL_SECONDS = float(os.environ.get("SYNC_POLL_SECONDS", "30"))
 if not 0 < SYNC_POLL_SECONDS <= 3600:
     raise ValueError(f"SYNC_POLL_SECONDS must be seconds in (0, 3600], got {SYNC_POLL_SECONDS}")
+# Where a watched folder (and `manage.py sync`) may point: absolute folders separated by colons
+# or commas; a folder outside all of them is refused (empty: anywhere). Symbolic links in a
+# synced folder are never followed: docs/decisions/0135-synced-files-read-inside-their-root.md.
+SYNC_ALLOWED_ROOTS = [
+    item.strip()
+    for item in re.split(r"[:,]", os.environ.get("SYNC_ALLOWED_ROOTS", ""))
+    if item.strip()
+]
+if any(not Path(root).is_absolute() for root in SYNC_ALLOWED_ROOTS):
+    raise ValueError(f"SYNC_ALLOWED_ROOTS must be absolute folders, got {SYNC_ALLOWED_ROOTS}")
+
+# Origins (`https://intranet.example.org`) whose links to `/c/new?q=...` send their question by
+# themselves, like links on Sourced's own pages; from anywhere else the question waits in the
+# composer (docs/decisions/0125-a-question-in-a-link.md).
+QUESTION_LINK_ORIGINS = env_list("QUESTION_LINK_ORIGINS", "")
 
 # --- API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -3,13 +3,16 @@ spreadsheet's rows laid out as tables again for the document page."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import numpy as np
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
 from django.db.models import Q, QuerySet
@@ -86,19 +89,55 @@ def documents_chunker_stale() -> QuerySet[Document]:
 
 
 def document_original_path(document: Document) -> Path | None:
-    """Where the original bytes are: the uploaded file, else the ingested path, when it
-    still exists."""
+    """Where the original bytes are, when they can be served (`document_original_open`
+    opens them): the uploaded file, else the ingested path."""
+    opened = document_original_open(document)
+    if opened is None:
+        return None
+    opened.close()
+    location = _original_location(document)
+    return location[0] if location is not None else None
+
+
+def document_original_open(document: Document) -> BinaryIO | None:
+    """The original file, open for reading, when it can be served: an upload only from
+    inside MEDIA_ROOT, a synced file only from inside its sync root, a file ingested by hand
+    only at the path it was read from; never through a symbolic link, checked as the file
+    is opened (a file replaced by a link after ingestion is not served). None otherwise.
+    Why: docs/decisions/0135-synced-files-read-inside-their-root.md."""
+    from knowledge.services.paths import file_open_within
+
+    location = _original_location(document)
+    if location is None:
+        return None
+    path, root = location
+    try:
+        return file_open_within(path, root=root)
+    except OSError:
+        return None
+
+
+def document_original_name(document: Document) -> str:
+    """The original file's name, as a download offers it."""
+    location = _original_location(document)
+    return location[0].name if location is not None else ""
+
+
+def _original_location(document: Document) -> tuple[Path, Path] | None:
+    """(the original's path, the folder it must be read from inside of), or None."""
     if document.file:
         try:
-            path = Path(document.file.path)
+            document.file.path  # noqa: B018 -- only storages on this machine have one
         except (NotImplementedError, ValueError):
             return None
-        return path if path.is_file() else None
-    if document.source:
-        path = Path(document.source)
-        if path.is_absolute() and path.is_file():
-            return path
-    return None
+        media = Path(os.path.realpath(settings.MEDIA_ROOT))
+        return media / document.file.name, media
+    path = Path(document.source) if document.source else None
+    if path is None or not path.is_absolute():
+        return None
+    if document.sync_root:
+        return path, Path(document.sync_root)
+    return path, Path(path.anchor)
 
 
 def document_source_label(source: str) -> str:

@@ -15,6 +15,8 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from knowledge.media_types import media_type_name
 from knowledge.selectors import (
     document_get_for,
+    document_original_name,
+    document_original_open,
     document_original_path,
     document_sheet_tables,
     document_source_label,
@@ -75,14 +77,14 @@ def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_required
 def document_file(request: HttpRequest, pk: int) -> HttpResponse:
     document = document_get_for(request.user, pk)
-    path = document_original_path(document) if document is not None else None
-    if path is None:
+    original = document_original_open(document) if document is not None else None
+    if original is None:
         return document_not_found(request)
     inline = document.media_type in INLINE_MEDIA_TYPES
     response = FileResponse(
-        path.open("rb"),
+        original,
         as_attachment=not inline,
-        filename=path.name,
+        filename=document_original_name(document),
         content_type=document.media_type if inline else "application/octet-stream",
     )
     # A download is sandboxed (an HTML or SVG file could hold script); a PDF shown by the

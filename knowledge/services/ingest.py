@@ -51,7 +51,7 @@ from knowledge.parsers import (
     document_parse,
     file_type_check,
 )
-from knowledge.services.paths import paths_expand
+from knowledge.services.paths import file_open_nofollow, file_open_within, paths_expand
 from knowledge.services.vectors import (
     WRITE_BATCH,
     VectorKey,
@@ -327,7 +327,7 @@ def _ingest_job(
         return IngestOutcome(source, "failed", None, 0, "The file's path is too long to store.")
     try:
         file_type_check(path.name)
-        data = path.read_bytes()
+        data = _file_read(path, sync_root=sync_root)
     except UnsupportedFileType as exc:
         return IngestOutcome(source, "failed", None, 0, str(exc))
     except OSError as exc:
@@ -708,6 +708,14 @@ def _read_original(document: Document) -> tuple[bytes, str]:
             f"The original file is no longer available ({document.source}); upload it again."
         )
     try:
-        return path.read_bytes(), path.name
+        return _file_read(path, sync_root=document.sync_root), path.name
     except OSError as exc:
         raise IngestError(f"Could not read the file: {exc}") from exc
+
+
+def _file_read(path: Path, *, sync_root: str) -> bytes:
+    """The bytes of `path`: a synced file from inside its folder `sync_root`, any other file
+    as named; neither through a symbolic link (`PathRefused`, an `OSError`)."""
+    opened = file_open_within(path, root=sync_root) if sync_root else file_open_nofollow(path)
+    with opened as handle:
+        return handle.read()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from django.utils import timezone
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Collection, Document, SyncRun, WatchedFolder
 from knowledge.services.ingest import Progress, documents_ingest, title_from_name
-from knowledge.services.paths import paths_expand
+from knowledge.services.paths import path_within, paths_expand, sync_root_refusal
 from knowledge.signals import knowledge_changed_send
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class SyncPlan:
     unchanged: int = 0
     not_owned: list[Path] = field(default_factory=list)  # files of documents of another origin
     unsupported: list[Path] = field(default_factory=list)
+    links: list[Path] = field(default_factory=list)  # symbolic links: never followed
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (path, error)
 
 
@@ -82,7 +84,7 @@ class SyncReport:
 
     @property
     def skipped(self) -> int:
-        return len(self.plan.not_owned) + len(self.plan.unsupported)
+        return len(self.plan.not_owned) + len(self.plan.unsupported) + len(self.plan.links)
 
 
 def folder_root(path: Path | str) -> str:
@@ -136,6 +138,9 @@ def folder_sync(
 
 
 def _folder_check(root: str) -> None:
+    refusal = sync_root_refusal(root)
+    if refusal:
+        raise SyncError(refusal)
     if not Path(root).is_dir():
         raise SyncError(f"No such folder: {root}")
     if not os.access(root, os.R_OK | os.X_OK):
@@ -148,7 +153,7 @@ def sync_plan(*, root: str, allow_empty: bool = False) -> SyncPlan:
     lists no file at all while the sync owns documents, unless `allow_empty`."""
     plan = SyncPlan(root=root)
     unlisted: list[Path] = []
-    files, plan.unsupported = paths_expand([Path(root)], unreadable=unlisted)
+    files, plan.unsupported = paths_expand([Path(root)], unreadable=unlisted, links=plan.links)
     if unlisted and Path(root) in unlisted:
         raise SyncError(f"Cannot list the folder {root}")
     owned = {
@@ -157,13 +162,19 @@ def sync_plan(*, root: str, allow_empty: bool = False) -> SyncPlan:
             "pk", "source", "title", "content_hash", "status", "chunker_version"
         )
     }
-    if not files and not plan.unsupported and owned and not allow_empty:
+    if not files and not plan.unsupported and not plan.links and owned and not allow_empty:
         raise SyncError(
             f"The folder {root} holds no file at all, but {len(owned)} document(s) came from "
             "it: is it mounted? Nothing was removed. If it was emptied on purpose, sync it "
             "with --allow-empty."
         )
-    by_source = {str(file.resolve()): file for file in files}
+    by_source = {}
+    for file in files:
+        source = str(file.resolve())
+        if path_within(source, root):
+            by_source[source] = file
+        else:  # reached through a link swapped in while listing: never read
+            plan.links.append(file)
     not_owned = _sources_not_owned(root=root, sources=[s for s in by_source if s not in owned])
     new_hashes: dict[str, list[Path]] = {}
     for source, file in by_source.items():
@@ -302,7 +313,7 @@ def _documents_remove(documents: list[Document], *, root: str) -> int:
                 .select_for_update()
                 .only("pk", "source")
             )
-            gone = [document.pk for document in batch if not Path(document.source).exists()]
+            gone = [document.pk for document in batch if not _regular_file(document.source)]
             if gone:
                 removed += (
                     Document.objects.filter(pk__in=gone).delete()[1].get(Document._meta.label, 0)
@@ -310,6 +321,14 @@ def _documents_remove(documents: list[Document], *, root: str) -> int:
     if removed:
         knowledge_changed_send()
     return removed
+
+
+def _regular_file(source: str) -> bool:
+    """Whether `source` is a regular file itself (a symbolic link put in its place is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(source).st_mode)
+    except OSError:
+        return False
 
 
 @contextmanager
@@ -414,7 +433,8 @@ def watched_folder_rescan_now(*, ids: list[int]) -> int:
 def folder_path_clean(path: str, *, exclude_pk: int | None = None) -> str:
     """A watched folder's path as stored (`folder_root`), or `ValueError` with a readable
     message: it must be absolute, an existing readable folder, and not another watched
-    folder's, nor inside or around one (a file is owned by one sync only)."""
+    folder's, nor inside or around one (a file is owned by one sync only), and inside
+    `SYNC_ALLOWED_ROOTS` when that is set."""
     raw = path.strip()
     if not raw or not Path(raw).expanduser().is_absolute():
         raise ValueError("Give the folder's absolute path, e.g. /srv/shared/policies.")
@@ -423,6 +443,9 @@ def folder_path_clean(path: str, *, exclude_pk: int | None = None) -> str:
         raise ValueError(f"No such folder on this machine: {root}")
     if not os.access(root, os.R_OK | os.X_OK):
         raise ValueError(f"The folder {root} cannot be read by Sourced.")
+    refusal = sync_root_refusal(root)
+    if refusal:
+        raise ValueError(refusal)
     others = WatchedFolder.objects.exclude(pk=exclude_pk).values_list("path", flat=True)
     for other in others:
         if root == other:

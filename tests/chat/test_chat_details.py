@@ -110,14 +110,59 @@ def composer_of(html: str) -> str:
     return html[html.index('<form id="composer"') : html.index("</textarea>")]
 
 
+def private_box_of(html: str) -> str:
+    start = html.index('name="is_private"')
+    return html[start : html.index(">", start)]
+
+
 def test_a_question_link_fills_the_composer_to_be_sent_by_the_page(staff_client, staff_user):
-    response = staff_client.get("/c/new/", {"q": "How do I claim <travel> expenses?"})
+    response = staff_client.get(
+        "/c/new/", {"q": "How do I claim <travel> expenses?"}, HTTP_SEC_FETCH_SITE="none"
+    )
     assert response.status_code == 200
     composer = composer_of(response.content.decode())
     assert "data-autosend" in composer
+    assert "checked" in private_box_of(response.content.decode())  # the conversation: private
     assert composer.endswith(">How do I claim &lt;travel&gt; expenses?")
     # The GET stores nothing: the page's own script sends the question over its socket.
     assert not Conversation.objects.filter(owner=staff_user).exists()
+    assert not Message.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("headers", "sent"),
+    [
+        ({"HTTP_SEC_FETCH_SITE": "same-origin"}, True),
+        ({"HTTP_SEC_FETCH_SITE": "none"}, True),  # typed, a bookmark, another application
+        ({"HTTP_SEC_FETCH_SITE": "cross-site"}, False),
+        ({"HTTP_SEC_FETCH_SITE": "cross-site", "HTTP_REFERER": "https://evil.example/x"}, False),
+        ({"HTTP_SEC_FETCH_SITE": "same-site", "HTTP_REFERER": "https://www.example.org/"}, False),
+        (
+            {"HTTP_SEC_FETCH_SITE": "cross-site", "HTTP_REFERER": "https://Intranet.example.org/a"},
+            True,  # a listed origin
+        ),
+        (
+            {"HTTP_SEC_FETCH_SITE": "cross-site", "HTTP_REFERER": "http://intranet.example.org/"},
+            False,  # another scheme: another origin
+        ),
+        ({}, False),  # no Sec-Fetch-Site (an older browser) and no referrer
+        ({"HTTP_REFERER": "http://testserver/c/1/"}, True),  # ... from this origin
+        ({"HTTP_REFERER": "https://evil.example/"}, False),
+        # this origin's referrer does not outweigh what the browser says
+        ({"HTTP_SEC_FETCH_SITE": "cross-site", "HTTP_REFERER": "http://testserver/"}, False),
+    ],
+)
+def test_a_question_link_sends_itself_only_from_this_site_or_a_listed_origin(
+    staff_client, staff_user, settings, headers, sent
+):
+    settings.QUESTION_LINK_ORIGINS = ["https://intranet.example.org"]
+    response = staff_client.get("/c/new/", {"q": "What is the pay band of Grade 7?"}, **headers)
+    html = response.content.decode()
+    composer = composer_of(html)
+    assert composer.endswith(">What is the pay band of Grade 7?")  # always in the composer
+    assert ("data-autosend" in composer) is sent
+    assert ("comes from a link on another site and was not sent" in html) is not sent
+    assert "checked" in private_box_of(html)
     assert not Message.objects.exists()
 
 

@@ -29,6 +29,7 @@ PRODUCTION_ENV = {
     "DJANGO_SECURE": "1",
     "DJANGO_ALLOWED_HOSTS": "sourced.example.org",
     "DJANGO_CSRF_TRUSTED_ORIGINS": "https://sourced.example.org",
+    "TRUSTED_PROXY_COUNT": "1",
 }
 
 

@@ -1,6 +1,7 @@
 """The chat's details in a real browser (Debian's Chromium through Playwright, a live daphne
 server): the comment box a thumbs down opens, "New chat" disabled on an empty chat, the
-`/c/new?q=...` link that opens a chat and sends its question, long answers clamped with
+`/c/new?q=...` link that opens a private chat and sends its question (from this site or a
+listed origin; from another site it waits in the composer), long answers clamped with
 "Show more", and the settings dialog's "Show citations", remembered for the user.
 
 The browser and the logged-in pages are tests/ui/conftest.py's; this module brings its own
@@ -9,13 +10,17 @@ the real pipeline over a one-document knowledge base)."""
 
 from __future__ import annotations
 
+import html
 import re
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote_plus
 
 import pytest
 
 from tests.support.browser import IDLE, PASSWORD, Live, screenshot, warm_up
-from tests.support.live_server import daphne_server, database_url_of
+from tests.support.live_server import daphne_server, database_url_of, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("db_reads")]
 
@@ -31,6 +36,63 @@ LONG_ANSWER = " ".join(
     for n in range(1, 80)
 )
 LINK_QUESTION = "How many days of annual leave do I get?"
+CROSS_SITE_QUESTION = "How many leave days carry over into the next year?"
+LISTED_QUESTION = "Do public holidays count as annual leave?"
+
+
+# Keeps the page's WebSockets in window.__sockets, to see when the chat's socket is open.
+KEEP_SOCKETS = """(() => {
+  const Native = window.WebSocket;
+  window.__sockets = [];
+  window.WebSocket = function (...args) {
+    const socket = new Native(...args);
+    window.__sockets.push(socket);
+    return socket;
+  };
+  window.WebSocket.prototype = Native.prototype;
+  Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+})();"""
+
+
+class LinkSite:
+    """Another web site on loopback: its page at `/?q=...` links to the live server's
+    `/c/new/?q=...`. Reached as http://127.0.0.1:<port> (listed in the live server's
+    QUESTION_LINK_ORIGINS) or as http://localhost:<port> (another site, not listed)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.target = ""  # the live server's URL, once it runs
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+                question = self.path.partition("?q=")[2]
+                href = f"{site.target}/c/new/?q={question}"
+                body = f'<!doctype html><a id="ask" href="{html.escape(href)}">Ask Sourced</a>'
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def page_url(self, host: str, question: str) -> str:
+        return f"http://{host}:{self.port}/?q={quote_plus(question)}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def link_site() -> Iterator[LinkSite]:
+    site = LinkSite()
+    yield site
+    site.close()
 
 
 def _cleanup() -> None:
@@ -50,7 +112,7 @@ class DetailsLive(Live):
 
 
 @pytest.fixture(scope="module")
-def live(django_db_setup, django_db_blocker) -> Iterator[DetailsLive]:
+def live(django_db_setup, django_db_blocker, link_site) -> Iterator[DetailsLive]:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
@@ -79,10 +141,15 @@ def live(django_db_setup, django_db_blocker) -> Iterator[DetailsLive]:
         exchange_create(long, question="And briefly?", answer="25 days.")
     server = daphne_server(
         database_url_of(connection.settings_dict),
-        env={"CHAT_RATE_LIMIT": "200/m", "CHAT_FLOOD_MIN_INTERVAL": "0"},
+        env={
+            "CHAT_RATE_LIMIT": "200/m",
+            "CHAT_FLOOD_MIN_INTERVAL": "0",
+            "QUESTION_LINK_ORIGINS": f"http://127.0.0.1:{link_site.port}",
+        },
     )
     try:
         with server as url:
+            link_site.target = url
             with django_db_blocker.unblock():
                 warm_up(url, users["dan"])
             live = DetailsLive(url=url, sources=[], show_more_conversation=str(cited.pk))
@@ -155,7 +222,7 @@ def test_new_chat_is_disabled_until_the_chat_has_a_question(pages, live):
 
 
 def test_a_question_link_opens_a_chat_and_the_page_sends_it(pages, live):
-    from chat.models import Message
+    from chat.models import Conversation, Message
 
     page = pages.open("dan", "/c/new/?q=" + LINK_QUESTION.replace(" ", "+"))
     question = page.locator('#messages [data-role="user"]')
@@ -174,9 +241,54 @@ def test_a_question_link_opens_a_chat_and_the_page_sends_it(pages, live):
         )
 
     assert db(questions) == [LINK_QUESTION]
+    assert db(lambda: Conversation.objects.get(pk=conversation_id).is_private)
     page.reload()  # the conversation's address: nothing is sent again
     page.wait_for_timeout(1000)
     assert question.count() == 1 and db(questions) == [LINK_QUESTION]
+
+
+def stored(question: str) -> list[tuple[str, bool]]:
+    """(conversation id, private) of each message asking `question`."""
+    from chat.models import Message
+
+    return [
+        (str(conversation_id), private)
+        for conversation_id, private in Message.objects.filter(
+            role="user", content=question
+        ).values_list("conversation_id", "conversation__is_private")
+    ]
+
+
+def test_a_question_link_followed_from_another_site_waits_in_the_composer(pages, live, link_site):
+    page = pages.open("dan", link_site.page_url("localhost", CROSS_SITE_QUESTION))
+    page.add_init_script(KEEP_SOCKETS)
+    page.locator("#ask").click()
+    page.wait_for_url(re.compile(r"/c/new/\?q="))
+    page.wait_for_function("() => (window.__sockets || []).some((s) => s.readyState === 1)")
+    page.wait_for_timeout(1500)  # the socket is open: an autosend would have gone by now
+
+    assert page.locator("#composer-input").input_value() == CROSS_SITE_QUESTION
+    assert page.locator('#messages [data-role="user"]').count() == 0
+    assert "was not sent" in page.locator("[data-link-notice]").inner_text()
+    assert page.locator('input[name="is_private"]').is_checked()
+    assert db(stored, CROSS_SITE_QUESTION) == []
+
+    page.locator("#composer-input").press("Enter")  # the person sends it: private
+    page.wait_for_url(re.compile(r"/c/[0-9a-f-]{36}/$"))
+    page.wait_for_function(IDLE, timeout=60_000)
+    conversation_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    assert db(stored, CROSS_SITE_QUESTION) == [(conversation_id, True)]
+
+
+def test_a_question_link_followed_from_a_listed_origin_sends_itself_privately(
+    pages, live, link_site
+):
+    page = pages.open("dan", link_site.page_url("127.0.0.1", LISTED_QUESTION))
+    page.locator("#ask").click()
+    page.wait_for_url(re.compile(r"/c/[0-9a-f-]{36}/$"), timeout=30_000)
+    page.wait_for_function(IDLE, timeout=60_000)
+    conversation_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    assert db(stored, LISTED_QUESTION) == [(conversation_id, True)]
 
 
 def test_a_long_answer_is_clamped_with_show_more(pages, live):

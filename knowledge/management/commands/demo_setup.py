@@ -4,12 +4,12 @@ The knowledge base: `demo/` in General, readable by all staff, and `demo/hr-only
 only" collection, readable by the "HR" group only (the pay bands). The logins: `demo`, an
 administrator in HR, and `demo2`, staff outside HR, so that the same question ("What is the
 salary band for a Grade 7 analyst?") is answered for one and refused for the other. Their
-passwords are public (README), so they exist only while Sourced is served on loopback: with
-`--host` another address, they are not created, and ones already made are locked."""
+passwords are public (README), so they exist only on a server local by every measure
+(`accounts.demo.server_local_refusal`: DJANGO_SECURE off, every allowed host and `--host` a
+loopback name); otherwise they are not created, and ones already made are locked."""
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 import time
 from argparse import ArgumentParser
@@ -21,38 +21,31 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from accounts.demo import (
+    DEMO2_PASSWORD,
+    DEMO2_USERNAME,
+    DEMO_PASSWORD,
+    DEMO_USERNAME,
+    demo_logins_disable,
+    server_local_refusal,
+)
 from knowledge.collections import collection_create
 from knowledge.models import Collection, Document
 from knowledge.services.ingest import documents_ingest
 from knowledge.services.paths import paths_expand
 
-DEMO_USERNAME = "demo"
-DEMO_PASSWORD = "demo-pass-2026"
 DEMO_DIR = settings.BASE_DIR / "demo"
-# A second, ordinary staff login outside HR: what the pay bands look like to everyone else.
-DEMO2_USERNAME = "demo2"
-DEMO2_PASSWORD = "demo2-pass-2026"
 HR_GROUP = "HR"
 HR_COLLECTION = "HR only"
 HR_DIR_NAME = "hr-only"  # the demo folder's sub-folder ingested into HR_COLLECTION
-
-
-def host_is_loopback(host: str) -> bool:
-    """Whether `host` (a name or an address, IPv6 in brackets or not) is this machine only."""
-    host = host.strip().strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Command(BaseCommand):
     help = (
         f"Create the demo logins '{DEMO_USERNAME}' (an administrator in the {HR_GROUP} group) "
         f"and '{DEMO2_USERNAME}' (staff outside it) if no users of those names exist and "
-        "--host is a loopback address, and ingest the demo knowledge base (demo/, its "
+        "the server is local (--host and every DJANGO_ALLOWED_HOSTS a loopback name, "
+        "DJANGO_SECURE off), and ingest the demo knowledge base (demo/, its "
         f"{HR_DIR_NAME}/ folder into the '{HR_COLLECTION}' collection readable by "
         f"{HR_GROUP} only) if the knowledge base has no documents. Safe to run again: it only "
         "does what is missing."
@@ -69,16 +62,18 @@ class Command(BaseCommand):
             "--host",
             default="127.0.0.1",
             help="The address Sourced will be served on (make run passes HOST). Not a "
-            "loopback address: the demo login is not created, and an existing one's "
-            "well-known password is removed.",
+            "loopback address (or DJANGO_ALLOWED_HOSTS not all loopback names, or "
+            "DJANGO_SECURE on): the demo logins are not created, and existing ones' "
+            "well-known passwords are removed.",
         )
 
     def handle(self, *args, demo_dir: Path, host: str, **options) -> None:
         hr = self._hr_ensure()
-        if host_is_loopback(host):
+        refusal = server_local_refusal(host=host)
+        if not refusal:
             self._user_ensure(hr)
         else:
-            self._user_refuse(host)
+            self._user_refuse(refusal)
         self._documents_ensure(demo_dir)
 
     def _hr_ensure(self) -> Group:
@@ -88,20 +83,13 @@ class Command(BaseCommand):
             collection_create(name=HR_COLLECTION, groups=[group])
         return group
 
-    def _user_refuse(self, host: str) -> None:
+    def _user_refuse(self, refusal: str) -> None:
         done = "The demo logins are not created"
-        for username, password in (
-            (DEMO_USERNAME, DEMO_PASSWORD),
-            (DEMO2_USERNAME, DEMO2_PASSWORD),
-        ):
-            user = get_user_model().objects.filter(username=username).first()
-            if user is not None and user.check_password(password):
-                user.set_unusable_password()
-                user.save(update_fields=["password"])
-                done = "The demo logins can no longer log in (their passwords were removed)"
+        if demo_logins_disable():
+            done = "The demo logins can no longer log in (their passwords were removed)"
         self.stderr.write(
             self.style.WARNING(
-                f"Serving on {host}, not on loopback: {done}, since its password is public. "
+                f"Not a local server ({refusal}): {done}, since their passwords are public. "
                 "Create an administrator with your own password instead:\n"
                 "  .venv/bin/python manage.py createsuperuser"
             )

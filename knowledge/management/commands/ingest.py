@@ -85,7 +85,8 @@ class Command(BaseCommand):
                 )
             expires_at = timezone.now() + timedelta(days=expires_in)
 
-        files, skipped = paths_expand(paths)
+        links: list[Path] = []
+        files, skipped = paths_expand(paths, links=links)
         unreadable = [str(file) for file in files if not os.access(file, os.R_OK)]
         unreadable += [str(p) for p in paths if p.is_dir() and not os.access(p, os.R_OK | os.X_OK)]
         if unreadable:
@@ -116,9 +117,11 @@ class Command(BaseCommand):
                 collection=target,
             )
         seconds = time.monotonic() - started
-        self._report(outcomes, skipped=len(skipped), seconds=seconds, dry_run=dry_run)
+        self._report(outcomes, skipped=len(skipped), links=links, seconds=seconds, dry_run=dry_run)
 
-    def _report(self, outcomes, *, skipped: int, seconds: float, dry_run: bool) -> None:
+    def _report(
+        self, outcomes, *, skipped: int, links: list[Path], seconds: float, dry_run: bool
+    ) -> None:
         counts = dict.fromkeys(("new", "updated", "unchanged", "failed"), 0)
         for outcome in outcomes:
             counts[outcome.action] += 1
@@ -138,10 +141,14 @@ class Command(BaseCommand):
             )
         if skipped:
             line += f" Skipped {skipped} file(s) of unsupported types."
+        if links:
+            line += f" Skipped {len(links)} symbolic link(s): links are not followed."
         if dry_run:
             line += " Dry run: nothing was written."
         style = self.style.ERROR if counts["failed"] else self.style.SUCCESS
         self.stdout.write(style(line))
+        for link in links:
+            self.stdout.write(f"  skipped (a symbolic link): {link}")
         failed = [o for o in outcomes if o.action == "failed"]
         if failed:
             self.stdout.write("Failed:")

@@ -102,13 +102,15 @@ class Command(BaseCommand):
             self.stdout.write(f"skip    {file} (its document did not come from this folder)")
         for file in plan.unsupported:
             self.stdout.write(f"skip    {file} (unsupported type)")
+        for file in plan.links:
+            self.stdout.write(f"skip    {file} (a symbolic link: links are not followed)")
         for file, error in plan.unreadable:
             self.stdout.write(f"fail    {file}: {error}")
         self.stdout.write(
             self.style.SUCCESS(
                 f"Would add {len(plan.new)}, update {len(plan.changed)}, move "
                 f"{len(plan.moved)}, remove {len(plan.gone)}; {plan.unchanged} unchanged, "
-                f"{len(plan.not_owned) + len(plan.unsupported)} skipped. "
+                f"{len(plan.not_owned) + len(plan.unsupported) + len(plan.links)} skipped. "
                 "Dry run: nothing was written."
             )
         )
@@ -129,6 +131,10 @@ class Command(BaseCommand):
         if report.plan.unsupported:
             self.stdout.write(f"Skipped (unsupported types): {len(report.plan.unsupported)}")
             for file in report.plan.unsupported:
+                self.stdout.write(f"  {file}")
+        if report.plan.links:
+            self.stdout.write("Skipped (symbolic links are not followed):")
+            for file in report.plan.links:
                 self.stdout.write(f"  {file}")
         if report.failed:
             self.stdout.write("Failed:")
