@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from chat.answering.named_index import NamesIndex, names_index_get
+from chat.answering.stage_cpu import cpu_stage
 from knowledge.access import Reader
 from knowledge.personal import personal_file_label
 from knowledge.retrieval import searchable_documents
@@ -370,6 +371,7 @@ def _file_stem(source: str, original_name: object) -> str:
     return PurePosixPath(file_name_of(source, original_name)).stem
 
 
+@cpu_stage("named")
 def named_document_find(
     question: str, *, reader: Reader, within: Sequence[int] | None = None
 ) -> NamedDocument | None:
