@@ -44,6 +44,7 @@ from django.urls import reverse
 from chat import fragments
 from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
+from chat.answering.stage_cpu import cpu_stage
 from chat.ids import uuid_parse
 from chat.models import Message
 from chat.presenters import MessageView, message_views, sources_from_event
@@ -410,6 +411,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send_listing()
         # answer_end, refusal and error end the stream: the final render follows.
 
+    @cpu_stage("render")
     def _sources_html(
         self,
         citations: list[dict[str, Any]],
@@ -445,6 +447,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self.access = "owner"
         return html
 
+    @cpu_stage("render")
     def _conversation_fragments(self) -> str:
         header = ""
         if self.access == "new":  # the question created it (if it exists: not refused)
@@ -472,6 +475,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.exchange = None
         await self.send(html + await self._state_html(busy=False))
 
+    @cpu_stage("render")
     def _final_html(self, exchange: _Exchange) -> str:
         answer_id = exchange.final_id or answer_id_of(exchange.question_id)
         answer = message_answer_with_citations(answer_id) if answer_id else None

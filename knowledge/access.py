@@ -283,6 +283,20 @@ def document_readable(*, user: UserLike, document: Document) -> bool:
     return reader.can_manage or document_is_available(document)
 
 
+def available_document_searched(
+    reader: Reader, *, document_id: int, collection_id: int, in_personal_collection: bool
+) -> bool:
+    """Whether retrieval searches an available document (id, collection, whether that is the
+    hidden personal collection) for `reader`: `documents_readable_filter(searching=True)` for
+    one document known to be available, for indexes kept in memory that must ask the rule per
+    request (chat/answering/named_index.py)."""
+    if document_id in reader.searched_file_ids:
+        return True
+    if reader.is_superuser:
+        return not in_personal_collection
+    return collection_id in reader.collection_ids
+
+
 def collections_readable(*, user: UserLike) -> QuerySet[Collection]:
     """The collections `user` may read, by name: every one but the hidden personal collection
     for a superuser."""

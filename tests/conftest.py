@@ -13,12 +13,15 @@ def _vocabulary_fresh():
     base would weight its terms (and pick a follow-up's context terms) by the old one's
     frequencies, and pass or fail with timing. The fingerprint is read again at the test's
     first search; the vocabulary is rebuilt only if the knowledge base changed. Likewise the
-    counts of rows a reader may search, kept for ROWS_COUNT_SECONDS, are counted again."""
+    counts of rows a reader may search, kept for ROWS_COUNT_SECONDS, are counted again, and the
+    index of the documents' names (chat/answering/named_index.py) is checked again."""
+    from chat.answering.named_index import names_index_forget
     from knowledge.retrieval import searchable_rows_forget
     from knowledge.vocabulary import vocabulary_recheck
 
     vocabulary_recheck()
     searchable_rows_forget()
+    names_index_forget()
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from asgiref.sync import sync_to_async
 from chat.answering import followups
 from chat.answering.extractive import ExtractiveAnswer, extractive_answer
 from chat.answering.followups import Turn, said_before
+from chat.answering.stage_cpu import cpu_stage
 from chat.answering.terms import terms
 from chat.models import Message
 from knowledge.retrieval import RetrievedChunk
@@ -107,7 +108,9 @@ class ExtractiveAnswerer(Answerer):
         self._streamed: list[str] = []
 
     async def stream(self, request: AnswerRequest) -> AsyncIterator[str]:
-        self._answer = await sync_to_async(extractive_answer, thread_sensitive=False)(
+        self._answer = await sync_to_async(
+            cpu_stage("answer")(extractive_answer), thread_sensitive=False
+        )(
             question=request.search_query,
             question_vector=request.query_vector,
             chunks=request.chunks,

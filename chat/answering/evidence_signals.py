@@ -53,6 +53,7 @@ from chat.answering.features import (
     best_passage,
     features_from,
 )
+from chat.answering.stage_cpu import cpu_stage
 from knowledge.access import Reader
 from knowledge.retrieval import RetrievedChunk
 from knowledge.vocabulary import QuestionTerms, question_terms
@@ -336,13 +337,15 @@ async def evidence_assess_async(
     best = _best_of(chunks)
     if not chunks or _below_on_chunk(best, threshold, threshold_on):
         return _decision(EvidenceSignals(best_similarity=best), {}, **rule)
-    passage = await sync_to_async(best_passage, thread_sensitive=False)(
+    passage = await sync_to_async(cpu_stage("evidence")(best_passage), thread_sensitive=False)(
         question=question, question_vector=question_vector, chunks=chunks
     )
     signals = _signals(question, chunks, passage, None)
     if not _needs_terms(signals, **rule):
         return _decision(signals, passage[2], **rule)
-    terms = await database_sync_to_async(question_terms)(question, reader=reader)
+    terms = await database_sync_to_async(cpu_stage("evidence")(question_terms))(
+        question, reader=reader
+    )
     return _decision(_signals(question, chunks, passage, terms), passage[2], **rule)
 
 

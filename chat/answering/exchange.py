@@ -23,6 +23,7 @@ from chat.answering.evidence import chat_settings_get, evidence_threshold
 from chat.answering.followups import Turn
 from chat.answering.generative import answering_mode
 from chat.answering.request import ValidatedRequest
+from chat.answering.stage_cpu import cpu_stage
 from chat.answering.trace import ExchangeTrace
 from chat.attachments import attachments_add, reader_in_conversation, unknown_file_ids
 from chat.models import Message
@@ -50,6 +51,7 @@ class StoredExchange:
     max_history_turns: int = 6
 
 
+@cpu_stage("store")
 def exchange_store(request: ValidatedRequest) -> StoredExchange:
     """Compute the asker's `Reader` (once for the exchange: the search and the evidence check
     use it), check the document filter, read the settings, store (or find) the exchange and

@@ -53,6 +53,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from chat.answering.stage_cpu import cpu_stage
 from chat.answering.terms import STOP_WORDS, terms
 from knowledge.access import Reader
 from knowledge.sentences import WORD
@@ -256,6 +257,7 @@ def _refers_back(question: str) -> bool:
     return bool({word.lower() for word in WORD.findall(cleaned)} & _ANAPHORS)
 
 
+@cpu_stage("evidence")
 def unknown_own_terms(question: str, *, reader: Reader) -> list[str]:
     """The question's own words that what `reader` may search has never held, as written
     (typos of known words and numbers excused: knowledge/vocabulary.py; words that point back,
@@ -362,6 +364,7 @@ def _is_number(word: str) -> bool:
     return bool(_NUMBER.match(word)) or word.lower() in _NUMBER_WORDS
 
 
+@cpu_stage("plan")
 def search_plan_in_context(
     question: str, previous: Sequence[Turn], *, reader: Reader
 ) -> SearchPlan:

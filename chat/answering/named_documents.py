@@ -36,10 +36,12 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from chat.answering.named_index import NamesIndex, names_index_get
+from chat.answering.stage_cpu import cpu_stage
 from knowledge.access import Reader
 from knowledge.personal import personal_file_label
 from knowledge.retrieval import searchable_documents
@@ -188,34 +190,22 @@ def _referred_to(
     return False
 
 
-def named_document_match(
-    question: str, documents: Sequence[DocumentNames], *, coverage: float = NAME_COVERAGE
+def _best_named(
+    question: str,
+    words: list[_Word],
+    content: list[int],
+    candidates: Iterable[tuple[int, str, tuple[str, ...]]],
+    *,
+    weight: Callable[[str], float],
+    shared: Callable[[int, list[str]], bool],
+    coverage: float,
 ) -> NamedDocument | None:
-    """The document of `documents` that `question` names (the module docstring's rules), or
-    None. Pure: `documents` are the asker's (the caller selects them)."""
-    if not documents:
-        return None
-    words = _words(question)
-    content = [i for i, word in enumerate(words) if word.folded not in _SMALL_WORDS]
-    if not content:
-        return None
-    vocabularies = [{w for name in d.names for w in name_words(name)} for d in documents]
-    frequency: dict[str, int] = {}
-    for vocabulary in vocabularies:
-        for word in vocabulary:
-            frequency[word] = frequency.get(word, 0) + 1
-    total = len(documents)
-
-    def weight(word: str) -> float:
-        return math.log(1 + total / frequency[word])
-
-    asked = {words[i].folded for i in content}
-    matching = {w for w in frequency if any(words_match(q, w) for q in asked)}
+    """The best of `candidates` (id, title as shown, names) that `question` names: `weight` of
+    a name word, `shared(id, words)` whether another of the asker's documents holds all those
+    words (the module docstring's rules)."""
     best: tuple[float, int, int, NamedDocument] | None = None
-    for document, vocabulary in zip(documents, vocabularies, strict=True):
-        if not vocabulary & matching:
-            continue  # no word of its names is in the question
-        for name in document.names:
+    for document_id, title, names in candidates:
+        for name in names:
             wanted = name_words(name)
             if not wanted:
                 continue
@@ -237,21 +227,116 @@ def named_document_match(
                 share = sum(weight(w) for w in matched) / name_weight
                 if share < coverage:
                     continue
-                others = [
-                    v
-                    for v, d in zip(vocabularies, documents, strict=True)
-                    if d.id != document.id and all(w in v for w in matched)
-                ]
-                if others:
+                if shared(document_id, matched):
                     continue
                 start, end = content[first], content[last - 1] + 1
                 if not _referred_to(question, words, start, end, matched):
                     continue
-                key = (share, -len(wanted), -document.id)
+                key = (share, -len(wanted), -document_id)
                 if best is None or key > best[:3]:
-                    found = NamedDocument(id=document.id, title=document.title, coverage=share)
+                    found = NamedDocument(id=document_id, title=title, coverage=share)
                     best = (*key, found)
     return best[3] if best is not None else None
+
+
+def _content_words(question: str) -> tuple[list[_Word], list[int]]:
+    words = _words(question)
+    return words, [i for i, word in enumerate(words) if word.folded not in _SMALL_WORDS]
+
+
+def named_document_match(
+    question: str, documents: Sequence[DocumentNames], *, coverage: float = NAME_COVERAGE
+) -> NamedDocument | None:
+    """The document of `documents` that `question` names (the module docstring's rules), or
+    None. Pure: `documents` are the asker's (the caller selects them)."""
+    if not documents:
+        return None
+    words, content = _content_words(question)
+    if not content:
+        return None
+    vocabularies = [{w for name in d.names for w in name_words(name)} for d in documents]
+    frequency: dict[str, int] = {}
+    for vocabulary in vocabularies:
+        for word in vocabulary:
+            frequency[word] = frequency.get(word, 0) + 1
+    total = len(documents)
+
+    def weight(word: str) -> float:
+        return math.log(1 + total / frequency[word])
+
+    def shared(document_id: int, matched: list[str]) -> bool:
+        return any(
+            d.id != document_id and all(w in v for w in matched)
+            for v, d in zip(vocabularies, documents, strict=True)
+        )
+
+    asked = {words[i].folded for i in content}
+    matching = {w for w in frequency if any(words_match(q, w) for q in asked)}
+    candidates = [
+        (d.id, d.title, d.names)
+        for d, vocabulary in zip(documents, vocabularies, strict=True)
+        if vocabulary & matching
+    ]
+    return _best_named(
+        question, words, content, candidates, weight=weight, shared=shared, coverage=coverage
+    )
+
+
+def _indexed_match(
+    question: str, index: NamesIndex, reader: Reader, *, coverage: float = NAME_COVERAGE
+) -> NamedDocument | None:
+    """`named_document_match` over the documents `reader` searches, read from `index`: only
+    the documents whose names hold a word of the question (or one edit from one) are looked
+    at, and a word's weight comes from the index's counts of the reader's collections."""
+    words, content = _content_words(question)
+    if not content:
+        return None
+    searched_files = [
+        index.documents[pk] for pk in sorted(reader.searched_file_ids) if pk in index.documents
+    ]
+    total = index.total(reader, searched_files)
+    if not total:
+        return None
+    frequencies: dict[str, int] = {}
+
+    def frequency(word: str) -> int:
+        if word not in frequencies:
+            frequencies[word] = index.frequency(word, reader, searched_files)
+        return frequencies[word]
+
+    def weight(word: str) -> float:
+        return math.log(1 + total / frequency(word))
+
+    def shared(document_id: int, matched: list[str]) -> bool:
+        rarest = min(matched, key=lambda w: len(index.postings.get(w, ())))
+        for pk in index.postings.get(rarest, ()):
+            other = index.documents[pk]
+            if (
+                pk != document_id
+                and all(w in other.vocabulary for w in matched)
+                and other.searched_by(reader)
+            ):
+                return True
+        return False
+
+    asked = {words[i].folded for i in content}
+    matching = {
+        w
+        for q in asked
+        for w in index.near(q, TYPO_MIN_LENGTH)
+        if words_match(q, w) and frequency(w) > 0
+    }
+    seen: set[int] = set()
+    candidates = []
+    for word in sorted(matching):
+        for pk in index.postings.get(word, ()):
+            document = index.documents[pk]
+            if pk not in seen and document.searched_by(reader):
+                seen.add(pk)
+                candidates.append((pk, document.title, document.names))
+    return _best_named(
+        question, words, content, candidates, weight=weight, shared=shared, coverage=coverage
+    )
 
 
 def searched_document_of(document_id: int | None, title: str) -> dict[str, int | str] | None:
@@ -282,16 +367,32 @@ def document_names_build(
     return documents
 
 
+def _file_stem(source: str, original_name: object) -> str:
+    return PurePosixPath(file_name_of(source, original_name)).stem
+
+
+@cpu_stage("named")
 def named_document_find(
     question: str, *, reader: Reader, within: Sequence[int] | None = None
 ) -> NamedDocument | None:
     """The document searched for `reader` that `question` names, or None; with `within`, only
-    one of those documents (the request's document filter). One query (the reader's
-    documents' titles and sources)."""
-    documents = searchable_documents(reader=reader)
-    if within is not None:
-        documents = documents.filter(pk__in=list(within))
-    rows = documents.order_by().values_list(
-        "pk", "title", "source", "metadata__original_name", "owner_id"
+    one of those documents (the request's document filter). Read from the process's index of
+    the available documents' names (chat/answering/named_index.py: no statement but its
+    fingerprint's, every RECHECK_SECONDS), kept to what `reader` searches; the document found
+    is confirmed searched for `reader` in the database (one statement, only when one is
+    found), so a document withdrawn or moved since the index was read is never named."""
+    index = names_index_get(
+        name_words=name_words, file_stem=_file_stem, typo_min_length=TYPO_MIN_LENGTH
     )
-    return named_document_match(question, document_names_build(rows))
+    if within is None:
+        found = _indexed_match(question, index, reader)
+    else:
+        documents = []
+        for pk in sorted(set(within)):
+            document = index.documents.get(pk)
+            if document is not None and document.searched_by(reader):
+                documents.append(DocumentNames(document.id, document.title, document.names))
+        found = named_document_match(question, documents)
+    if found is None or not searchable_documents(reader=reader).filter(pk=found.id).exists():
+        return None
+    return found

@@ -94,6 +94,7 @@ from chat.answering.replay import replay_log, stored_answer_events, stored_answe
 from chat.answering.request import AnswerOptions, request_validate
 from chat.answering.request import embedding_validate as _embedding_validate  # noqa: F401 (tests)
 from chat.answering.search import query_embed, question_search
+from chat.answering.stage_cpu import cpu_stage, stage_cpu_begin
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.models import Message
 
@@ -103,6 +104,11 @@ UNAVAILABLE_MESSAGE = (
     "The knowledge base is unavailable for a moment. What was answered so far is kept; "
     "please try again shortly."
 )
+
+
+@cpu_stage("finish")
+def _answer_finish(**fields):  # noqa: ANN003, ANN202 (services.answer_finish's)
+    return services.answer_finish(**fields)
 
 
 def answerer_for(mode: str) -> Answerer:
@@ -131,7 +137,7 @@ async def answer_stream(
     `options.regenerate` the stored question `message_id` is answered again and `question` is
     ignored.
     """
-    exchange = ExchangeTrace()
+    exchange = ExchangeTrace(cpu_ms=stage_cpu_begin())
     # 1. Validate.
     request = request_validate(
         user=user,
@@ -193,7 +199,7 @@ async def answer_stream(
         if found.refusal is not None:
             status = Message.Status.REFUSED
             exchange.first_event_ms = exchange.first_event_ms or exchange.elapsed_ms()
-            await database_sync_to_async(services.answer_finish)(
+            await database_sync_to_async(_answer_finish)(
                 answer_id=answer_message.pk,
                 status=status,
                 content=found.refusal.message,
@@ -253,7 +259,7 @@ async def answer_stream(
         if written.notice:
             exchange.warn(written.notice)
             yield exchange.event("warning", {"message": written.notice})
-        citations = await database_sync_to_async(services.answer_finish)(
+        citations = await database_sync_to_async(_answer_finish)(
             answer_id=answer_message.pk,
             status=Message.Status.COMPLETE,
             content=written.content,

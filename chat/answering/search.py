@@ -34,6 +34,7 @@ from chat.answering.followups import SearchPlan, search_plan_in_context, unknown
 from chat.answering.generative import search_plan_generative
 from chat.answering.named_documents import NamedDocument, named_document_find
 from chat.answering.request import ValidatedRequest
+from chat.answering.stage_cpu import cpu_stage
 from chat.answering.trace import ExchangeTrace
 from chat.models import Message
 from knowledge import embedding
@@ -66,6 +67,7 @@ class Found:
     evidence: Reason | None = None
 
 
+@cpu_stage("retrieve")
 def _retrieve(
     *,
     query: str,
@@ -99,7 +101,12 @@ def _retrieve(
 async def query_embed(query: str) -> tuple[np.ndarray, bool]:
     """(the query's unit vector, whether the query was truncated to the model's limit); the
     embedding model runs in a worker thread, never on the event loop."""
-    return await sync_to_async(embedding.embed_query, thread_sensitive=False)(query)
+    return await sync_to_async(_embed, thread_sensitive=False)(query)
+
+
+@cpu_stage("embed")
+def _embed(query: str) -> tuple[np.ndarray, bool]:
+    return embedding.embed_query(query)
 
 
 async def _search_once(

@@ -14,6 +14,7 @@ from django.conf import settings
 from chat import services
 from chat.answering.answerers import Answerer, WrittenAnswer
 from chat.answering.events import Event
+from chat.answering.stage_cpu import stage_cpu_rounded
 from chat.models import Message
 
 logger = logging.getLogger("sourced.exchange")
@@ -34,6 +35,7 @@ class ExchangeTrace:
     answerer: Answerer | None = None
     # The documents whose text reached the answer so far (chat.models.DocumentGiven).
     given: tuple[int, ...] = ()
+    cpu_ms: dict[str, float] = field(default_factory=dict)  # stage → CPU ms (stage_cpu.py)
 
     def warn(self, text: str) -> None:
         self.warning = f"{self.warning} {text}" if self.warning else text
@@ -75,6 +77,7 @@ def exchange_log(exchange: ExchangeTrace, **fields: Any) -> None:
         "contextual": exchange.contextual,
         "first_event_ms": exchange.first_event_ms,
         "total_ms": exchange.elapsed_ms(),
+        "cpu_ms": stage_cpu_rounded(exchange.cpu_ms),
         **fields,
     }
     if settings.CHAT_LOG_QUERIES:

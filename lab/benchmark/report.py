@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.benchmark.corpus import RETRIEVAL_TOP_K
+from lab.benchmark.stages import stages_text
 
 TRANSPORT_NAMES = {"ws": "WebSocket", "sse": "SSE"}
 
@@ -159,6 +160,12 @@ def report_text(figures: dict[str, Any]) -> str:
                     )
                 )
         lines += _table(rows)
+        lines += ["  CPU ms/question by stage (the server threads' own time, from its log):"]
+        for transport, per in figures["exchanges"].items():
+            for concurrency, counts in per.items():
+                name = TRANSPORT_NAMES.get(transport, transport)
+                stages = stages_text(counts.get("stage_cpu_ms") or {})
+                lines.append(f"    {name} × {concurrency}: {stages}")
         lines += [
             "  First answer event: the first answer text (WebSocket: the first fragment "
             "appended to the answer; SSE: the first answer_delta) or the refusal. Total: until "

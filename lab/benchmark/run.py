@@ -55,6 +55,7 @@ from lab.benchmark.server import (
     process_tree_cpu_seconds,
     server_running,
 )
+from lab.benchmark.stages import log_offset, stage_cpu_per_question
 from lab.benchmark.stats import latency_summary
 from lab.evaluation.dataset import Dataset
 from lab.evaluation.isolated import database_url, isolated_database
@@ -563,6 +564,7 @@ async def _answers_measure(
             assigned = questions_per_client(next(run_samples), concurrency)
             asked = sum(len(own) for own in assigned)
             cpu_before = _cpu_seconds(server, database_pid)
+            log_start = log_offset(server.log_path)
             with _bar(asked, f"{transport} × {concurrency} clients", "q") as bar:
                 exchanges = await bench_clients.load_run(
                     server,
@@ -586,6 +588,7 @@ async def _answers_measure(
                 "errors": len(errors),
                 "resent": sum(e.resent for e in exchanges),
                 "cpu_ms_per_question": _cpu_ms_per_question(cpu_before, cpu_after, len(exchanges)),
+                "stage_cpu_ms": stage_cpu_per_question(server.log_path, log_start),
                 **({"first_error": errors[0].detail} if errors else {}),
             }
     return first, total, counts

@@ -10,23 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.utils import CursorWrapper
 from django.test import AsyncClient
 
 from chat.routing import websocket_urlpatterns
 from knowledge import embedding, vocabulary
 from knowledge.access import reader_of_all_staff
 from knowledge.vocabulary import text_search_parse, vocabulary_get
+from tests.support.statements import statements_recorded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,50 +47,6 @@ MEAL_QUESTION = "What is the daily meal allowance while travelling?"
 # given.md): 25 and 16 before.
 WEBSOCKET_MAX = 26
 SSE_MAX = 17
-
-
-@contextmanager
-def statements_recorded() -> Iterator[list[str]]:
-    """Every SQL statement run meanwhile, in any thread ("BEGIN" and "COMMIT"/"ROLLBACK" too:
-    an atomic block on a connection in autocommit mode is two more round trips)."""
-    recorded: list[str] = []
-    lock = threading.Lock()
-    execute = CursorWrapper._execute_with_wrappers
-    commit, rollback = BaseDatabaseWrapper.commit, BaseDatabaseWrapper.rollback
-    set_autocommit = BaseDatabaseWrapper.set_autocommit
-
-    def record(text: str) -> None:
-        with lock:
-            recorded.append(" ".join(text.split()))
-
-    def recording_execute(self, sql, params, many, executor):
-        record(str(sql))
-        return execute(self, sql, params, many, executor)
-
-    def recording_set_autocommit(self, autocommit, *args, **kwargs):
-        if not autocommit:
-            record("BEGIN")
-        return set_autocommit(self, autocommit, *args, **kwargs)
-
-    def recording_commit(self):
-        record("COMMIT")
-        return commit(self)
-
-    def recording_rollback(self):
-        record("ROLLBACK")
-        return rollback(self)
-
-    CursorWrapper._execute_with_wrappers = recording_execute
-    BaseDatabaseWrapper.set_autocommit = recording_set_autocommit
-    BaseDatabaseWrapper.commit = recording_commit
-    BaseDatabaseWrapper.rollback = recording_rollback
-    try:
-        yield recorded
-    finally:
-        CursorWrapper._execute_with_wrappers = execute
-        BaseDatabaseWrapper.set_autocommit = set_autocommit
-        BaseDatabaseWrapper.commit = commit
-        BaseDatabaseWrapper.rollback = rollback
 
 
 def print_statements(title: str, statements: list[str]) -> None:

@@ -1,0 +1,145 @@
+"""What one question costs does not grow with the library: a restricted reader with a personal
+file asks a follow-up that names a document over a WebSocket, with 10 documents in the
+knowledge base and again with 10,000 more; the statements and the rows they return (what the
+server's Python reads) are the same (docs/decisions/0150-answer-cost-per-question.md).
+Counted, not timed. Run with `-s` to see the statements."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+
+from chat.answering.named_documents import named_document_find
+from chat.answering.named_index import names_index_forget
+from chat.models import Attachment, Conversation
+from chat.routing import websocket_urlpatterns
+from knowledge import embedding, vocabulary
+from knowledge.access import reader_for, reader_of_all_staff
+from knowledge.models import Collection, Document, collection_default_id
+from knowledge.vocabulary import text_search_parse, vocabulary_get
+from tests.support.knowledge_base import EXPENSES_TEXTS, LEAVE_TEXTS, document_create
+from tests.support.personal import personal_file_create
+from tests.support.readers import readers_create
+from tests.support.statements import Statements, statements_recorded
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FIRST_QUESTION = "How many days of paid annual leave do full-time employees receive?"
+# Leans on the conversation and names a document: every feature of a question at once.
+FOLLOW_UP = "And what does the staff handbook say about carrying them over?"
+LIBRARY_GROWTH = 10_000
+
+
+def _scenario() -> dict:
+    readers = readers_create(with_outsiders=False)
+    hr_only = Collection.objects.create(name="HR only", all_staff=False)
+    hr_only.reader_groups.add(readers["hr"])
+    document_create(title="Staff handbook", texts=LEAVE_TEXTS, pages=[3, 4])
+    document_create(title="Expenses policy", texts=EXPENSES_TEXTS)
+    document_create(
+        title="Pay bands",
+        texts=["A Grade 7 analyst is paid between 41,000 and 48,000 euros a year."],
+        collection=hr_only,
+    )
+    return readers
+
+
+def _library_grow(count: int) -> None:
+    """`count` more ready documents in General and in a collection of their own (titles of
+    their own, no chunks: what the question's work must not scan)."""
+    other = Collection.objects.create(name="Archive", all_staff=True)
+    general = collection_default_id()
+    Document.objects.bulk_create(
+        [
+            Document(
+                title=f"Archived minutes {number} of the {('north', 'south')[number % 2]} site",
+                source=f"test:archive/{number}.md",
+                media_type="text/markdown",
+                content_hash=hashlib.sha256(str(number).encode()).hexdigest(),
+                status=Document.Status.READY,
+                collection_id=general if number % 2 else other.pk,
+            )
+            for number in range(count)
+        ],
+        batch_size=2000,
+    )
+
+
+async def _ask(conversation_id: uuid.UUID, user, question: str):
+    payload = {"action": "send", "message": question, "message_id": str(uuid.uuid4())}
+    with statements_recorded() as statements:
+        communicator = WebsocketCommunicator(
+            URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
+        )
+        communicator.scope["user"] = user
+        connected, _ = await communicator.connect()
+        assert connected
+        try:
+            await communicator.send_to(text_data=json.dumps(payload))
+            fragments = []
+            while True:
+                fragment = await communicator.receive_from(timeout=30)
+                fragments.append(fragment)
+                if 'id="chat-state"' in fragment and 'data-busy="false"' in fragment:
+                    break
+        finally:
+            await communicator.disconnect()
+    return statements, "".join(fragments)
+
+
+async def _conversation(asker, attached) -> tuple[Statements, str]:
+    """The follow-up's statements and page fragments, in a new conversation whose first
+    question was answered and to which the asker's personal file is attached."""
+    conversation_id = uuid.uuid4()
+    _, page = await _ask(conversation_id, asker, FIRST_QUESTION)
+    assert "25 days" in page
+    await sync_to_async(Attachment.objects.create)(
+        conversation=await Conversation.objects.aget(pk=conversation_id), document=attached
+    )
+    return await _ask(conversation_id, asker, FOLLOW_UP)
+
+
+async def test_a_question_costs_the_same_with_ten_and_ten_thousand_documents(monkeypatch):
+    readers = await sync_to_async(_scenario)()
+    # Two askers of the same kind (HR, a personal file each), one per library size.
+    asker, second_asker = readers["asker"], readers["reader by group"]
+    attached, second_attached = [
+        await sync_to_async(personal_file_create)(
+            user, title="My contract", texts=["My notice period is three months."]
+        )
+        for user in (asker, second_asker)
+    ]
+    await sync_to_async(vocabulary_get)(reader=await sync_to_async(reader_of_all_staff)())
+    monkeypatch.setattr(vocabulary, "RECHECK_SECONDS", 3600.0)
+    await sync_to_async(embedding.embed_query)("warm up")
+
+    small, page = await _conversation(asker, attached)
+    assert "Searched in: Staff handbook" in page and "31 March" in page
+    text_search_parse.cache_clear()
+    await Conversation.objects.all().adelete()  # each page's sidebar lists one conversation
+
+    await sync_to_async(_library_grow)(LIBRARY_GROWTH)
+    names_index_forget()  # the index sees the new documents at the next question
+    large, page = await _conversation(second_asker, second_attached)
+    assert "Searched in: Staff handbook" in page and "31 March" in page
+    # The index holds the new documents (here named, for a reader of the General ones only).
+    named = await sync_to_async(named_document_find)(
+        "What do the archived minutes 4321 of the south site say?",
+        reader=await sync_to_async(reader_for)(readers["staff"]),
+    )
+    assert named is not None and named.title == "Archived minutes 4321 of the south site"
+
+    print(f"\n10 documents: {len(small)} statements, {small.rows} rows")
+    print(f"{LIBRARY_GROWTH} more: {len(large)} statements, {large.rows} rows")
+    for number, (statement, rows, before) in enumerate(
+        zip(large, large.rows_each, small.rows_each, strict=False), 1
+    ):
+        print(f"{number:3d}. {rows} rows ({before} with 10). {statement[:160]}")
+    assert len(large) == len(small)
+    assert large.rows == small.rows
