@@ -502,10 +502,17 @@ def exchange_stored(
     return question, answer
 
 
-def answer_id_of(question_id: uuid.UUID | str) -> uuid.UUID | None:
-    """The id of the question's stored answer, None when there is none."""
+def answer_id_of(
+    question_id: uuid.UUID | str, *, conversation_id: uuid.UUID | str
+) -> uuid.UUID | None:
+    """The id of the question's stored answer in conversation `conversation_id`, None when
+    there is none there (a question id of another conversation finds nothing)."""
     return (
-        Message.objects.filter(reply_to_id=question_id, role=Message.Role.ASSISTANT)
+        Message.objects.filter(
+            reply_to_id=question_id,
+            role=Message.Role.ASSISTANT,
+            conversation_id=conversation_id,
+        )
         .values_list("pk", flat=True)
         .first()
     )
@@ -522,13 +529,18 @@ def question_last_asked_by(user: AbstractBaseUser) -> str:
     )
 
 
-def message_answer_with_citations(answer_id: uuid.UUID) -> Message | None:
+def message_answer_with_citations(
+    answer_id: uuid.UUID | str, *, conversation_id: uuid.UUID | str | None = None
+) -> Message | None:
     """The answer with its conversation and its citations (what tells stale ones
-    prefetched), None when it does not exist."""
+    prefetched), None when it does not exist (or, with `conversation_id`, is not in that
+    conversation)."""
+    found = Message.objects.filter(pk=answer_id)
+    if conversation_id is not None:
+        found = found.filter(conversation_id=conversation_id)
     return (
-        Message.objects.select_related("conversation")
+        found.select_related("conversation")
         .prefetch_related(Prefetch("citations", queryset=citations_with_source_state()))
-        .filter(pk=answer_id)
         .first()
     )
 
