@@ -76,6 +76,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "channels",
+    # Before rest_framework.authtoken: its `drf_create_token` (keys in clear) is replaced by
+    # accounts' own, which refuses (docs/decisions/0141-side-doors-closed.md).
+    "accounts",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -88,7 +91,6 @@ INSTALLED_APPS = [
     "chat",
     "lab",
     "axes",  # accounts: login throttling (docs/sign-in.md)
-    "accounts",
 ]
 
 MIDDLEWARE = [
