@@ -19,6 +19,8 @@ from django.contrib import auth
 from django.contrib.sessions.backends.base import SessionBase
 from django.http import HttpRequest, HttpResponse
 
+from knowledge.access import user_is_staff
+
 # The raw ID token (for the provider's logout) and the sign-in's time (Unix seconds), kept in
 # the session by `accounts.views.oidc_callback`.
 SESSION_ID_TOKEN = "oidc_id_token"
@@ -85,6 +87,6 @@ def session_standing(*, session_key: str | None, user_id: object) -> str:
         return Standing.SIGNED_OUT
     if session_sign_in_stale(store):
         return Standing.SIGNED_OUT
-    if not user.is_staff:
+    if not user_is_staff(user):
         return Standing.FORBIDDEN
     return Standing.SIGNED_IN

@@ -65,6 +65,7 @@ from chat.selectors import (
     exchange_stored,
     message_answer_with_citations,
 )
+from knowledge.access import user_is_staff
 from knowledge.personal_progress import (
     personal_file_changes,
     personal_files_followable,
@@ -135,7 +136,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        if not (self.user.is_active and self.user.is_staff):
+        if not user_is_staff(self.user):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.access = await database_sync_to_async(self._access)()

@@ -164,11 +164,35 @@ def reader_for(user: UserLike) -> Reader:
     )
 
 
+def user_is_staff(user: AbstractBaseUser | AnonymousUser | None) -> bool:
+    """Whether `user` may use Sourced at all (pages, API, sockets, insights): signed in,
+    active and staff. The one staff check every surface asks; `reader_for` applies the same
+    rule in its SQL."""
+    return bool(
+        user is not None
+        and user.is_authenticated
+        and getattr(user, "is_active", False)
+        and getattr(user, "is_staff", False)
+    )
+
+
 def reader_searching(reader: Reader, *, file_ids: Iterable[int]) -> Reader:
     """`reader` whose searches also cover those of `file_ids` that are their own personal
     files (the files attached to the conversation being answered); anyone else's are
     ignored."""
     return replace(reader, searched_file_ids=frozenset(file_ids) & reader.own_file_ids)
+
+
+def personal_files_filter(*, owner: UserLike | None = None, prefix: str = "") -> Q:
+    """Documents (through `prefix`) that are personal files: anyone's, or `owner`'s only
+    (a user or a Reader). Personal files are read by their owner alone, whatever else the
+    rule says; `~personal_files_filter()` is the documents of collections."""
+    if owner is None:
+        return Q(**{f"{prefix}owner__isnull": False})
+    owner_id = owner.user_id if isinstance(owner, Reader) else owner.pk
+    if owner_id is None:
+        return Q(pk__in=[])
+    return Q(**{f"{prefix}owner_id": owner_id})
 
 
 def user_manages_documents(user: UserLike) -> bool:

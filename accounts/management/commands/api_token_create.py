@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.services import api_token_create
+from knowledge.access import user_is_staff
 
 
 class Command(BaseCommand):
@@ -24,7 +25,7 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user is called {username!r}.")
-        if not (user.is_active and user.is_staff):
+        if not user_is_staff(user):
             raise CommandError(f"{username!r} is not an active staff user: the API refuses them.")
         token, key = api_token_create(user=user, name=name)
         self.stderr.write(f"Token {token.name!r} for {username}, expires {token.expires:%Y-%m-%d}:")
