@@ -195,6 +195,17 @@ def personal_files_filter(*, owner: UserLike | None = None, prefix: str = "") ->
     return Q(**{f"{prefix}owner_id": owner_id})
 
 
+def document_is_personal(document: Document) -> bool:
+    """Whether `document` is a personal file (read by its owner alone)."""
+    return document.owner_id is not None
+
+
+def documents_not_personal_sql(alias: str) -> str:
+    """The SQL condition on a document row `alias` that it is not a personal file (for raw SQL
+    that must never read them: `~personal_files_filter()`)."""
+    return f"{alias}.owner_id IS NULL"
+
+
 def user_manages_documents(user: UserLike) -> bool:
     """Whether `user` reads withdrawn documents too (of the collections they may read): an
     active superuser, or active staff with `knowledge.view_document` or
@@ -298,7 +309,7 @@ def document_readable(*, user: UserLike, document: Document) -> bool:
     """Whether `user` may read `document` (as loaded: the caller loads it in the same
     request)."""
     reader = reader_for(user)
-    if document.owner_id is not None:
+    if document_is_personal(document):
         return reader.user_id is not None and document.pk in reader.own_file_ids
     if reader.is_superuser:
         return True
