@@ -34,7 +34,7 @@ def test_a_token_stops_answering_once_the_sign_in_is_older_than_the_max_age(prov
     provider.user_set("kim", password=PASSWORD, groups=["hr"])
     client = Client()
     sign_in(client, provider, "kim")
-    hr_only = collection_create(name="HR only", groups=[Group.objects.get(name="hr")])
+    hr_only = collection_create(name="HR only", groups=[Group.objects.get(name="idp:hr")])
     document_create(title="Pay bands 2026", texts=["Band C pays 61,000."], collection=hr_only)
     key = token_make(client, "nightly export")
     status, body = documents_listed(key)
