@@ -36,6 +36,7 @@ from knowledge.access import (
     UserLike,
     documents_readable,
     documents_readable_filter,
+    personal_files_filter,
     reader_for,
 )
 from knowledge.models import Document
@@ -292,7 +293,7 @@ def _drawing_on_others_files(rows: QuerySet, reader: Reader) -> QuerySet:
     """Those of `rows` (annotated `cited_document`) on someone else's personal file (present
     or purged): what a superuser, who reads every other document, may not read
     (docs/decisions/0081-personal-files.md)."""
-    others = Document.objects.filter(owner__isnull=False).exclude(
+    others = Document.objects.filter(personal_files_filter()).exclude(
         pk__in=sorted(reader.own_file_ids)
     )
     return rows.filter(Exists(others.filter(pk=OuterRef("cited_document"))))
@@ -725,7 +726,7 @@ def documents_list(user: AbstractBaseUser) -> list[dict]:
     (chat/api/files.py)."""
     documents = (
         documents_visible_to(reader_for(user))
-        .filter(owner__isnull=True)
+        .exclude(personal_files_filter())
         .annotate(chunk_count=Count("chunks"))
     )
     return [
