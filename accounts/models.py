@@ -7,8 +7,9 @@ from django.db import models
 
 
 class OidcIdentity(models.Model):
-    """The provider's account (issuer + `sub`) a Django user signs in as, and the provider
-    groups it held at its last sign-in (the ones sign-in may take away again)."""
+    """The provider's account (issuer + `sub`) a Django user signs in as, and the groups the
+    provider gave it at its last sign-in, by their Sourced names (OIDC_GROUP_PREFIX included:
+    the ones sign-in may take away again)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identity"

@@ -34,6 +34,7 @@ class OidcPolicy:
     groups_claim: str
     staff_groups: frozenset[str]
     admin_groups: frozenset[str]
+    group_prefix: str = ""
 
     @classmethod
     def from_settings(cls) -> OidcPolicy:
@@ -41,7 +42,15 @@ class OidcPolicy:
             groups_claim=settings.OIDC_GROUPS_CLAIM,
             staff_groups=frozenset(settings.OIDC_STAFF_GROUPS),
             admin_groups=frozenset(settings.OIDC_ADMIN_GROUPS),
+            group_prefix=settings.OIDC_GROUP_PREFIX,
         )
+
+
+def provider_group_name(name: str, *, prefix: str) -> str:
+    """The Sourced group a provider group `name` joins: `prefix` + `name` (at most 150
+    characters, Django's limit), so that a provider group never joins a group made in Sourced
+    by having its name (docs/decisions/0141-side-doors-closed.md)."""
+    return (prefix + name)[:150]
 
 
 def claims_groups(claims: dict, *, claim: str) -> list[str]:
@@ -64,7 +73,8 @@ def oidc_user_sync(*, issuer: str, claims: dict, policy: OidcPolicy) -> Abstract
     first sign-in, with name, email, staff and superuser status and the provider's groups
     brought up to date from `claims` (ID token and userinfo, already checked).
 
-    Groups named in the claim are created as needed and joined; groups the provider gave
+    Each group named in the claim joins the Sourced group of its name under
+    OIDC_GROUP_PREFIX (`provider_group_name`), created as needed; groups the provider gave
     before and no longer names are left; other groups are not touched. Superuser status
     follows OIDC_ADMIN_GROUPS when that is set.
 
@@ -105,13 +115,16 @@ def oidc_user_sync(*, issuer: str, claims: dict, policy: OidcPolicy) -> Abstract
     user.last_login = timezone.now()
     user.save()
 
-    wanted = {name: _group(name) for name in groups}
+    wanted = {}
+    for name in groups:
+        joined = provider_group_name(name, prefix=policy.group_prefix)
+        wanted.setdefault(joined, _group(joined))
     removed = set(identity.provider_groups) - set(wanted)
     if removed:
         user.groups.remove(*Group.objects.filter(name__in=removed))
     if wanted:
         user.groups.add(*wanted.values())
-    identity.provider_groups = groups
+    identity.provider_groups = list(wanted)  # the Sourced groups' names, prefix included
     identity.last_sign_in = timezone.now()
     identity.save(update_fields=["provider_groups", "last_sign_in"])
     return user

@@ -33,12 +33,12 @@ from accounts.services import (
     oidc_user_sync,
     preferences_update,
 )
+from accounts.sessions import SESSION_ID_TOKEN, session_sign_in_record
 from pages import sidebar_context, staff_required
 from pages.client_input import client_int
 
 log = logging.getLogger("accounts.oidc")
 
-SESSION_ID_TOKEN = "oidc_id_token"
 SESSION_NEXT = "oidc_next"
 
 
@@ -153,7 +153,7 @@ def oidc_callback(request: HttpRequest) -> HttpResponse:
     next_url = request.session.pop(SESSION_NEXT, "") or reverse(settings.LOGIN_REDIRECT_URL)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     request.session[SESSION_ID_TOKEN] = id_token
-    request.session.set_expiry(settings.OIDC_SESSION_MAX_AGE)
+    session_sign_in_record(request.session)
     return HttpResponseRedirect(next_url)
 
 

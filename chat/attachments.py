@@ -14,7 +14,7 @@ from chat.answering.errors import AnswerError
 from chat.models import Attachment, Conversation
 from chat.selectors import conversation_get_for
 from chat.services import conversation_check_owner
-from knowledge.access import Reader, reader_searching
+from knowledge.access import Reader, personal_files_filter, reader_searching
 from knowledge.models import Document
 from knowledge.personal import personal_file_get, personal_file_purge, personal_file_upload
 
@@ -43,9 +43,9 @@ def unknown_file_ids(file_ids: Iterable[int], *, owner: AbstractBaseUser) -> lis
     else's, an organisation document, purged, or no such id: all alike)."""
     wanted = set(file_ids)
     known = set(
-        Document.objects.filter(pk__in=wanted, owner=owner, purged_at__isnull=True).values_list(
-            "pk", flat=True
-        )
+        Document.objects.filter(
+            personal_files_filter(owner=owner), pk__in=wanted, purged_at__isnull=True
+        ).values_list("pk", flat=True)
     )
     return sorted(wanted - known)
 

@@ -41,6 +41,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.db import DatabaseError
 from django.urls import reverse
 
+from accounts.sessions import Standing, session_standing
 from chat import fragments
 from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
@@ -65,6 +66,7 @@ from chat.selectors import (
     exchange_stored,
     message_answer_with_citations,
 )
+from knowledge.access import user_is_staff
 from knowledge.personal_progress import (
     personal_file_changes,
     personal_files_followable,
@@ -135,7 +137,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        if not (self.user.is_active and self.user.is_staff):
+        if not user_is_staff(self.user):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.access = await database_sync_to_async(self._access)()
@@ -160,7 +162,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # --- Client messages ------------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.access is None:  # refused in connect(): the socket is closing
+        if self.access is None:  # refused in connect() or on a message: the socket is closing
+            return
+        if not await self._still_signed_in():
             return
         try:
             payload = json.loads(text_data or "")
@@ -198,6 +202,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except AnswerError as error:
             request = error  # refused in the task, after the rate limit counted it
         self.task = asyncio.create_task(self._answer(request))
+
+    async def _still_signed_in(self) -> bool:
+        """Whether the session still signs the user in, read again for each message; if not,
+        the answer is stopped and the socket closed, 4401 or 4403 (no longer staff)
+        (docs/decisions/0140-sign-in-age-for-sessions-tokens-and-sockets.md)."""
+        key = getattr(self.scope.get("session"), "session_key", None)
+        standing = await database_sync_to_async(session_standing)(
+            session_key=key, user_id=self.user.pk
+        )
+        if standing == Standing.SIGNED_IN:
+            return True
+        self.access = None
+        await self._cancel()
+        forbidden = standing == Standing.FORBIDDEN
+        await self.close(code=CLOSE_FORBIDDEN if forbidden else CLOSE_UNAUTHENTICATED)
+        return False
 
     def _request_from(self, payload: dict[str, Any], action: str) -> dict[str, Any]:
         """The composer's JSON as `_answer_locked`'s arguments: the message id parsed, the
@@ -477,9 +497,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     @cpu_stage("render")
     def _final_html(self, exchange: _Exchange) -> str:
-        answer_id = exchange.final_id or answer_id_of(exchange.question_id)
-        answer = message_answer_with_citations(answer_id) if answer_id else None
-        if answer is None:
+        """The exchange's answer, looked up in this socket's conversation only (after a Stop
+        the question id may be the client's, naming any conversation's), as the user may
+        read it (`message_views` withholds)."""
+        in_here = self.conversation_id
+        answer_id = exchange.final_id or answer_id_of(exchange.question_id, conversation_id=in_here)
+        answer = answer_id and message_answer_with_citations(answer_id, conversation_id=in_here)
+        if not answer:
             return ""
         known = {answer.reply_to_id: exchange.question} if exchange.question else None
         view = message_views([answer], user=self.user, can_post=True, questions=known)[0]

@@ -36,6 +36,7 @@ from knowledge.access import (
     UserLike,
     documents_readable,
     documents_readable_filter,
+    personal_files_filter,
     reader_for,
 )
 from knowledge.models import Document
@@ -292,7 +293,7 @@ def _drawing_on_others_files(rows: QuerySet, reader: Reader) -> QuerySet:
     """Those of `rows` (annotated `cited_document`) on someone else's personal file (present
     or purged): what a superuser, who reads every other document, may not read
     (docs/decisions/0081-personal-files.md)."""
-    others = Document.objects.filter(owner__isnull=False).exclude(
+    others = Document.objects.filter(personal_files_filter()).exclude(
         pk__in=sorted(reader.own_file_ids)
     )
     return rows.filter(Exists(others.filter(pk=OuterRef("cited_document"))))
@@ -502,10 +503,17 @@ def exchange_stored(
     return question, answer
 
 
-def answer_id_of(question_id: uuid.UUID | str) -> uuid.UUID | None:
-    """The id of the question's stored answer, None when there is none."""
+def answer_id_of(
+    question_id: uuid.UUID | str, *, conversation_id: uuid.UUID | str
+) -> uuid.UUID | None:
+    """The id of the question's stored answer in conversation `conversation_id`, None when
+    there is none there (a question id of another conversation finds nothing)."""
     return (
-        Message.objects.filter(reply_to_id=question_id, role=Message.Role.ASSISTANT)
+        Message.objects.filter(
+            reply_to_id=question_id,
+            role=Message.Role.ASSISTANT,
+            conversation_id=conversation_id,
+        )
         .values_list("pk", flat=True)
         .first()
     )
@@ -522,13 +530,18 @@ def question_last_asked_by(user: AbstractBaseUser) -> str:
     )
 
 
-def message_answer_with_citations(answer_id: uuid.UUID) -> Message | None:
+def message_answer_with_citations(
+    answer_id: uuid.UUID | str, *, conversation_id: uuid.UUID | str | None = None
+) -> Message | None:
     """The answer with its conversation and its citations (what tells stale ones
-    prefetched), None when it does not exist."""
+    prefetched), None when it does not exist (or, with `conversation_id`, is not in that
+    conversation)."""
+    found = Message.objects.filter(pk=answer_id)
+    if conversation_id is not None:
+        found = found.filter(conversation_id=conversation_id)
     return (
-        Message.objects.select_related("conversation")
+        found.select_related("conversation")
         .prefetch_related(Prefetch("citations", queryset=citations_with_source_state()))
-        .filter(pk=answer_id)
         .first()
     )
 
@@ -713,7 +726,7 @@ def documents_list(user: AbstractBaseUser) -> list[dict]:
     (chat/api/files.py)."""
     documents = (
         documents_visible_to(reader_for(user))
-        .filter(owner__isnull=True)
+        .exclude(personal_files_filter())
         .annotate(chunk_count=Count("chunks"))
     )
     return [

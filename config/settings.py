@@ -76,6 +76,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "channels",
+    # Before rest_framework.authtoken: its `drf_create_token` (keys in clear) is replaced by
+    # accounts' own, which refuses (docs/decisions/0141-side-doors-closed.md).
+    "accounts",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -88,7 +91,6 @@ INSTALLED_APPS = [
     "chat",
     "lab",
     "axes",  # accounts: login throttling (docs/sign-in.md)
-    "accounts",
 ]
 
 MIDDLEWARE = [
@@ -99,6 +101,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A provider sign-in older than OIDC_SESSION_MAX_AGE is signed out (docs/sign-in.md).
+    "accounts.sessions.SignInAgeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -239,6 +243,9 @@ OIDC_SCOPES = os.environ.get("OIDC_SCOPES", "openid email profile")
 OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
 OIDC_STAFF_GROUPS = env_list("OIDC_STAFF_GROUPS", "")
 OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", "")
+# A provider group joins the Sourced group of its name under this prefix ("HR" at the provider:
+# "idp:HR"), never a group made in Sourced: docs/decisions/0141-side-doors-closed.md.
+OIDC_GROUP_PREFIX = os.environ.get("OIDC_GROUP_PREFIX", "idp:")
 # How long a session started at the provider lasts before the provider is asked again (and
 # with it the user's groups): docs/decisions/0066-session-lifetime-after-removal.md.
 OIDC_SESSION_MAX_AGE = int(os.environ.get("OIDC_SESSION_MAX_AGE", str(8 * 3600)))
@@ -385,7 +392,7 @@ REST_FRAMEWORK = {
         "chat.api.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "DEFAULT_PERMISSION_CLASSES": ["chat.api.permissions.IsStaff"],
     # A JSON API: other bodies are refused with 415 unsupported-media-type (as the schema says).
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -398,7 +405,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and the docs page, like the API they describe, are for staff only.
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
+    "SERVE_PERMISSIONS": ["chat.api.permissions.IsStaff"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -164,11 +164,46 @@ def reader_for(user: UserLike) -> Reader:
     )
 
 
+def user_is_staff(user: AbstractBaseUser | AnonymousUser | None) -> bool:
+    """Whether `user` may use Sourced at all (pages, API, sockets, insights): signed in,
+    active and staff. The one staff check every surface asks; `reader_for` applies the same
+    rule in its SQL."""
+    return bool(
+        user is not None
+        and user.is_authenticated
+        and getattr(user, "is_active", False)
+        and getattr(user, "is_staff", False)
+    )
+
+
 def reader_searching(reader: Reader, *, file_ids: Iterable[int]) -> Reader:
     """`reader` whose searches also cover those of `file_ids` that are their own personal
     files (the files attached to the conversation being answered); anyone else's are
     ignored."""
     return replace(reader, searched_file_ids=frozenset(file_ids) & reader.own_file_ids)
+
+
+def personal_files_filter(*, owner: UserLike | None = None, prefix: str = "") -> Q:
+    """Documents (through `prefix`) that are personal files: anyone's, or `owner`'s only
+    (a user or a Reader). Personal files are read by their owner alone, whatever else the
+    rule says; `~personal_files_filter()` is the documents of collections."""
+    if owner is None:
+        return Q(**{f"{prefix}owner__isnull": False})
+    owner_id = owner.user_id if isinstance(owner, Reader) else owner.pk
+    if owner_id is None:
+        return Q(pk__in=[])
+    return Q(**{f"{prefix}owner_id": owner_id})
+
+
+def document_is_personal(document: Document) -> bool:
+    """Whether `document` is a personal file (read by its owner alone)."""
+    return document.owner_id is not None
+
+
+def documents_not_personal_sql(alias: str) -> str:
+    """The SQL condition on a document row `alias` that it is not a personal file (for raw SQL
+    that must never read them: `~personal_files_filter()`)."""
+    return f"{alias}.owner_id IS NULL"
 
 
 def user_manages_documents(user: UserLike) -> bool:
@@ -274,7 +309,7 @@ def document_readable(*, user: UserLike, document: Document) -> bool:
     """Whether `user` may read `document` (as loaded: the caller loads it in the same
     request)."""
     reader = reader_for(user)
-    if document.owner_id is not None:
+    if document_is_personal(document):
         return reader.user_id is not None and document.pk in reader.own_file_ids
     if reader.is_superuser:
         return True

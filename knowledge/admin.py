@@ -33,7 +33,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.views.decorators.csrf import csrf_protect
 
-from knowledge.access import collections_readable, documents_readable_filter
+from knowledge.access import (
+    collections_readable,
+    documents_readable_filter,
+    personal_files_filter,
+)
 from knowledge.collections import collection_default, documents_move
 from knowledge.media_types import media_type_name
 from knowledge.models import (
@@ -300,7 +304,11 @@ class DocumentAdmin(admin.ModelAdmin):
         return (
             super()
             .get_queryset(request)
+            # Personal files are not managed here, not even by their owner (moved into a
+            # collection or their expiry cleared, they would outlive their purpose): their own
+            # read-only page (PersonalFileAdmin) lists them for superusers.
             .filter(documents_readable_filter(user=request.user))
+            .exclude(personal_files_filter())
             .select_related("uploaded_by", "collection")
             .annotate(chunk_total=Count("chunks"))
         )
@@ -331,7 +339,9 @@ class DocumentAdmin(admin.ModelAdmin):
         return reverse("knowledge:document", args=[obj.pk])
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
-        readable = Document.objects.filter(documents_readable_filter(user=request.user))
+        readable = Document.objects.filter(documents_readable_filter(user=request.user)).exclude(
+            personal_files_filter()
+        )
         active = documents_in_progress(readable).count()
         context = {
             "documents_in_progress": active,
@@ -812,7 +822,7 @@ class PersonalFileAdmin(admin.ModelAdmin):
     kind = _kind
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PersonalFile]:
-        return super().get_queryset(request).filter(owner__isnull=False)
+        return super().get_queryset(request).filter(personal_files_filter())
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_active and request.user.is_superuser

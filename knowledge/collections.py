@@ -9,6 +9,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 
+from knowledge.access import personal_files_filter
 from knowledge.models import Collection, Document, collection_default_id
 
 
@@ -95,9 +96,10 @@ def documents_move(*, ids: Sequence[int], collection: Collection) -> int:
     """Put the documents `ids` in `collection`; their readers change from the next request.
     Returns how many documents changed collection (those already in it are not counted). The
     documents' `updated_at` is left alone: it orders answers by recency, and the text did not
-    change."""
+    change. Personal files are never moved: they stay in the hidden personal collection."""
     return (
         Document.objects.filter(pk__in=list(ids))
+        .exclude(personal_files_filter())
         .exclude(collection=collection)
         .update(collection=collection)
     )

@@ -27,6 +27,7 @@ from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django_tasks import task
 
+from knowledge.access import document_is_personal, personal_files_filter
 from knowledge.models import (
     Chunk,
     Document,
@@ -74,13 +75,15 @@ class Usage:
 
 def personal_files_of(owner: AbstractBaseUser) -> QuerySet[Document]:
     """`owner`'s personal files that are not purged, newest first."""
-    return Document.objects.filter(owner=owner, purged_at__isnull=True).order_by("-created_at")
+    return Document.objects.filter(
+        personal_files_filter(owner=owner), purged_at__isnull=True
+    ).order_by("-created_at")
 
 
 def personal_file_get(*, owner: AbstractBaseUser, file_id: int) -> Document | None:
     """`owner`'s personal file `file_id` (purged or not); None for anyone else's, an
     organisation document or one that does not exist (all alike to the caller)."""
-    return Document.objects.filter(pk=file_id, owner=owner).first()
+    return Document.objects.filter(personal_files_filter(owner=owner), pk=file_id).first()
 
 
 def personal_file_state(document: Document) -> str:
@@ -189,7 +192,7 @@ def personal_file_purge(document: Document, *, now: datetime | None = None) -> N
     storage = Document._meta.get_field("file").storage
     with transaction.atomic():
         locked = Document.objects.select_for_update().filter(pk=document.pk).first()
-        if locked is None or locked.owner_id is None or locked.purged_at is not None:
+        if locked is None or not document_is_personal(locked) or locked.purged_at is not None:
             return
         name = locked.file.name if locked.file else ""
         Embedding.objects.filter(document_id=locked.pk).delete()
@@ -206,7 +209,7 @@ def personal_files_purge_expired(*, now: datetime | None = None) -> int:
     """Purge (`personal_file_purge`) every personal file expired at `now`; returns how many."""
     now = now or timezone.now()
     expired = Document.objects.filter(
-        owner__isnull=False, purged_at__isnull=True, expires_at__lte=now
+        personal_files_filter(), purged_at__isnull=True, expires_at__lte=now
     ).order_by("pk")
     count = 0
     for document in expired:

@@ -19,7 +19,7 @@ import psycopg
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connections
 
-from knowledge.access import document_readable
+from knowledge.access import document_readable, personal_files_filter
 from knowledge.models import Document
 from knowledge.personal import personal_file_state
 
@@ -37,7 +37,7 @@ def personal_files_followable(*, user: AbstractBaseUser, file_ids: Iterable[int]
     wanted = sorted(set(file_ids))[:MAX_FOLLOWED]
     if not wanted or not user.is_authenticated:
         return []
-    documents = Document.objects.filter(pk__in=wanted, owner__isnull=False)
+    documents = Document.objects.filter(personal_files_filter(), pk__in=wanted)
     return sorted(d.pk for d in documents if document_readable(user=user, document=d))
 
 

@@ -62,7 +62,7 @@ from django.utils import timezone
 from pgvector.django import BitField, CosineDistance, HammingDistance
 
 from knowledge import embedding
-from knowledge.access import Reader, documents_readable_filter
+from knowledge.access import Reader, document_is_personal, documents_readable_filter
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.personal import personal_file_label
 from knowledge.vocabulary import Vocabulary, text_search_parse, vocabulary_get
@@ -688,7 +688,7 @@ def chunks_search(
                 document_id=chunk.document_id,
                 document_title=(
                     personal_file_label(chunk.document.title)
-                    if chunk.document.owner_id is not None
+                    if document_is_personal(chunk.document)
                     else chunk.document.title
                 ),
                 document_url=chunk.document.url,

@@ -19,7 +19,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from knowledge import embedding
-from knowledge.access import UserLike, documents_readable
+from knowledge.access import UserLike, documents_readable, personal_files_filter
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document, SentenceVector
 from knowledge.parsers.spreadsheets import (
@@ -73,9 +73,11 @@ def sentence_vectors_stale_count() -> int:
 def documents_expired(*, now: datetime | None = None) -> QuerySet[Document]:
     """Documents whose `expires_at` has passed, by pk; never personal files, which are purged
     (their rows kept) by knowledge/personal.py."""
-    return Document.objects.filter(
-        expires_at__lte=now or timezone.now(), owner__isnull=True
-    ).order_by("pk")
+    return (
+        Document.objects.filter(expires_at__lte=now or timezone.now())
+        .exclude(personal_files_filter())
+        .order_by("pk")
+    )
 
 
 def documents_chunker_stale() -> QuerySet[Document]:

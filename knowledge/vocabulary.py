@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from django.db import connection
 
 from knowledge import embedding
-from knowledge.access import Reader
+from knowledge.access import Reader, documents_not_personal_sql
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def _scope_sql(scope: Scope) -> str:
     """The SQL condition on `d.collection_id` for `scope` (ids are ints: formatted in, since
     ts_stat takes its query as text)."""
     if scope is None:
-        return "AND d.owner_id IS NULL"  # never personal files (docs/decisions/0081-…)
+        return f"AND {documents_not_personal_sql('d')}"  # never personal files (0081)
     ids = ",".join(str(int(pk)) for pk in sorted(scope)) or "NULL"
     return f"AND d.collection_id IN ({ids})"
 

@@ -16,6 +16,8 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from knowledge.access import user_is_staff
+
 SIDEBAR_LIMIT = 30
 
 # (user, limit) → (shared, private) conversations, each newest first, at most `limit` of each.
@@ -37,7 +39,7 @@ def no_access(request: HttpRequest, *, reason: str = "", status: int = 403) -> H
         {
             "heading": "Not found" if status == 404 else "No access",
             "reason": reason,
-            "show_home": bool(getattr(request.user, "is_staff", False)),
+            "show_home": user_is_staff(getattr(request, "user", None)),
         },
         status=status,
     )
@@ -55,7 +57,7 @@ def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
                 response["HX-Redirect"] = redirect_to_login(request.get_full_path())["Location"]
                 return response
             return redirect_to_login(request.get_full_path())
-        if not (user.is_active and user.is_staff):
+        if not user_is_staff(user):
             return no_access(request)
         return view(request, *args, **kwargs)
 

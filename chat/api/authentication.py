@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 from rest_framework import authentication, exceptions
 
-from accounts.selectors import TokenExpired, TokenInvalid, api_token_user
+from accounts.selectors import TokenExpired, TokenInvalid, TokenSignInStale, api_token_user
 from chat.answering.errors import AnswerError
 
 KEYWORDS = ("token", "bearer")
@@ -35,7 +35,7 @@ class TokenAuthentication(authentication.TokenAuthentication):
             return api_token_user(key=key), key
         except TokenInvalid:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
-        except TokenExpired as error:
+        except (TokenExpired, TokenSignInStale) as error:
             raise exceptions.AuthenticationFailed(str(error)) from None
 
 
@@ -66,7 +66,7 @@ def request_user(request: HttpRequest) -> AbstractBaseUser:
             return api_token_user(key=header[1])
         except TokenInvalid:
             raise AnswerError("unauthorized", "Invalid token.") from None
-        except TokenExpired as error:
+        except (TokenExpired, TokenSignInStale) as error:
             raise AnswerError("unauthorized", str(error)) from None
     user = request.user
     if not user.is_authenticated or not user.is_active:

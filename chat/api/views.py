@@ -41,7 +41,7 @@ from chat.history import conversations_page
 from chat.ids import uuid_parse
 from chat.models import Feedback
 from chat.ratelimit import Throttled, chat_throttled, search_rate_limited, throttled_message
-from knowledge.access import reader_for
+from knowledge.access import reader_for, user_is_staff
 from knowledge.retrieval import chunks_search
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -68,7 +68,7 @@ def _admit(request: HttpRequest) -> tuple[AbstractBaseUser, Throttled | None]:
     """The staff user of the request and, counting this request, whether it must wait (the
     rate limit or the flood rule; one thread hop for all)."""
     user = request_user(request)
-    if not user.is_staff:
+    if not user_is_staff(user):
         raise AnswerError.forbidden("The API is for staff only.")
     return user, chat_throttled(user)
 

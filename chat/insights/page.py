@@ -23,7 +23,7 @@ from chat.insights.selectors import (
     exchanges_totals,
     unanswered_top,
 )
-from knowledge.access import reader_for
+from knowledge.access import reader_for, user_is_staff
 
 PERMISSION = "chat.view_insights"
 
@@ -31,12 +31,7 @@ PERMISSION = "chat.view_insights"
 def insights_allowed(user: AbstractBaseUser | AnonymousUser) -> bool:
     """Whether `user` may see the insights and export the exchanges: active staff who are
     superusers or hold `chat.view_insights` (directly or through a group)."""
-    return bool(
-        user.is_authenticated
-        and user.is_active
-        and user.is_staff
-        and (user.is_superuser or user.has_perm(PERMISSION))
-    )
+    return user_is_staff(user) and (user.is_superuser or user.has_perm(PERMISSION))
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def test_sign_in_at_the_provider_lands_in_the_chat_and_logout_ends_both(
             grace = get_user_model().objects.get(username="grace")
             assert grace.is_staff
             groups = sorted(grace.groups.values_list("name", flat=True))
-        assert groups == ["finance", "sourced-users"]
+        assert groups == ["idp:finance", "idp:sourced-users"]
 
         page.get_by_role("button", name="Account menu").click()
         page.get_by_role("button", name="Log out").click()

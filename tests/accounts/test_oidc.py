@@ -55,7 +55,8 @@ def test_first_sign_in_creates_the_user_with_the_providers_groups(provider):
     user = User.objects.get(username="ada")
     assert (user.email, user.first_name, user.last_name) == ("ada@example.org", "Ada", "Lovelace")
     assert user.is_staff and not user.is_superuser and not user.has_usable_password()
-    assert sorted(user.groups.values_list("name", flat=True)) == ["finance", "hr"]
+    # Under OIDC_GROUP_PREFIX: never a group made in Sourced (test_provider_groups.py).
+    assert sorted(user.groups.values_list("name", flat=True)) == ["idp:finance", "idp:hr"]
     assert OidcIdentity.objects.get(user=user).issuer == provider.issuer
     assert client.get("/").status_code == 200  # in the chat, signed in
     assert 0 < client.session.get_expiry_age() <= 8 * 3600
@@ -65,14 +66,15 @@ def test_a_group_removed_at_the_provider_is_gone_at_the_next_sign_in(provider):
     provider.user_set("bea", password=PASSWORD, groups=["finance", "legal"])
     sign_in(Client(), provider, "bea")
     user = User.objects.get(username="bea")
-    legal_only = collection_create(name="Legal only", groups=[Group.objects.get(name="legal")])
+    legal = Group.objects.get(name="idp:legal")
+    legal_only = collection_create(name="Legal only", groups=[legal])
     contracts = document_create(title="Contracts", texts=["Clause 7."], collection=legal_only)
     assert list(documents_readable(user=user)) == [contracts]
     local = Group.objects.create(name="made-in-sourced")
     user.groups.add(local)
     assert set(user.groups.values_list("name", flat=True)) == {
-        "finance",
-        "legal",
+        "idp:finance",
+        "idp:legal",
         "made-in-sourced",
     }
 
@@ -81,7 +83,7 @@ def test_a_group_removed_at_the_provider_is_gone_at_the_next_sign_in(provider):
     assert response.status_code == 302
     user.refresh_from_db()
     # legal, given by the provider, is gone; a group only Sourced gave is left alone.
-    assert set(user.groups.values_list("name", flat=True)) == {"finance", "made-in-sourced"}
+    assert set(user.groups.values_list("name", flat=True)) == {"idp:finance", "made-in-sourced"}
     assert user.email == "bea@example.org"
     assert User.objects.filter(username__startswith="bea").count() == 1
     # And with the group, the collection it gave: the next request reads without it.
@@ -95,7 +97,7 @@ def test_groups_only_in_the_userinfo_response_are_read_there(provider, settings)
     response = sign_in(Client(), provider, "jo")
     assert response.status_code == 302
     groups = User.objects.get(username="jo").groups.values_list("name", flat=True)
-    assert sorted(groups) == ["legal", "sourced-users"]
+    assert sorted(groups) == ["idp:legal", "idp:sourced-users"]
 
 
 def test_someone_outside_the_staff_groups_is_refused_with_no_session(provider, settings):

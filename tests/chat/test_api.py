@@ -79,9 +79,10 @@ def test_non_staff_users_get_403(client, django_user_model):
 
 
 @pytest.mark.django_db
-def test_drf_create_token_gives_a_working_token_also_as_bearer(staff_user, client):
-    call_command("drf_create_token", staff_user.username, stdout=io.StringIO())
-    key = Token.objects.get(user=staff_user).key
+def test_api_token_create_gives_a_working_token_also_as_bearer(staff_user, client):
+    out = io.StringIO()
+    call_command("api_token_create", staff_user.username, stdout=out, stderr=io.StringIO())
+    key = out.getvalue().strip()
     for header in (f"Token {key}", f"Bearer {key}"):
         assert client.get("/api/conversations", HTTP_AUTHORIZATION=header).status_code == 200
     response = client.get("/api/conversations", HTTP_AUTHORIZATION="Token wrong")

@@ -458,18 +458,12 @@ async def test_a_disconnect_mid_stream_stores_the_partial_answer_and_closes_the_
 async def test_stop_over_the_websocket_cancels_the_upstream_request(
     llm_server, generative, policies_kb, staff_user
 ):
-    from channels.routing import URLRouter
-    from channels.testing import WebsocketCommunicator
-
-    from chat.routing import websocket_urlpatterns
+    from tests.support.clients import socket_scoped
 
     pieces = ["Full-time employees", " receive 25 days [1]."] + [" more"] * 60
     llm_server.script(Scripted(pieces=pieces, delay=0.05))
     conversation_id = uuid.uuid4()
-    communicator = WebsocketCommunicator(
-        URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
-    )
-    communicator.scope["user"] = staff_user
+    communicator = await socket_scoped(staff_user, conversation_id)
     try:
         connected, _ = await communicator.connect()
         assert connected

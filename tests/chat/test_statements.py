@@ -14,14 +14,12 @@ import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.routing import URLRouter
-from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 
-from chat.routing import websocket_urlpatterns
 from knowledge import embedding, vocabulary
 from knowledge.access import reader_of_all_staff
 from knowledge.vocabulary import text_search_parse, vocabulary_get
+from tests.support.clients import socket_scoped
 from tests.support.statements import statements_recorded
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,8 +42,9 @@ MEAL_QUESTION = "What is the daily meal allowance while travelling?"
 # search, which chooses the k-NN's plan, is read once a minute per reader (0078), so the first
 # question pays it and the second does not. The answer's record of the documents given to it
 # adds one INSERT before its first word (docs/decisions/0130-an-answer-records-what-it-was-
-# given.md): 25 and 16 before.
-WEBSOCKET_MAX = 26
+# given.md): 25 and 16 before. The socket reads its session and its user again for each
+# message: two statements (docs/decisions/0140).
+WEBSOCKET_MAX = 28
 SSE_MAX = 17
 
 
@@ -71,11 +70,8 @@ async def websocket_question(conversation_id: uuid.UUID, user, question: str):
     """(the statements, the fragments) of one question on a socket of its own, from connect to
     close."""
     payload = {"action": "send", "message": question, "message_id": str(uuid.uuid4())}
+    communicator = await socket_scoped(user, conversation_id)  # its session stored first
     with statements_recorded() as statements:
-        communicator = WebsocketCommunicator(
-            URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
-        )
-        communicator.scope["user"] = user
         connected, _ = await communicator.connect()
         assert connected
         try:

@@ -8,17 +8,42 @@ import uuid
 from collections.abc import Iterator
 
 import httpx
+from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
 
 from chat.routing import websocket_urlpatterns
 
 
-async def socket_for(user, conversation_id) -> WebsocketCommunicator:
+def session_signed_in(user, **data) -> SessionStore:
+    """A stored session signing `user` in, as `django.contrib.auth.login` makes it (`data`:
+    more keys, e.g. a provider sign-in's time)."""
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.update(data)
+    session.create()
+    return session
+
+
+async def socket_scoped(user, conversation_id) -> WebsocketCommunicator:
+    """A socket to the conversation, not yet connected, whose scope holds `user` and, for a
+    signed-in user, a stored session of theirs (what Channels' AuthMiddlewareStack puts there:
+    the consumer reads the session again for each message)."""
     communicator = WebsocketCommunicator(
         URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
     )
     communicator.scope["user"] = user
+    if user.is_authenticated:
+        communicator.scope["session"] = await database_sync_to_async(session_signed_in)(user)
+    return communicator
+
+
+async def socket_for(user, conversation_id) -> WebsocketCommunicator:
+    communicator = await socket_scoped(user, conversation_id)
     connected, _ = await communicator.connect()
     assert connected
     return communicator
