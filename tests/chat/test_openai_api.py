@@ -4,6 +4,7 @@ citations, a refusal, a follow-up, the stored exchange, 401, 404, 422 and 429.""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -245,3 +246,21 @@ def test_a_client_that_disconnects_leaves_the_answer_interrupted(travel_kb, key,
             break
         time.sleep(0.2)
     assert answer.status == Message.Status.INTERRUPTED
+
+
+def test_the_schema_documents_v1_and_the_sourced_field(admin_client):
+    schema = admin_client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    paths, components = schema["paths"], schema["components"]["schemas"]
+    assert "get" in paths["/v1/models"] and "get" in paths["/v1/models/{model_id}"]
+    completions = paths["/v1/chat/completions"]["post"]
+    assert {"application/json", "text/event-stream"} <= set(
+        completions["responses"]["200"]["content"]
+    )
+    for status in ("401", "404", "422", "429", "503"):
+        schema_ref = completions["responses"][status]["content"]["application/json"]["schema"]
+        assert schema_ref["$ref"].endswith("OpenAiError"), status
+    assert "X-Sourced-Conversation-Id" in completions["description"]
+    message = components["AssistantMessage"]["properties"]
+    assert "#/components/schemas/SourcedExtension" in json.dumps(message["sourced"])
+    citation = components["ClientCitation"]["properties"]
+    assert {"n", "document_id", "title", "page", "section", "cells", "link"} <= set(citation)
