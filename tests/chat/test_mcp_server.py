@@ -19,7 +19,7 @@ from mcp.client.stdio import stdio_client
 from accounts.services import api_token_create
 from chat.models import Conversation, Message
 from tests.support.knowledge_base import EXPENSES_TEXTS, document_create
-from tests.support.live_server import database_url_of
+from tests.support.live_server import TEST_SETTINGS, database_url_of
 from tests.support.mcp_client import mcp_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -158,7 +158,7 @@ async def test_the_stdio_entry_answers_as_the_tokens_user(travel_kb, key, staff_
     environment = {
         **os.environ,
         "DATABASE_URL": database_url_of(connection.settings_dict),
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": TEST_SETTINGS,
     }
     server = StdioServerParameters(
         command=sys.executable,
