@@ -12,6 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chat.api.serializers import QuestionField
+from chat.attachments import MAX_FILE_IDS
 from chat.clients.openai_format import CONVERSATION_HEADER, MODEL_ID
 
 MODELS_PATH = "/v1/models"
@@ -48,9 +50,8 @@ class ModelListSerializer(serializers.Serializer):
 
 class MessageInSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=["system", "developer", "user", "assistant", "tool"])
-    content = serializers.CharField(
-        min_length=1,
-        help_text="Text (a list of parts, `{type: text, text}`, is read as their text).",
+    content = QuestionField(
+        help_text="Text (a list of parts, `{type: text, text}`, is read as their text)."
     )
 
 
@@ -78,7 +79,8 @@ class CompletionRequestSerializer(serializers.Serializer):
     stream = serializers.BooleanField(required=False, default=False)
     metadata = MetadataSerializer(required=False)
     file_ids = serializers.ListField(
-        child=serializers.IntegerField(),
+        child=serializers.IntegerField(min_value=1),
+        max_length=MAX_FILE_IDS,
         required=False,
         help_text="Your personal files (POST /api/files) to answer from too.",
     )

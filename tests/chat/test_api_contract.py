@@ -55,10 +55,13 @@ include-operation-id = "files_upload"
 checks.positive_data_acceptance.expected-statuses = {accepted}
 warnings = false
 
-# A schema-valid completion whose last message is not the user's question is 422 (documented).
+# A schema-valid completion whose last message is not the user's question is 422 (documented;
+# OpenAPI 3.0 cannot say "the last item's role"): most generated ones are (four roles in five),
+# so its "mostly rejected" warning says nothing about the schema; its failures still fail.
 [[operations]]
 include-operation-id = "v1_chat_completions"
 checks.positive_data_acceptance.expected-statuses = {accepted}
+warnings = false
 
 [[operations]]
 include-operation-id-regex = "^files_(get|delete)$"
@@ -134,5 +137,5 @@ def test_schemathesis_finds_no_failure_against_the_live_schema(django_user_model
     output = result.stdout + result.stderr
     print(output)  # the run's summary (cases generated, phases) in the test's output
     assert result.returncode == 0, output
-    assert "12 selected / 12 total" in output  # every operation was tested
+    assert "15 selected / 15 total" in output  # every operation was tested (3 of them /v1)
     assert "No issues found" in output, output
