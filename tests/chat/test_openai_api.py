@@ -11,9 +11,15 @@ import uuid
 import httpx
 import openai
 import pytest
+from django.test import AsyncClient
 
 from accounts.services import api_token_create
-from chat.answering.evidence import NO_EVIDENCE_MESSAGE, NO_EVIDENCE_SUGGESTIONS
+from chat.answering import evidence_signals
+from chat.answering.evidence import (
+    NO_EVIDENCE_MESSAGE,
+    NO_EVIDENCE_SUGGESTIONS,
+    WEAK_EVIDENCE_NOTICE,
+)
 from chat.models import Conversation, Message
 from chat.ratelimit import chat_admit
 from tests.support.knowledge_base import EXPENSES_TEXTS, document_create
@@ -264,3 +270,39 @@ def test_the_schema_documents_v1_and_the_sourced_field(admin_client):
     assert "#/components/schemas/SourcedExtension" in json.dumps(message["sourced"])
     citation = components["ClientCitation"]["properties"]
     assert {"n", "document_id", "title", "page", "section", "cells", "link"} <= set(citation)
+
+
+@pytest.fixture
+def band_everything(monkeypatch):
+    """Every answer in the weak-support band (its upper edge above any log-odds)."""
+    monkeypatch.setattr(evidence_signals, "WEAK_SUPPORT_SCORE", 1e9)
+
+
+async def test_a_weak_answer_keeps_the_notice_in_its_text_and_says_so(
+    travel_kb, key, band_everything
+):
+    client, headers = AsyncClient(), {"Authorization": f"Bearer {key}"}
+    ask = {"model": "sourced", "messages": [{"role": "user", "content": LISBON}]}
+
+    response = await client.post(
+        "/v1/chat/completions", ask, content_type="application/json", headers=headers
+    )
+    message = response.json()["choices"][0]["message"]
+    assert message["sourced"]["outcome"] == "weak_evidence"
+    answer, sources = message["content"].split("\n\n**Sources**\n\n")
+    assert answer.endswith(f"\n\n_{WEAK_EVIDENCE_NOTICE}_") and "180 euros" in answer
+
+    streamed = await client.post(
+        "/v1/chat/completions",
+        {**ask, "stream": True},
+        content_type="application/json",
+        headers=headers,
+    )
+    body = b"".join([part async for part in streamed.streaming_content]).decode()
+    frames = [json.loads(f.removeprefix("data: ")) for f in body.split("\n\n")[:-2] if f]
+    assert body.endswith("data: [DONE]\n\n")
+    text = "".join(f["choices"][0]["delta"].get("content", "") for f in frames)
+    assert WEAK_EVIDENCE_NOTICE in text and text.index(WEAK_EVIDENCE_NOTICE) < text.index(
+        "**Sources**"
+    )
+    assert frames[-1]["sourced"]["outcome"] == "weak_evidence"
