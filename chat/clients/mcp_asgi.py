@@ -8,7 +8,8 @@ manager runs stateless (each POST is complete in itself: nothing to keep between
 across server processes) and answers JSON. Its task group must be running before a request is
 handled: daphne speaks no ASGI lifespan, so the first request starts it (`session_manager.run()`
 in a task that lasts as long as the process). The SDK's DNS-rebinding check is off: it protects
-servers that take requests without credentials, and every request here must carry a token.
+servers that take requests without credentials, and every request here must carry a token. A
+database outage while checking the token is a 503.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.db import InterfaceError, OperationalError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -26,6 +28,7 @@ from chat.clients.answers import staff_token_user
 from chat.clients.mcp_server import USER_KEY, mcp_server
 
 PATH = "/mcp"
+UNAVAILABLE = "Sourced cannot reach its database right now; please try again shortly."
 
 Scope = dict[str, Any]
 
@@ -65,6 +68,9 @@ class McpApp:
             user = await database_sync_to_async(staff_token_user)(authorization)
         except AnswerError as error:
             await _error(send, error)
+            return
+        except (OperationalError, InterfaceError):  # the database is away: try again soon
+            await _error(send, AnswerError("upstream-unavailable", UNAVAILABLE))
             return
         manager = await self._manager_running()
         await manager.handle_request({**scope, USER_KEY: user}, receive, send)
