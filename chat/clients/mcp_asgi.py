@@ -26,9 +26,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from chat.answering.errors import AnswerError
 from chat.clients.answers import staff_token_user
 from chat.clients.mcp_server import USER_KEY, mcp_server
+from chat.clients.openai_format import UNAVAILABLE_MESSAGE
 
 PATH = "/mcp"
-UNAVAILABLE = "Sourced cannot reach its database right now; please try again shortly."
 
 Scope = dict[str, Any]
 
@@ -70,7 +70,7 @@ class McpApp:
             await _error(send, error)
             return
         except (OperationalError, InterfaceError):  # the database is away: try again soon
-            await _error(send, AnswerError("upstream-unavailable", UNAVAILABLE))
+            await _error(send, AnswerError("upstream-unavailable", UNAVAILABLE_MESSAGE))
             return
         manager = await self._manager_running()
         await manager.handle_request({**scope, USER_KEY: user}, receive, send)

@@ -14,14 +14,16 @@ returned in the `X-Sourced-Conversation-Id` header and in `sourced.conversation_
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -39,6 +41,26 @@ from chat.clients.answers import (
     staff_token_user,
 )
 from chat.ratelimit import Throttled, throttled_message
+
+
+def _database_errors(view: Callable[..., Awaitable[HttpResponse]]):
+    """A database that cannot be reached answers 503 in OpenAI's error shape (with
+    Retry-After), as the rest of the site does (config/middleware.py) but in the shape the
+    client libraries read."""
+
+    @functools.wraps(view)
+    async def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        try:
+            return await view(request, *args, **kwargs)
+        except (OperationalError, InterfaceError):
+            return f.openai_error(
+                "upstream-unavailable",
+                f.UNAVAILABLE_MESSAGE,
+                status=503,
+                headers={"Retry-After": str(f.RETRY_AFTER_SECONDS)},
+            )
+
+    return wrapped
 
 
 def _user(request: HttpRequest) -> AbstractBaseUser:
@@ -60,6 +82,7 @@ def _method_not_allowed(request: HttpRequest, allowed: str) -> JsonResponse:
 
 
 @csrf_exempt
+@_database_errors
 async def models_list(request: HttpRequest) -> HttpResponse:
     """GET /v1/models: the one model, `sourced` (answers in the admin's answering mode)."""
     if request.method != "GET":
@@ -72,6 +95,7 @@ async def models_list(request: HttpRequest) -> HttpResponse:
 
 
 @csrf_exempt
+@_database_errors
 async def model_detail(request: HttpRequest, model_id: str) -> HttpResponse:
     """GET /v1/models/{id}."""
     if request.method != "GET":
@@ -101,6 +125,7 @@ def _conversation_for(
 
 
 @csrf_exempt
+@_database_errors
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     """POST /v1/chat/completions: see `chat.clients.openai_schema` for the contract."""
     if request.method != "POST":

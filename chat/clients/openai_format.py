@@ -23,6 +23,9 @@ MODEL_ID = "sourced"
 MODEL_CREATED = 1767225600  # 2026-01-01: the model's listed creation time, stable
 CONVERSATION_HEADER = "X-Sourced-Conversation-Id"
 MAX_MESSAGES = 200
+# A database that cannot be reached: the site's 503 (config/middleware.py), in these shapes.
+UNAVAILABLE_MESSAGE = "Sourced cannot reach its database right now. Please try again in a moment."
+RETRY_AFTER_SECONDS = 5
 
 ERROR_TYPES = {
     400: "invalid_request_error",
