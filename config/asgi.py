@@ -45,6 +45,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from chat.clients.mcp_asgi import with_mcp  # noqa: E402
 from chat.services import answers_release_stale_at_startup  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 from knowledge.warm_up import embedding_warm_up_start  # noqa: E402
@@ -52,7 +53,8 @@ from knowledge.warm_up import embedding_warm_up_start  # noqa: E402
 application = ProtocolTypeRouter(
     {
         # Static assets are vendored and small: served by the app itself, no Node, no CDN.
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        # /mcp/ is the MCP server's Streamable HTTP endpoint (chat.clients.mcp_asgi).
+        "http": with_mcp(ASGIStaticFilesHandler(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -409,7 +409,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "PREPROCESSING_HOOKS": ["chat.api.schema.add_chat_endpoint"],
+    "PREPROCESSING_HOOKS": [
+        "chat.api.schema.add_chat_endpoint",
+        "chat.clients.openai_schema.add_openai_endpoints",
+    ],
     "COMPONENT_SPLIT_REQUEST": True,
     # PATCH bodies as the views read them: the one PATCH (renaming) requires its `title`.
     "COMPONENT_SPLIT_PATCH": False,
@@ -417,6 +420,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "chat", "description": "Ask questions; answers stream as Server-Sent Events."},
         {"name": "conversations", "description": "History, renaming, deleting, feedback."},
         {"name": "knowledge", "description": "Documents and search."},
+        {"name": "openai", "description": "OpenAI-compatible: /v1 (Bearer token)."},
     ],
 }
 

@@ -11,6 +11,7 @@ urlpatterns = [
     # Sign-in: login/, logout/, oidc/login/, oidc/callback/, account/tokens/.
     path("", include("accounts.urls")),
     path("api/", include("chat.api.urls")),
+    path("v1/", include("chat.clients.urls")),  # the OpenAI-compatible API
     path("documents/", include("knowledge.urls")),
     path("", include("chat.urls")),
 ]

@@ -11,6 +11,8 @@ from rest_framework import authentication, exceptions
 
 from accounts.selectors import TokenExpired, TokenInvalid, TokenSignInStale, api_token_user
 from chat.answering.errors import AnswerError
+from chat.ratelimit import Throttled, chat_throttled
+from knowledge.access import user_is_staff
 
 KEYWORDS = ("token", "bearer")
 
@@ -50,6 +52,35 @@ def _csrf_failure(request: HttpRequest) -> str | None:
     return check.process_view(request, None, (), {})
 
 
+def token_user(authorization: str) -> AbstractBaseUser | None:
+    """The user of an `Authorization` header's API token (`Token <key>` or `Bearer <key>`);
+    None when the header names no token. Synchronous (database).
+
+    Raises AnswerError unauthorized (401) for a malformed header, an unknown or an expired
+    token.
+    """
+    header = authorization.split()
+    if not header or header[0].lower() not in KEYWORDS:
+        return None
+    if len(header) != 2:
+        raise AnswerError("unauthorized", "Invalid token header.")
+    try:
+        return api_token_user(key=header[1])
+    except TokenInvalid:
+        raise AnswerError("unauthorized", "Invalid token.") from None
+    except (TokenExpired, TokenSignInStale) as error:
+        raise AnswerError("unauthorized", str(error)) from None
+
+
+def staff_throttled(user: AbstractBaseUser) -> Throttled | None:
+    """Counting one chat request of `user` (who must be staff: AnswerError forbidden
+    otherwise), whether it must wait: the rate limit or the flood rule. Every transport that
+    answers questions admits them here."""
+    if not user_is_staff(user):
+        raise AnswerError.forbidden("The API is for staff only.")
+    return chat_throttled(user)
+
+
 def request_user(request: HttpRequest) -> AbstractBaseUser:
     """The active user of a request to an async API view: token first, then the session
     (whose unsafe requests must carry the CSRF token, as in DRF's SessionAuthentication).
@@ -58,16 +89,9 @@ def request_user(request: HttpRequest) -> AbstractBaseUser:
     Raises AnswerError: unauthorized (401) without valid credentials, forbidden (403) on a
     CSRF failure.
     """
-    header = request.headers.get("Authorization", "").split()
-    if header and header[0].lower() in KEYWORDS:
-        if len(header) != 2:
-            raise AnswerError("unauthorized", "Invalid token header.")
-        try:
-            return api_token_user(key=header[1])
-        except TokenInvalid:
-            raise AnswerError("unauthorized", "Invalid token.") from None
-        except (TokenExpired, TokenSignInStale) as error:
-            raise AnswerError("unauthorized", str(error)) from None
+    token_holder = token_user(request.headers.get("Authorization", ""))
+    if token_holder is not None:
+        return token_holder
     user = request.user
     if not user.is_authenticated or not user.is_active:
         raise AnswerError("unauthorized", "Authentication credentials were not provided.")

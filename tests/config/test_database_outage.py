@@ -90,8 +90,21 @@ def test_web_server_answers_503_during_an_outage_and_serves_again_after(outage_d
             started = time.monotonic()
             page = page_client.get("/history/")
             page_seconds = time.monotonic() - started
+            # The OpenAI-compatible API and the MCP endpoint: their own error shapes.
+            models = client.get("/v1/models", headers=api_headers)
+            mcp = client.post(
+                "/mcp/",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers=api_headers,
+            )
         finally:
             db_start(control)
+
+        assert models.status_code == 503, models.text
+        assert models.json()["error"]["type"] == "service_unavailable"
+        assert int(models.headers["Retry-After"]) >= 1
+        assert mcp.status_code == 503, mcp.text
+        assert mcp.json()["error"]["code"] == "upstream-unavailable"
 
         assert api.status_code == 503, api.text
         assert api.json()["error"]["code"] == "upstream-unavailable"

@@ -1,0 +1,101 @@
+"""The MCP server's Streamable HTTP transport as an ASGI app at /mcp/, in front of the Django
+app (`with_mcp`, wired in config/asgi.py).
+
+Every request must carry `Authorization: Bearer <API token>` of a staff user: otherwise 401
+(403 for a user who is not staff), `{"error": {"code", "message"}}`, before the SDK sees it;
+the user goes into the ASGI scope for the tools (chat.clients.mcp_server). The SDK's session
+manager runs stateless (each POST is complete in itself: nothing to keep between requests or
+across server processes) and answers JSON. Its task group must be running before a request is
+handled: daphne speaks no ASGI lifespan, so the first request starts it (`session_manager.run()`
+in a task that lasts as long as the process). The SDK's DNS-rebinding check is off: it protects
+servers that take requests without credentials, and every request here must carry a token. A
+database outage while checking the token is a 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.db import InterfaceError, OperationalError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+from chat.answering.errors import AnswerError
+from chat.clients.answers import staff_token_user
+from chat.clients.mcp_server import USER_KEY, mcp_server
+from chat.clients.openai_format import UNAVAILABLE_MESSAGE
+
+PATH = "/mcp"
+
+Scope = dict[str, Any]
+
+
+class McpApp:
+    """The authenticated Streamable HTTP endpoint (one per process)."""
+
+    def __init__(self) -> None:
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._running: asyncio.Task | None = None
+        self._ready: asyncio.Event | None = None
+
+    async def _manager_running(self) -> StreamableHTTPSessionManager:
+        if self._ready is None:
+            mcp_server.streamable_http_app(
+                stateless_http=True,
+                json_response=True,
+                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            )
+            self._manager = mcp_server.session_manager
+            self._ready = asyncio.Event()
+            self._running = asyncio.ensure_future(self._run(self._manager, self._ready))
+        await self._ready.wait()
+        assert self._manager is not None
+        return self._manager
+
+    @staticmethod
+    async def _run(manager: StreamableHTTPSessionManager, ready: asyncio.Event) -> None:
+        async with manager.run():
+            ready.set()
+            await asyncio.Event().wait()  # until the process ends
+
+    async def __call__(self, scope: Scope, receive, send) -> None:
+        headers = dict(scope.get("headers") or [])
+        authorization = headers.get(b"authorization", b"").decode("latin-1")
+        try:
+            user = await database_sync_to_async(staff_token_user)(authorization)
+        except AnswerError as error:
+            await _error(send, error)
+            return
+        except (OperationalError, InterfaceError):  # the database is away: try again soon
+            await _error(send, AnswerError("upstream-unavailable", UNAVAILABLE_MESSAGE))
+            return
+        manager = await self._manager_running()
+        await manager.handle_request({**scope, USER_KEY: user}, receive, send)
+
+
+async def _error(send, error: AnswerError) -> None:
+    body = json.dumps({"error": {"code": error.code, "message": error.message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if error.status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="mcp"'))
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+mcp_app = McpApp()
+
+
+def with_mcp(http_app):
+    """`http_app` with /mcp (and /mcp/...) served by the MCP endpoint."""
+
+    async def route(scope: Scope, receive, send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == PATH or path.startswith(PATH + "/")):
+            await mcp_app(scope, receive, send)
+        else:
+            await http_app(scope, receive, send)
+
+    return route
