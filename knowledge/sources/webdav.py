@@ -110,7 +110,8 @@ def share_walk(*, root: str, owned: dict[str, Document], fetcher: Fetcher) -> Wa
         if response.status != 200:
             walk.unreadable.append((source, f"Answered {response.status}; kept as it was."))
             continue
-        etag = response.headers.get("etag", etag)
+        # Compared with the listing's ETag next time: stored as the listing gave it.
+        etag = etag or response.headers.get("etag", "")
         walk.fetched.append(
             Fetched(source, _name(url), response.body, metadata={"url": url, "etag": etag})
         )
