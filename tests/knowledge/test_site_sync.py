@@ -4,15 +4,19 @@ page out of scope, a page on another host, ETags, a page that disappears, hostil
 
 from __future__ import annotations
 
+import hashlib
 import time
+from contextlib import contextmanager
 from io import StringIO
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
 from knowledge.models import Chunk, Document, SyncRun
+from knowledge.services import ingest
 from tests.support.documents import pdf_bytes
 from tests.support.sites import Page, Site, site_serving
 
@@ -366,3 +370,54 @@ def test_credentials_come_from_the_environment_and_never_reach_the_database(site
         for table in ("knowledge_document", "knowledge_syncrun", "knowledge_source"):
             cursor.execute(f"SELECT count(*) FROM {table} t WHERE t::text LIKE %s", ["%s3cret%"])
             assert cursor.fetchone()[0] == 0, table
+
+
+def test_a_site_sync_interrupted_half_way_is_finished_by_the_next_run(sites, monkeypatch):
+    site, _other = sites
+    sync(site.url("/help/"))
+    for path in ("/help/leave", "/help/expenses", "/help/travel"):
+        site.pages[path] = Page(
+            site.pages[path].data.replace(b"</main>", b"<p>Revised.</p></main>")
+        )
+    real_write = ingest._write
+    written: list[str] = []
+
+    def write_then_die(job):
+        if written:
+            raise SystemExit("killed")  # not an Exception: nothing in ingestion catches it
+        written.append(job.source)
+        return real_write(job)
+
+    monkeypatch.setattr(ingest, "_write", write_then_die)
+    with pytest.raises(SystemExit):
+        sync(site.url("/help/"))
+    monkeypatch.undo()
+    assert SyncRun.objects.latest("started_at").status == SyncRun.Status.RUNNING
+
+    output = sync(site.url("/help/"))
+
+    assert "2 updated" in output, output
+    statuses = list(SyncRun.objects.order_by("started_at").values_list("status", flat=True))
+    assert statuses == ["finished", "interrupted", "finished"]
+
+
+def test_a_second_sync_of_the_same_site_at_once_is_refused(sites):
+    site, _other = sites
+    with _lock_held(site.url("/help/")):
+        error, _ = sync_failing(site.url("/help/"))
+
+    assert "Another sync" in str(error)
+    assert not Document.objects.exists()
+
+
+@contextmanager
+def _lock_held(root: str):
+    """The sync lock of `root` held by another database connection, as another process."""
+    connection.ensure_connection()
+    params = connection.get_connection_params()
+    with psycopg.connect(**params, autocommit=True) as other:
+        digest = hashlib.sha256(b"sourced-folder-sync:" + root.encode()).digest()
+        other.execute(
+            "SELECT pg_advisory_lock(%s)", [int.from_bytes(digest[:8], "big", signed=True)]
+        )
+        yield
