@@ -17,6 +17,7 @@ docs/decisions/0161-hostile-sources-bounded.md).
 
 from __future__ import annotations
 
+import hashlib
 import html
 from collections import deque
 from dataclasses import dataclass, field
@@ -69,6 +70,8 @@ class _Crawl:
     disallowed: int = 0
     too_deep: int = 0
     wrong_type: int = 0
+    contents: set[str] = field(default_factory=set)  # sha256 of the pages found this run
+    duplicates: int = 0
 
     def enqueue(self, url: str, depth: int) -> None:
         if url in self.queued or not self.scope.holds(url):
@@ -121,6 +124,11 @@ def site_walk(*, root: str, owned: dict[str, Document], fetcher: Fetcher) -> Wal
         crawl.log(
             f"Depth limit reached: {crawl.too_deep} link(s) more than "
             f"{settings.SOURCE_MAX_DEPTH} links from the start (SOURCE_MAX_DEPTH) not followed."
+        )
+    if crawl.duplicates:
+        crawl.log(
+            f"{crawl.duplicates} page(s) with the same content as another page at another URL "
+            "not stored twice."
         )
     if crawl.wrong_type:
         crawl.log(f"{crawl.wrong_type} response(s) skipped: not what their type said.")
@@ -256,6 +264,7 @@ def _visit(crawl: _Crawl, url: str, depth: int, *, start: bool) -> None:
     if response.status == 304 and document is not None:
         crawl.stored.add(url)
         crawl.walk.unchanged[url] = {"depth": min(depth, meta.get("depth", depth))}
+        crawl.contents.add(document.content_hash)
         for link in meta.get("links", []):
             crawl.enqueue(link, depth + 1)
         return
@@ -354,11 +363,15 @@ def _read_page(crawl: _Crawl, response: Response, url: str, depth: int, validato
         if key in crawl.owned:
             crawl.walk.unreadable.append((key, "No main content found; kept as it was."))
         return
+    data = content.encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest in crawl.contents and key not in crawl.owned:
+        crawl.duplicates += 1  # /help/ and /help/index.html: one document
+        return
+    crawl.contents.add(digest)
     title = _page_title(text, tree) or None
     metadata = {**validators, "url": key, "links": links[:_LINKS_KEPT]}
-    crawl.walk.fetched.append(
-        Fetched(key, "page.html", content.encode("utf-8"), title=title, metadata=metadata)
-    )
+    crawl.walk.fetched.append(Fetched(key, "page.html", data, title=title, metadata=metadata))
 
 
 def _charset(response: Response) -> str:

@@ -89,6 +89,7 @@ def build_site(site: Site, other: Site) -> None:
                         "/help/handbook.pdf",
                         "/help/logo.png",
                         "/help/old-travel",
+                        "/help/index.html",
                         "mailto:help@example.org",
                     ],
                 )
@@ -105,6 +106,7 @@ def build_site(site: Site, other: Site) -> None:
             "/help/logo.png": Page(b"\x89PNG\r\n\x1a\n" + b"\0" * 64, content_type="image/png"),
         }
     )
+    site.pages["/help/index.html"] = site.pages["/help/"]  # the same page, no canonical
     other.pages["/help/elsewhere"] = Page(page("Elsewhere", "<h1>Elsewhere</h1><p>x</p>"))
     other.pages["/sitemap.xml"] = Page("<urlset/>", content_type="application/xml")
 
@@ -187,8 +189,10 @@ def test_canonical_urls_and_redirects_within_scope_give_one_document_per_page(si
 
     assert site.requested("/help/leave?ref=home")  # fetched, and stored under its canonical
     assert site.requested("/help/old-travel")  # redirected to /help/travel
+    assert site.requested("/help/index.html")  # the start page again: the same content
     sources = set(synced(site))
     assert "/help/leave?ref=home" not in sources and "/help/old-travel" not in sources
+    assert "/help/index.html" not in sources
     assert Document.objects.filter(title="Leave policy").count() == 1
 
 
