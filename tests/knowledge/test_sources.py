@@ -13,6 +13,7 @@ import time
 from io import StringIO
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -22,6 +23,7 @@ from django.urls import reverse
 from knowledge.collections import collection_create
 from knowledge.models import Document, Source, SyncRun
 from tests.knowledge.test_site_sync import build_site
+from tests.support.answers import collect
 from tests.support.live_server import free_port
 from tests.support.sites import share_serving, site_serving
 
@@ -209,3 +211,24 @@ def test_an_outside_site_is_mirrored_pydoc_on_loopback(transactional_db):
     assert "JSON" in " ".join(json_page.chunks.values_list("text", flat=True))
     assert not documents.exclude(source__startswith=f"http://127.0.0.1:{port}/").exists()
     assert "over the limit of 0.2 MB" in out.getvalue()  # builtins.html, 0.6 MB
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_answer_from_a_site_cites_the_page_by_its_title_section_and_url(staff_user):
+    with site_serving("127.0.0.1") as site, site_serving("127.0.0.2") as other:
+        build_site(site, other)
+        with override_settings(**FAST):
+            await sync_to_async(call_command)(
+                "sync", site.url("/help/"), stdout=StringIO(), stderr=StringIO()
+            )
+
+    events = await collect(
+        user=staff_user, question="How many unused leave days may be carried over?"
+    )
+
+    sources = [event for event in events if event.type == "sources"]
+    citations = sources[0].data["citations"] if sources else []
+    leave = [c for c in citations if c["url"] == site.url("/help/leave")]
+    assert leave, citations
+    assert leave[0]["title"] == "Leave policy"
+    assert leave[0]["section"] == "Leave policy > Carrying over"
