@@ -243,7 +243,8 @@ def documents_ingest(
 class SourcedFile:
     """A file fetched from a site or a share, to ingest as the document `source` (its URL)."""
 
-    path: Path  # its bytes, under the name whose extension picks the parser
+    name: str  # the file name whose extension picks the parser
+    data: bytes
     source: str
     title: str | None = None  # an explicit title (a page's own), else the parser's or the name's
     metadata: dict = field(default_factory=dict)  # merged over the document's (url, validators)
@@ -262,7 +263,8 @@ def documents_ingest_sourced(
     for file in files:
         try:
             step = _ingest_job(
-                path=file.path,
+                path=Path(file.name),
+                data=file.data,
                 title=file.title,
                 enabled=True,
                 dry_run=False,
@@ -360,15 +362,18 @@ def _ingest_job(
     collection: Collection | None = None,
     sync_root: str = "",
     metadata: dict | None = None,
+    data: bytes | None = None,
 ) -> IngestOutcome | _Job:
     """Read, check, parse and chunk one file: a final outcome, or a job to embed and write.
-    `metadata` is merged over the document's (and the parser's) when it is written."""
+    `metadata` is merged over the document's (and the parser's) when it is written; `data`,
+    when given, is the file's bytes (fetched from a site or share: `path` only names it)."""
     source = source or str(path.resolve())
     if len(source) > Document._meta.get_field("source").max_length:
         return IngestOutcome(source, "failed", None, 0, "The file's path is too long to store.")
     try:
         file_type_check(path.name)
-        data = _file_read(path, sync_root=sync_root)
+        if data is None:
+            data = _file_read(path, sync_root=sync_root)
     except UnsupportedFileType as exc:
         return IngestOutcome(source, "failed", None, 0, str(exc))
     except OSError as exc:

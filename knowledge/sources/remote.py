@@ -18,10 +18,9 @@ docs/decisions/0160-sources-sites-and-webdav-shares.md).
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 from django.db import IntegrityError, transaction
@@ -249,23 +248,21 @@ def remote_apply(
             plan.new.append(fetched)
     to_ingest = [*plan.new, *plan.changed]
     if to_ingest:
-        with tempfile.TemporaryDirectory(prefix="sourced-sync-") as folder:
-            files = []
-            for number, fetched in enumerate(to_ingest):
-                path = Path(folder) / str(number) / fetched.name
-                path.parent.mkdir()
-                path.write_bytes(fetched.data)
-                files.append(
-                    SourcedFile(
-                        path=path,
-                        source=fetched.source,
-                        title=fetched.title,
-                        metadata=fetched.metadata,
-                    )
+        outcomes = documents_ingest_sourced(
+            files=[
+                SourcedFile(
+                    name=fetched.name,
+                    data=fetched.data,
+                    source=fetched.source,
+                    title=fetched.title,
+                    metadata=fetched.metadata,
                 )
-            outcomes = documents_ingest_sourced(
-                files=files, progress=progress, collection=collection, sync_root=plan.root
-            )
+                for fetched in to_ingest
+            ],
+            progress=progress,
+            collection=collection,
+            sync_root=plan.root,
+        )
         for outcome in outcomes:
             if outcome.action == "new":
                 report.added += 1
