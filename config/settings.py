@@ -384,6 +384,29 @@ if any(not Path(root).is_absolute() for root in SYNC_ALLOWED_ROOTS):
 # themselves, like links on Sourced's own pages; from anywhere else the question waits in the
 # composer (docs/decisions/0125-a-question-in-a-link.md).
 QUESTION_LINK_ORIGINS = env_list("QUESTION_LINK_ORIGINS", "")
+# Site and WebDAV syncs (knowledge/sources/): who we say we are (robots.txt rules are matched
+# against the part before "/"), how fast we ask, and where a walk stops
+# (docs/decisions/0161-hostile-sources-bounded.md).
+SOURCE_USER_AGENT = os.environ.get("SOURCE_USER_AGENT", "SourcedBot/1.0")
+SOURCE_REQUESTS_PER_SECOND = float(os.environ.get("SOURCE_REQUESTS_PER_SECOND", "2"))
+SOURCE_MAX_PAGES = int(os.environ.get("SOURCE_MAX_PAGES", "2000"))  # requests per run
+SOURCE_MAX_DEPTH = int(os.environ.get("SOURCE_MAX_DEPTH", "8"))  # links, or folders, deep
+SOURCE_TIMEOUT_SECONDS = float(os.environ.get("SOURCE_TIMEOUT_SECONDS", "15"))  # connect, read
+SOURCE_RESPONSE_SECONDS = float(os.environ.get("SOURCE_RESPONSE_SECONDS", "60"))  # whole
+SOURCE_MAX_BYTES = int(os.environ.get("SOURCE_MAX_BYTES", str(25 * 1024 * 1024)))  # per page
+SOURCE_RUN_SECONDS = float(os.environ.get("SOURCE_RUN_SECONDS", "3600"))  # per run
+for _name, _value in {
+    "SOURCE_REQUESTS_PER_SECOND": SOURCE_REQUESTS_PER_SECOND,
+    "SOURCE_MAX_PAGES": SOURCE_MAX_PAGES,
+    "SOURCE_TIMEOUT_SECONDS": SOURCE_TIMEOUT_SECONDS,
+    "SOURCE_RESPONSE_SECONDS": SOURCE_RESPONSE_SECONDS,
+    "SOURCE_MAX_BYTES": SOURCE_MAX_BYTES,
+    "SOURCE_RUN_SECONDS": SOURCE_RUN_SECONDS,
+}.items():
+    if not _value > 0:
+        raise ValueError(f"{_name} must be above 0, got {_value}")
+if SOURCE_MAX_DEPTH < 0:
+    raise ValueError(f"SOURCE_MAX_DEPTH must be 0 or more, got {SOURCE_MAX_DEPTH}")
 
 # --- API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {

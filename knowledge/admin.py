@@ -29,7 +29,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.views.decorators.csrf import csrf_protect
 
@@ -46,8 +46,6 @@ from knowledge.models import (
     Document,
     PersonalFile,
     PersonalFileSettings,
-    SyncRun,
-    WatchedFolder,
 )
 from knowledge.parsers import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
 from knowledge.parsers.ocr import ocr_summary
@@ -57,7 +55,6 @@ from knowledge.services import (
     documents_reprocess,
     documents_set_enabled,
 )
-from knowledge.services.sync import folder_path_clean, watched_folder_rescan_now
 
 STATUS_COLOURS = {
     Document.Status.PENDING: ("#6b7280", "#f3f4f6"),
@@ -657,156 +654,6 @@ class CollectionAdmin(admin.ModelAdmin):
         return format_html('<a href="{}">{} document(s): open the list</a>', url, total)
 
 
-class WatchedFolderForm(forms.ModelForm):
-    """A folder to watch: its path (checked, stored resolved), the collection new documents go
-    to (the default one when none is chosen), its interval, whether it is re-scanned."""
-
-    class Meta:
-        model = WatchedFolder
-        fields = ("path", "collection", "interval_minutes", "enabled")
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        if "collection" in self.fields:
-            self.fields["collection"].required = False
-
-    def clean_collection(self) -> Collection:
-        return self.cleaned_data.get("collection") or collection_default()
-
-    def clean_path(self) -> str:
-        try:
-            return folder_path_clean(self.cleaned_data["path"], exclude_pk=self.instance.pk)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc), code="invalid_folder") from exc
-
-
-@admin.register(WatchedFolder)
-class WatchedFolderAdmin(admin.ModelAdmin):
-    """Folders the ingestion worker mirrors into the knowledge base on their interval
-    (knowledge/services/sync.py), each with its last run and recent history. Superusers only:
-    a watched folder makes the server read a folder of its machine into a collection."""
-
-    form = WatchedFolderForm
-    list_display = ("path", "collection", "interval_minutes", "enabled", "last_run", "next_run_at")
-    list_filter = ("enabled", "collection")
-    search_fields = ("path",)
-    actions = ("rescan_now",)
-    readonly_fields = ("next_run_at", "last_run_details", "recent_runs")
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return request.user.is_active and request.user.is_superuser
-
-    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
-        return self.has_module_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return self.has_module_permission(request)
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return self.has_module_permission(request)
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return self.has_module_permission(request)
-
-    def get_readonly_fields(self, request: HttpRequest, obj: WatchedFolder | None = None):
-        # A folder's path identifies its documents (Document.sync_root): fixed once created.
-        return self.readonly_fields if obj is None else ("path", *self.readonly_fields)
-
-    def get_fields(self, request: HttpRequest, obj: WatchedFolder | None = None):
-        if obj is None:
-            return ("path", "collection", "interval_minutes", "enabled")
-        return (
-            "path",
-            "collection",
-            "interval_minutes",
-            "enabled",
-            "next_run_at",
-            "last_run_details",
-            "recent_runs",
-        )
-
-    def get_changeform_initial_data(self, request: HttpRequest) -> dict:
-        return {
-            "collection": collection_default().pk,
-            **super().get_changeform_initial_data(request),
-        }
-
-    @admin.display(description="Last run")
-    def last_run(self, obj: WatchedFolder) -> str:
-        run = obj.runs.order_by("-started_at", "-pk").first()
-        if run is None:
-            return "Not yet"
-        return format_html(
-            '<span class="sync-run sync-run-{}">{} · {}</span>',
-            run.status,
-            timezone.localtime(run.started_at).strftime("%Y-%m-%d %H:%M"),
-            _run_summary(run),
-        )
-
-    @admin.display(description="Last run")
-    def last_run_details(self, obj: WatchedFolder) -> str:
-        run = obj.runs.order_by("-started_at", "-pk").first()
-        if run is None:
-            return "Not run yet: the ingestion worker re-scans it within a minute or so."
-        errors = format_html_join(
-            "", "<li><code>{}</code>: {}</li>", ((path, error) for path, error in run.errors)
-        )
-        return format_html(
-            '<div class="sync-run sync-run-{}"><p>{} ({}, {}): {}</p>{}{}</div>',
-            run.status,
-            timezone.localtime(run.started_at).strftime("%Y-%m-%d %H:%M:%S"),
-            run.get_status_display(),
-            _run_duration(run),
-            _run_summary(run),
-            format_html("<p>{}</p>", run.message) if run.message else "",
-            format_html('<p>Errors:</p><ul class="sync-errors">{}</ul>', errors) if errors else "",
-        )
-
-    @admin.display(description="Recent runs")
-    def recent_runs(self, obj: WatchedFolder) -> str:
-        runs = obj.runs.order_by("-started_at", "-pk")[:10]
-        rows = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            (
-                (
-                    timezone.localtime(run.started_at).strftime("%Y-%m-%d %H:%M:%S"),
-                    run.get_status_display(),
-                    run.trigger,
-                    _run_summary(run),
-                )
-                for run in runs
-            ),
-        )
-        return format_html("<table>{}</table>", rows) if rows else "None yet."
-
-    @admin.action(description="Re-scan the selected folders now")
-    def rescan_now(self, request: HttpRequest, queryset: QuerySet[WatchedFolder]) -> None:
-        count = watched_folder_rescan_now(ids=list(queryset.values_list("pk", flat=True)))
-        self.message_user(
-            request,
-            f"{count} folder(s) will be re-scanned by the ingestion worker shortly.",
-            messages.SUCCESS,
-        )
-
-
-def _run_summary(run: SyncRun) -> str:
-    if run.status == SyncRun.Status.RUNNING:
-        return "running"
-    if run.status == SyncRun.Status.FAILED and run.message:
-        return Truncator(f"failed: {run.message}").chars(160)
-    return (
-        f"{run.added} added, {run.updated} updated, {run.moved} moved, {run.removed} removed, "
-        f"{run.failed} failed, {run.unchanged} unchanged, {run.skipped} skipped"
-    )
-
-
-def _run_duration(run: SyncRun) -> str:
-    if run.finished_at is None:
-        return "not finished"
-    return f"{(run.finished_at - run.started_at).total_seconds():.1f} s"
-
-
 @admin.register(PersonalFile)
 class PersonalFileAdmin(admin.ModelAdmin):
     """Users' personal files, for superusers: who owns them, their name, size, state and
@@ -874,3 +721,7 @@ class PersonalFileSettingsAdmin(admin.ModelAdmin):
     def response_change(self, request: HttpRequest, obj: PersonalFileSettings):
         self.message_user(request, "Personal file settings saved.")
         return HttpResponseRedirect(request.path)
+
+
+# The sources' admin (folders, sites, WebDAV shares) lives in its own module.
+import knowledge.sources.admin  # noqa: E402, F401

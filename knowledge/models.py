@@ -186,9 +186,9 @@ class Document(models.Model):
         blank=True,
         default="",
         db_index=True,
-        help_text="The folder a sync mirrors the document from (`manage.py sync`, a watched "
-        "folder): the sync re-reads it when its file changes and deletes it when the file "
-        "leaves the folder. Empty: uploaded or ingested otherwise; no sync ever touches it.",
+        help_text="The folder, site or WebDAV share a sync mirrors the document from (`manage.py "
+        "sync`, a source): the sync re-reads it when its file or page changes and deletes it "
+        "when it leaves. Empty: uploaded or ingested otherwise; no sync ever touches it.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -347,32 +347,56 @@ class SentenceVector(models.Model):
         return f"sentence vector {self.text_hash[:12]} ({self.model})"
 
 
-class WatchedFolder(models.Model):
-    """A folder the ingestion worker mirrors into the knowledge base every `interval_minutes`
-    (knowledge/services/sync.py, `folder_sync`): new files ingested into `collection`, changed
-    files re-read, documents of files that left the folder deleted. `next_run_at` is when the
-    next re-scan is due; a worker claims it by moving it forward
-    (docs/decisions/0116-watched-folders-scheduled-by-the-worker.md)."""
+class Source(models.Model):
+    """A place the ingestion worker mirrors into the knowledge base every `interval_minutes`:
+    a folder of the worker's machine (knowledge/services/sync.py), a web site from its start
+    URL (knowledge/sources/web.py) or a WebDAV share (knowledge/sources/webdav.py). New files
+    or pages are ingested into `collection`, changed ones re-read, documents of those that
+    left deleted. `next_run_at` is when the next re-scan is due; a worker claims it by moving
+    it forward (docs/decisions/0116-watched-folders-scheduled-by-the-worker.md,
+    docs/decisions/0160-sources-sites-and-webdav-shares.md)."""
 
-    path = models.CharField(
+    class Kind(models.TextChoices):
+        FOLDER = "folder", "Folder"
+        SITE = "site", "Web site"
+        WEBDAV = "webdav", "WebDAV share"
+
+    kind = models.CharField(
+        max_length=10,
+        choices=Kind.choices,
+        default=Kind.FOLDER,
+        editable=False,
+        help_text="Decided by the location: a path, an http(s):// URL or a webdav(s):// URL.",
+    )
+    location = models.CharField(
         max_length=1000,
         unique=True,
-        help_text="Absolute path of the folder on the machine the ingestion worker runs on "
-        "(walked recursively).",
+        help_text="An absolute folder path on the machine the ingestion worker runs on "
+        "(walked recursively), a site's start URL (https://intranet.example.org/handbook/: "
+        "the pages under its path), or a WebDAV folder as webdavs://host/path/ (https) or "
+        "webdav://host/path/ (plain http).",
     )
     collection = models.ForeignKey(
         Collection,
         on_delete=models.PROTECT,
         default=collection_default_id,
-        related_name="watched_folders",
-        help_text="New documents from the folder are created in this collection; documents "
+        related_name="sources",
+        help_text="New documents from the source are created in this collection; documents "
         "already synced keep theirs (move them from the document list).",
+    )
+    credentials_env = models.CharField(
+        "credentials variable",
+        max_length=100,
+        blank=True,
+        help_text="Sites and WebDAV shares: the name of an environment variable of the server "
+        "holding the credentials, user:password (basic) or Bearer TOKEN. The credentials "
+        "themselves are never stored.",
     )
     interval_minutes = models.PositiveIntegerField(
         "interval (minutes)",
         default=60,
         validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 60)],
-        help_text="The worker re-scans the folder this often.",
+        help_text="The worker re-scans the source this often.",
     )
     enabled = models.BooleanField(
         default=True, help_text="Untick to stop the re-scans (the documents stay)."
@@ -380,22 +404,22 @@ class WatchedFolder(models.Model):
     next_run_at = models.DateTimeField(
         default=timezone.now,
         db_index=True,
-        help_text="When the worker re-scans the folder next.",
+        help_text="When the worker re-scans the source next.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["path"]
+        ordering = ["location"]
 
     def __str__(self) -> str:
-        return self.path
+        return self.location
 
 
 class SyncRun(models.Model):
-    """One sync of a folder (`manage.py sync` or a watched folder's re-scan): when, what it
-    did, and what failed. A run killed before its end stays `running` until the next run of
-    the same folder marks it `interrupted`."""
+    """One sync of a source (`manage.py sync` or a source's re-scan): when, what it did, what
+    failed, and where it stopped at a bound (`log`). A run killed before its end stays
+    `running` until the next run of the same source marks it `interrupted`."""
 
     class Status(models.TextChoices):
         RUNNING = "running", "Running"
@@ -403,9 +427,11 @@ class SyncRun(models.Model):
         FAILED = "failed", "Failed"
         INTERRUPTED = "interrupted", "Interrupted"
 
-    root = models.CharField(max_length=1000, db_index=True, help_text="The folder synced.")
-    folder = models.ForeignKey(
-        WatchedFolder, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    root = models.CharField(
+        max_length=1000, db_index=True, help_text="The folder, site or share synced."
+    )
+    source = models.ForeignKey(
+        Source, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )
     trigger = models.CharField(max_length=20, help_text='"command" or "worker".')
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
@@ -424,10 +450,16 @@ class SyncRun(models.Model):
         default=list, blank=True, help_text="[path, message] of each file that failed."
     )
     message = models.TextField(blank=True, help_text="Why the whole run failed, if it did.")
+    log = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Lines about what a site or share sync left out: bounds reached (pages, "
+        "depth, size, time), robots.txt, redirects out of scope, wrong content types.",
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]
-        indexes = [models.Index(fields=["folder", "-started_at"])]
+        indexes = [models.Index(fields=["source", "-started_at"])]
 
     def __str__(self) -> str:
         return f"sync of {self.root} at {self.started_at:%Y-%m-%d %H:%M}"

@@ -49,12 +49,12 @@ def document_process_task(document_id: int) -> str:
 
 
 @task()
-def watched_folder_sync_task(folder_id: int) -> str:
-    """Re-scan one watched folder (knowledge/services/sync.py, `watched_folder_sync`); returns
-    the run's status, or "skipped" when the folder was deleted or disabled meanwhile or
-    another sync of it was running. A folder that cannot be synced gets a failed run with the
-    reason, and the task still succeeds."""
-    from knowledge.services.sync import watched_folder_sync
+def source_sync_task(source_id: int) -> str:
+    """Re-scan one source, a folder, site or share (knowledge/sources/services.py,
+    `source_sync`); returns the run's status, or "skipped" when the source was deleted or
+    disabled meanwhile or another sync of it was running. A source that cannot be synced
+    gets a failed run with the reason, and the task still succeeds."""
+    from knowledge.sources.services import source_sync
 
-    run = watched_folder_sync(folder_id=folder_id)
+    run = source_sync(source_id=source_id)
     return run.status if run is not None else "skipped"

@@ -7,10 +7,10 @@ ingestion writes each document in one transaction). `bin/serve` restarts a worke
 dies; a document a dead worker left `processing` is marked failed, readably, by the next
 worker to start or to take a task once it has stalled (`documents_fail_interrupted`).
 
-It also re-scans the watched folders: at start and then every `SYNC_POLL_SECONDS` (on a
-thread of its own), the folders whose re-scan is due are claimed and a re-scan task is
-queued for each, which this or another worker then runs like any task
-(docs/decisions/0116-watched-folders-scheduled-by-the-worker.md). With `--batch`, the folders
+It also re-scans the sources (folders, sites, WebDAV shares): at start and then every
+`SYNC_POLL_SECONDS` (on a thread of its own), the sources whose re-scan is due are claimed
+and a re-scan task is queued for each, which this or another worker then runs like any task
+(docs/decisions/0116-watched-folders-scheduled-by-the-worker.md). With `--batch`, the sources
 due at start are re-scanned before the worker exits.
 """
 
@@ -27,8 +27,8 @@ from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 
 from knowledge.services.lifecycle import documents_fail_interrupted
-from knowledge.services.sync import watched_folders_claim_due
-from knowledge.tasks import watched_folder_sync_task
+from knowledge.sources.services import sources_claim_due
+from knowledge.tasks import source_sync_task
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +40,12 @@ class ResilientWorker(Worker):
     def run(self) -> None:
         delay = BACKOFF_FIRST
         if not self.batch:
-            threading.Thread(
-                target=self._watched_folders_poll, name="watched-folders", daemon=True
-            ).start()
+            threading.Thread(target=self._sources_poll, name="sources", daemon=True).start()
         while self.running:
             started = time.monotonic()
             try:
                 self._requeue_interrupted()
-                self._watched_folders_enqueue()
+                self._sources_enqueue()
                 documents_fail_interrupted()
                 super().run()
                 return  # batch or max-tasks: done
@@ -76,30 +74,30 @@ class ResilientWorker(Worker):
         if requeued:
             logger.warning("Queued again %s task(s) interrupted by the outage.", requeued)
 
-    def _watched_folders_enqueue(self) -> None:
-        """Claim the watched folders due for a re-scan and queue a re-scan task for each, in
-        one transaction: a folder is never claimed without its task."""
+    def _sources_enqueue(self) -> None:
+        """Claim the sources due for a re-scan and queue a re-scan task for each, in one
+        transaction: a source is never claimed without its task."""
         with transaction.atomic():
-            queued = watched_folders_claim_due()
-            for folder_id in queued:
-                watched_folder_sync_task.enqueue(folder_id)
+            queued = sources_claim_due()
+            for source_id in queued:
+                source_sync_task.enqueue(source_id)
         if queued:
-            logger.info("Queued the re-scan of %s watched folder(s).", len(queued))
+            logger.info("Queued the re-scan of %s source(s).", len(queued))
 
-    def _watched_folders_poll(self) -> None:
+    def _sources_poll(self) -> None:
         """Every SYNC_POLL_SECONDS while the worker runs: queue the re-scans that are due. Any
         failure is logged and the next poll tries again."""
         while self.running:
             time.sleep(settings.SYNC_POLL_SECONDS)
             try:
-                self._watched_folders_enqueue()
+                self._sources_enqueue()
             except DatabaseError as exc:
                 logger.warning(
-                    "Could not look for watched folders to re-scan (%s); trying again in %s s.",
+                    "Could not look for sources to re-scan (%s); trying again in %s s.",
                     " ".join(str(exc).split())[:200],
                     settings.SYNC_POLL_SECONDS,
                 )
             except Exception:  # the poll must outlive anything; logged in full
-                logger.exception("Looking for watched folders to re-scan failed")
+                logger.exception("Looking for sources to re-scan failed")
             finally:
                 connections.close_all()  # this thread's connections only

@@ -239,6 +239,47 @@ def documents_ingest(
     return window.outcomes()
 
 
+@dataclass
+class SourcedFile:
+    """A file fetched from a site or a share, to ingest as the document `source` (its URL)."""
+
+    name: str  # the file name whose extension picks the parser
+    data: bytes
+    source: str
+    title: str | None = None  # an explicit title (a page's own), else the parser's or the name's
+    metadata: dict = field(default_factory=dict)  # merged over the document's (url, validators)
+
+
+def documents_ingest_sourced(
+    *,
+    files: list[SourcedFile],
+    progress: Progress | None = None,
+    collection: Collection | None = None,
+    sync_root: str = "",
+) -> list[IngestOutcome]:
+    """Ingest fetched files, each as the document of its own `source` (not its path), as
+    `documents_ingest` does: one file failing never stops the others, outcomes in order."""
+    window = _Window(progress=progress)
+    for file in files:
+        try:
+            step = _ingest_job(
+                path=Path(file.name),
+                data=file.data,
+                title=file.title,
+                enabled=True,
+                dry_run=False,
+                source=file.source,
+                collection=collection,
+                sync_root=sync_root,
+                metadata=file.metadata,
+            )
+        except Exception as exc:  # one broken file must not stop a batch; logged in full
+            logger.exception("Ingesting %s failed", file.source)
+            step = IngestOutcome(file.source, "failed", None, 0, f"Unexpected error: {exc}")
+        window.add(step)
+    return window.outcomes()
+
+
 def documents_reindex(
     *, documents: Iterable[Document], progress: Progress | None = None
 ) -> list[IngestOutcome]:
@@ -320,14 +361,19 @@ def _ingest_job(
     expires_at: datetime | None = None,
     collection: Collection | None = None,
     sync_root: str = "",
+    metadata: dict | None = None,
+    data: bytes | None = None,
 ) -> IngestOutcome | _Job:
-    """Read, check, parse and chunk one file: a final outcome, or a job to embed and write."""
+    """Read, check, parse and chunk one file: a final outcome, or a job to embed and write.
+    `metadata` is merged over the document's (and the parser's) when it is written; `data`,
+    when given, is the file's bytes (fetched from a site or share: `path` only names it)."""
     source = source or str(path.resolve())
     if len(source) > Document._meta.get_field("source").max_length:
         return IngestOutcome(source, "failed", None, 0, "The file's path is too long to store.")
     try:
         file_type_check(path.name)
-        data = _file_read(path, sync_root=sync_root)
+        if data is None:
+            data = _file_read(path, sync_root=sync_root)
     except UnsupportedFileType as exc:
         return IngestOutcome(source, "failed", None, 0, str(exc))
     except OSError as exc:
@@ -359,6 +405,8 @@ def _ingest_job(
                 fields["collection"] = collection
             if sync_root:
                 fields["sync_root"] = sync_root
+            if metadata:
+                fields["metadata"] = metadata
         elif not enabled:
             fields["enabled"] = False
         if expires_at is not None:
@@ -391,7 +439,7 @@ def _ingest_job(
         drafts=drafts,
         fields={k: v for k, v in fields.items() if title or k != "title"},
         blank_fields={"title": parsed.title or title_from_name(path.name)},
-        metadata=parsed.metadata or {},
+        metadata={**(parsed.metadata or {}), **(metadata or {})},
         failure_fields=fields,
     )
 

@@ -25,14 +25,13 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from knowledge.chunking import CHUNKER_VERSION
-from knowledge.models import Collection, Document, SyncRun, WatchedFolder
+from knowledge.models import Collection, Document, Source, SyncRun
 from knowledge.services.ingest import Progress, documents_ingest, title_from_name
 from knowledge.services.paths import path_within, paths_expand, sync_root_refusal
 from knowledge.signals import knowledge_changed_send
@@ -99,7 +98,7 @@ def folder_sync(
     collection: Collection | None = None,
     dry_run: bool = False,
     allow_empty: bool = False,
-    folder: WatchedFolder | None = None,
+    folder: Source | None = None,
     trigger: str = "command",
     progress: Progress | None = None,
 ) -> SyncReport:
@@ -348,18 +347,18 @@ def _folder_locked(root: str) -> Iterator[None]:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
-def _run_start(*, root: str, folder: WatchedFolder | None, trigger: str) -> SyncRun:
-    """Record a run of `root`; earlier runs of it still marked running were interrupted (the
-    caller holds the folder's lock, so none of them is running). Only the last `_RUNS_KEPT`
-    runs of a folder are kept."""
+def _run_start(*, root: str, folder: Source | None, trigger: str) -> SyncRun:
+    """Record a run of `root` (a folder, or a site's or share's root URL); earlier runs of it
+    still marked running were interrupted (the caller holds the root's lock, so none of them
+    is running). Only the last `_RUNS_KEPT` runs of a root are kept."""
     SyncRun.objects.filter(root=root, status=SyncRun.Status.RUNNING).update(
         status=SyncRun.Status.INTERRUPTED
     )
     older = SyncRun.objects.filter(root=root).order_by("-started_at", "-pk")[_RUNS_KEPT - 1 :]
     SyncRun.objects.filter(pk__in=list(older.values_list("pk", flat=True))).delete()
     if folder is None:
-        folder = WatchedFolder.objects.filter(path=root).first()
-    return SyncRun.objects.create(root=root, folder=folder, trigger=trigger)
+        folder = Source.objects.filter(location=root).first()
+    return SyncRun.objects.create(root=root, source=folder, trigger=trigger)
 
 
 def _run_finish(
@@ -378,60 +377,11 @@ def _run_finish(
     return run
 
 
-# --- Watched folders ---------------------------------------------------------------------
-
-
-def watched_folders_claim_due(*, now: datetime | None = None) -> list[int]:
-    """The enabled watched folders whose re-scan is due, each claimed by moving its
-    `next_run_at` one interval forward in the same statement (so that of several workers
-    only one claims it). Returns their ids."""
-    now = now or timezone.now()
-    claimed: list[int] = []
-    due = WatchedFolder.objects.filter(enabled=True, next_run_at__lte=now).order_by("pk")
-    for folder_id, minutes in due.values_list("pk", "interval_minutes"):
-        if WatchedFolder.objects.filter(pk=folder_id, enabled=True, next_run_at__lte=now).update(
-            next_run_at=now + timedelta(minutes=minutes)
-        ):
-            claimed.append(folder_id)
-    return claimed
-
-
-def watched_folder_sync(*, folder_id: int) -> SyncRun | None:
-    """Re-scan one watched folder (`folder_sync` into its collection), then set its next
-    re-scan one interval after this one ended. Returns the run recorded, or None when the
-    folder was deleted or disabled meanwhile or another sync of it is running. A folder that
-    cannot be synced (missing, unmounted) gets a failed run with the reason."""
-    folder = WatchedFolder.objects.select_related("collection").filter(pk=folder_id).first()
-    if folder is None or not folder.enabled:
-        return None
-    try:
-        return folder_sync(
-            path=folder.path, collection=folder.collection, folder=folder, trigger="worker"
-        ).run
-    except SyncBusy as exc:
-        logger.info("Watched folder %s: %s", folder.pk, exc)
-        return None
-    except SyncError:  # recorded on the run
-        return SyncRun.objects.filter(folder=folder).order_by("-started_at", "-pk").first()
-    finally:
-        minutes = (
-            WatchedFolder.objects.filter(pk=folder_id)
-            .values_list("interval_minutes", flat=True)
-            .first()
-        )
-        if minutes:
-            WatchedFolder.objects.filter(pk=folder_id).update(
-                next_run_at=timezone.now() + timedelta(minutes=minutes)
-            )
-
-
-def watched_folder_rescan_now(*, ids: list[int]) -> int:
-    """Make the given watched folders due now; returns how many."""
-    return WatchedFolder.objects.filter(pk__in=ids).update(next_run_at=timezone.now())
+# --- Folder sources ------------------------------------------------------------------------
 
 
 def folder_path_clean(path: str, *, exclude_pk: int | None = None) -> str:
-    """A watched folder's path as stored (`folder_root`), or `ValueError` with a readable
+    """A folder source's path as stored (`folder_root`), or `ValueError` with a readable
     message: it must be absolute, an existing readable folder, and not another watched
     folder's, nor inside or around one (a file is owned by one sync only), and inside
     `SYNC_ALLOWED_ROOTS` when that is set."""
@@ -446,7 +396,8 @@ def folder_path_clean(path: str, *, exclude_pk: int | None = None) -> str:
     refusal = sync_root_refusal(root)
     if refusal:
         raise ValueError(refusal)
-    others = WatchedFolder.objects.exclude(pk=exclude_pk).values_list("path", flat=True)
+    others = Source.objects.filter(kind=Source.Kind.FOLDER).exclude(pk=exclude_pk)
+    others = others.values_list("location", flat=True)
     for other in others:
         if root == other:
             raise ValueError(f"{root} is already a watched folder.")

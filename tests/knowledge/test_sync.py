@@ -160,7 +160,7 @@ def test_documents_of_any_other_origin_are_never_touched(folder, tmp_path):
     elsewhere.unlink()
     second = sync(str(folder))
 
-    assert "security.txt" in output and "did not come from this folder" in output
+    assert "security.txt" in output and "did not come from this source" in output
     assert "0 removed" in second
     for pk, state in untouched.items():
         document = Document.objects.get(pk=pk)

@@ -14,11 +14,12 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from knowledge.access import OPERATOR
-from knowledge.models import Chunk, Document, SyncRun, WatchedFolder
+from knowledge.models import Chunk, Document, Source, SyncRun
 from knowledge.retrieval import chunks_search
 from knowledge.selectors import document_original_path
 from knowledge.services import document_process
-from knowledge.services.sync import folder_root, watched_folder_sync
+from knowledge.services.sync import folder_root
+from knowledge.sources.services import source_sync
 
 pytestmark = pytest.mark.django_db
 
@@ -235,18 +236,18 @@ def test_sync_allowed_roots_refuse_a_watched_folder_elsewhere(
     settings.SYNC_ALLOWED_ROOTS = [str(allowed), "/srv/nowhere"]
 
     refused = admin_client.post(
-        reverse("admin:knowledge_watchedfolder_add"),
-        {"path": str(shared), "interval_minutes": 15, "enabled": "on"},
+        reverse("admin:knowledge_source_add"),
+        {"location": str(shared), "interval_minutes": 15, "enabled": "on"},
     )
     page = refused.content.decode()
     assert f"{shared} is outside the folders Sourced may sync" in page
-    assert "SYNC_ALLOWED_ROOTS" in page and not WatchedFolder.objects.exists()
+    assert "SYNC_ALLOWED_ROOTS" in page and not Source.objects.exists()
     accepted = admin_client.post(
-        reverse("admin:knowledge_watchedfolder_add"),
-        {"path": str(allowed / "policies"), "interval_minutes": 15, "enabled": "on"},
+        reverse("admin:knowledge_source_add"),
+        {"location": str(allowed / "policies"), "interval_minutes": 15, "enabled": "on"},
     )
     assert accepted.status_code == 302
-    assert WatchedFolder.objects.get().path == folder_root(allowed / "policies")
+    assert Source.objects.get().location == folder_root(allowed / "policies")
 
     with pytest.raises(CommandError, match="outside the folders Sourced may sync"):
         call_command("sync", str(shared), stdout=StringIO(), stderr=StringIO())
@@ -256,10 +257,10 @@ def test_sync_allowed_roots_refuse_a_watched_folder_elsewhere(
 def test_a_watched_folder_outside_the_allowed_roots_fails_its_sync_readably(
     shared, tmp_path, settings
 ):
-    folder = WatchedFolder.objects.create(path=folder_root(shared))
+    folder = Source.objects.create(location=folder_root(shared))
     settings.SYNC_ALLOWED_ROOTS = [str(tmp_path / "allowed")]
 
-    run = watched_folder_sync(folder_id=folder.pk)
+    run = source_sync(source_id=folder.pk)
 
     assert run.status == SyncRun.Status.FAILED
     assert "is outside the folders Sourced may sync" in run.message

@@ -24,17 +24,18 @@ from django_tasks_db.models import DBTaskResult
 
 from knowledge.access import documents_readable
 from knowledge.collections import collection_create
-from knowledge.models import Document, SyncRun, WatchedFolder
-from knowledge.services.sync import folder_root, watched_folder_rescan_now
+from knowledge.models import Document, Source, SyncRun
+from knowledge.services.sync import folder_root
+from knowledge.sources.services import sources_rescan_now
 from tests.support.live_server import database_url_of
 from tests.support.readers import readers_create
 
-LIST_URL = reverse("admin:knowledge_watchedfolder_changelist")
-ADD_URL = reverse("admin:knowledge_watchedfolder_add")
+LIST_URL = reverse("admin:knowledge_source_changelist")
+ADD_URL = reverse("admin:knowledge_source_add")
 
 
-def change_url(folder: WatchedFolder) -> str:
-    return reverse("admin:knowledge_watchedfolder_change", args=[folder.pk])
+def change_url(folder: Source) -> str:
+    return reverse("admin:knowledge_source_change", args=[folder.pk])
 
 
 @pytest.fixture
@@ -68,19 +69,19 @@ def test_the_worker_rescans_a_watched_folder_on_its_interval_into_its_collection
 ):
     readers = readers_create()
     hr_only = collection_create(name="HR only", groups=[readers["hr"]])
-    folder = WatchedFolder.objects.create(
-        path=folder_root(shared), collection=hr_only, interval_minutes=30
+    folder = Source.objects.create(
+        location=folder_root(shared), collection=hr_only, interval_minutes=30
     )
 
     worker_batch()
 
-    synced = Document.objects.filter(sync_root=folder.path)
+    synced = Document.objects.filter(sync_root=folder.location)
     assert synced.count() == 2
     assert {d.collection_id for d in synced} == {hr_only.pk}
     assert documents_readable(user=readers["asker"]).filter(pk__in=synced).count() == 2
     assert not documents_readable(user=readers["staff"]).filter(pk__in=synced).exists()
     run = SyncRun.objects.get()
-    assert (run.folder_id, run.trigger, run.status, run.added) == (
+    assert (run.source_id, run.trigger, run.status, run.added) == (
         folder.pk,
         "worker",
         "finished",
@@ -95,19 +96,19 @@ def test_the_worker_rescans_a_watched_folder_on_its_interval_into_its_collection
     assert SyncRun.objects.count() == 1
     assert synced.count() == 2
 
-    WatchedFolder.objects.filter(pk=folder.pk).update(
+    Source.objects.filter(pk=folder.pk).update(
         next_run_at=timezone.now() - timedelta(seconds=1)  # the interval has passed
     )
     worker_batch()
 
     latest = SyncRun.objects.latest("started_at")
     assert (latest.updated, latest.removed, latest.status) == (1, 1, "finished")
-    (leave,) = Document.objects.filter(sync_root=folder.path)
+    (leave,) = Document.objects.filter(sync_root=folder.location)
     assert "28 days" in leave.chunks.get().text
 
 
 def test_a_disabled_watched_folder_is_not_rescanned(shared, transactional_db):
-    WatchedFolder.objects.create(path=folder_root(shared), enabled=False)
+    Source.objects.create(location=folder_root(shared), enabled=False)
 
     worker_batch()
 
@@ -118,19 +119,19 @@ def test_a_disabled_watched_folder_is_not_rescanned(shared, transactional_db):
 def test_a_watched_folder_that_went_away_gets_a_failed_run_with_the_reason(
     shared, transactional_db, admin_client
 ):
-    folder = WatchedFolder.objects.create(path=folder_root(shared))
+    folder = Source.objects.create(location=folder_root(shared))
     worker_batch()
     for path in sorted(shared.rglob("*"), reverse=True):
         path.rmdir() if path.is_dir() else path.unlink()
     shared.rmdir()
-    watched_folder_rescan_now(ids=[folder.pk])
+    sources_rescan_now(ids=[folder.pk])
 
     worker_batch()
 
     run = SyncRun.objects.latest("started_at")
     assert run.status == SyncRun.Status.FAILED
     assert "No such folder" in run.message
-    assert Document.objects.filter(sync_root=folder.path).count() == 2  # nothing removed
+    assert Document.objects.filter(sync_root=folder.location).count() == 2  # nothing removed
     page = admin_client.get(change_url(folder)).content.decode()
     assert "No such folder" in page and "Failed" in page
 
@@ -156,12 +157,12 @@ def test_the_continuous_worker_rescans_a_folder_made_due(shared, transactional_d
     )
     try:
         time.sleep(1)  # started before the folder exists: found by a later poll
-        folder = WatchedFolder.objects.create(path=folder_root(shared), interval_minutes=60)
+        folder = Source.objects.create(location=folder_root(shared), interval_minutes=60)
         first = wait_for_run(folder, count=1, worker=worker)
         assert first.added == 2
 
         (shared / "leave.md").write_text("# Annual leave\n\nIt is 30 days now.\n", "utf-8")
-        watched_folder_rescan_now(ids=[folder.pk])
+        sources_rescan_now(ids=[folder.pk])
         second = wait_for_run(folder, count=2, worker=worker)
         assert (second.updated, second.unchanged) == (1, 1)
     finally:
@@ -173,7 +174,7 @@ def test_the_continuous_worker_rescans_a_folder_made_due(shared, transactional_d
             worker.wait()
 
 
-def wait_for_run(folder: WatchedFolder, *, count: int, worker: subprocess.Popen) -> SyncRun:
+def wait_for_run(folder: Source, *, count: int, worker: subprocess.Popen) -> SyncRun:
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         finished = folder.runs.exclude(status=SyncRun.Status.RUNNING).order_by("started_at")
@@ -181,7 +182,7 @@ def wait_for_run(folder: WatchedFolder, *, count: int, worker: subprocess.Popen)
             return list(finished)[count - 1]
         assert worker.poll() is None, worker.stdout.read()
         time.sleep(0.3)
-    raise AssertionError(f"no run {count} of {folder.path} within 180 s")
+    raise AssertionError(f"no run {count} of {folder.location} within 180 s")
 
 
 # --- Admin --------------------------------------------------------------------------------
@@ -191,10 +192,10 @@ def wait_for_run(folder: WatchedFolder, *, count: int, worker: subprocess.Popen)
 def test_the_folder_page_shows_the_last_run_with_its_counts_and_escaped_errors(
     shared, admin_client
 ):
-    folder = WatchedFolder.objects.create(path=folder_root(shared))
+    folder = Source.objects.create(location=folder_root(shared))
     SyncRun.objects.create(
-        root=folder.path,
-        folder=folder,
+        root=folder.location,
+        source=folder,
         trigger="worker",
         status=SyncRun.Status.FINISHED,
         finished_at=timezone.now(),
@@ -202,7 +203,7 @@ def test_the_folder_page_shows_the_last_run_with_its_counts_and_escaped_errors(
         updated=1,
         removed=2,
         failed=1,
-        errors=[[f"{folder.path}/<b>bad</b>.md", "No text could be extracted <script>"]],
+        errors=[[f"{folder.location}/<b>bad</b>.md", "No text could be extracted <script>"]],
     )
 
     listing = admin_client.get(LIST_URL).content.decode()
@@ -218,31 +219,31 @@ def test_the_folder_page_shows_the_last_run_with_its_counts_and_escaped_errors(
 def test_adding_a_folder_checks_its_path_and_stores_it_resolved(shared, admin_client, tmp_path):
     missing = admin_client.post(
         ADD_URL,
-        {"path": str(tmp_path / "nowhere"), "interval_minutes": 15, "enabled": "on"},
+        {"location": str(tmp_path / "nowhere"), "interval_minutes": 15, "enabled": "on"},
     )
-    relative = admin_client.post(ADD_URL, {"path": "shared", "interval_minutes": 15})
+    relative = admin_client.post(ADD_URL, {"location": "shared", "interval_minutes": 15})
     assert "No such folder" in missing.content.decode()
     assert "absolute path" in relative.content.decode()
-    assert not WatchedFolder.objects.exists()
+    assert not Source.objects.exists()
 
     response = admin_client.post(
         ADD_URL,
-        {"path": f"{shared}/hr/..", "interval_minutes": 15, "enabled": "on"},
+        {"location": f"{shared}/hr/..", "interval_minutes": 15, "enabled": "on"},
     )
 
     assert response.status_code == 302, response.content.decode()
-    folder = WatchedFolder.objects.get()
-    assert folder.path == folder_root(shared)
+    folder = Source.objects.get()
+    assert folder.location == folder_root(shared)
     assert folder.collection.is_default
-    inside = admin_client.post(ADD_URL, {"path": str(shared / "hr"), "interval_minutes": 15})
+    inside = admin_client.post(ADD_URL, {"location": str(shared / "hr"), "interval_minutes": 15})
     assert "overlaps the watched folder" in inside.content.decode()
-    assert WatchedFolder.objects.count() == 1
+    assert Source.objects.count() == 1
 
 
 @pytest.mark.django_db
 def test_rescan_now_makes_the_folder_due(shared, admin_client):
-    folder = WatchedFolder.objects.create(
-        path=folder_root(shared), next_run_at=timezone.now() + timedelta(hours=1)
+    folder = Source.objects.create(
+        location=folder_root(shared), next_run_at=timezone.now() + timedelta(hours=1)
     )
 
     admin_client.post(
@@ -259,13 +260,13 @@ def test_only_superusers_manage_watched_folders(shared, client, django_user_mode
         username="manager", password="manager-pass-123", is_staff=True
     )
     manager.user_permissions.add(*Permission.objects.filter(content_type__app_label="knowledge"))
-    folder = WatchedFolder.objects.create(path=folder_root(shared))
+    folder = Source.objects.create(location=folder_root(shared))
     client.force_login(manager)
 
     assert client.get(LIST_URL).status_code == 403
     assert client.get(change_url(folder)).status_code == 403
-    assert client.post(ADD_URL, {"path": "/etc", "interval_minutes": 1}).status_code == 403
-    assert "watchedfolder" not in client.get(reverse("admin:index")).content.decode()
+    assert client.post(ADD_URL, {"location": "/etc", "interval_minutes": 1}).status_code == 403
+    assert LIST_URL not in client.get(reverse("admin:index")).content.decode()
 
 
 @pytest.mark.django_db
