@@ -343,6 +343,10 @@ SPREADSHEET_MAX_CELLS = int(os.environ.get("SPREADSHEET_MAX_CELLS", "1000000"))
 OCR_LANGUAGES = env_list("OCR_LANGUAGES", "eng")
 OCR_MAX_PAGES = int(os.environ.get("OCR_MAX_PAGES", "100"))
 OCR_MAX_SECONDS = float(os.environ.get("OCR_MAX_SECONDS", "600"))
+# Pixels one page may take in memory for OCR: a PDF page is rendered at the resolution its size
+# allows under this (300 dpi at most), an image frame larger than this is refused unread
+# (docs/decisions/0145-bounds-before-allocation.md).
+OCR_MAX_PIXELS = int(os.environ.get("OCR_MAX_PIXELS", 40_000_000))
 
 # Personal files a user attaches to a conversation (docs/decisions/0081-personal-files.md):
 # each expires this many seconds after upload (then purged: text, chunks, vectors, bytes);
