@@ -347,6 +347,10 @@ OCR_MAX_SECONDS = float(os.environ.get("OCR_MAX_SECONDS", "600"))
 # allows under this (300 dpi at most), an image frame larger than this is refused unread
 # (docs/decisions/0145-bounds-before-allocation.md).
 OCR_MAX_PIXELS = int(os.environ.get("OCR_MAX_PIXELS", 40_000_000))
+# Each document is parsed (and OCR'd) in a child process with at most this many bytes of address
+# space (0: no limit): a file needing more fails alone, readably
+# (docs/decisions/0147-a-parse-that-cannot-kill-the-worker.md).
+PARSE_MEMORY_LIMIT = int(os.environ.get("PARSE_MEMORY_LIMIT", 1536 * 2**20))
 
 # Personal files a user attaches to a conversation (docs/decisions/0081-personal-files.md):
 # each expires this many seconds after upload (then purged: text, chunks, vectors, bytes);

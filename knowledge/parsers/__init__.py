@@ -196,7 +196,7 @@ def document_parse(
             f"Reading {Path(name).name} took longer than {limit:g} s: the "
             "file is too large or too complex to read."
         ) from None
-    except DocumentParseError:
+    except (DocumentParseError, MemoryError):  # out of memory: the caller's to say
         raise
     except Exception as exc:  # a reader's own bug on odd input: that file fails, readably
         logger.exception("Parsing %s failed unexpectedly", name)

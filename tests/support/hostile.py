@@ -94,3 +94,46 @@ def tiff_frames(sizes: list[tuple[int, int]]) -> bytes:
             ifds += struct.pack("<HHI", tag, kind, count) + packed
         ifds += struct.pack("<I", following)
     return header + struct.pack("<I", ifd_start) + bytes(body) + bytes(ifds)
+
+
+# --- Parsers made to hurt, put in place of a real one (`parsers.PARSERS[suffix]`) by the tests
+# of knowledge/parsers/isolated.py. Module-level, so that they reach the parsing child by name.
+
+HUNGRY_STEP = 32 * 2**20
+
+
+def parse_hungry(data: bytes, builder) -> str | None:
+    """Allocates memory and writes to it, 32 MB at a time, up to 1 GB (a bomb nobody has
+    thought of yet, with a cap so that a run without the child's limit ends); then reads."""
+    held = [b"\x01" * HUNGRY_STEP for _ in range(2**30 // HUNGRY_STEP)]
+    builder.add(f"Survived {len(held) * HUNGRY_STEP // 2**20} MB.")
+    return None
+
+
+def parse_reporting_modules(data: bytes, builder) -> str | None:
+    """Reads into the text which of the heavy or connected modules the process has loaded."""
+    import sys
+
+    watched = ("onnxruntime", "knowledge.embedding", "psycopg", "django.db.backends.postgresql")
+    loaded = [name for name in watched if name in sys.modules]
+    builder.add(f"Loaded: {', '.join(loaded) or 'none'}.")
+    return None
+
+
+def parse_stuck(data: bytes, builder) -> str | None:
+    """Never returns and ignores SIGALRM (as a call stuck in C code would)."""
+    import signal
+    import time
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    while True:
+        time.sleep(1)
+
+
+def parse_dying(data: bytes, builder) -> str | None:
+    """Dies as a reader's C code does when it aborts."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGABRT)
+    return None
