@@ -362,6 +362,9 @@ PERSONAL_FILES_MAX_PER_USER = int(os.environ.get("PERSONAL_FILES_MAX_PER_USER", 
 PERSONAL_FILES_MAX_BYTES_PER_USER = int(
     os.environ.get("PERSONAL_FILES_MAX_BYTES_PER_USER", 100 * 1024 * 1024)
 )
+# Uploads of personal files (POST /api/files) one user may make: django-ratelimit's notation
+# (docs/decisions/0148-uploads-and-sockets-with-limits.md).
+FILES_UPLOAD_RATE_LIMIT = os.environ.get("FILES_UPLOAD_RATE_LIMIT", "30/m")
 
 # --- Background tasks (document ingestion) -------------------------------------------------
 TASKS = {
