@@ -365,6 +365,9 @@ PERSONAL_FILES_MAX_BYTES_PER_USER = int(
 # Uploads of personal files (POST /api/files) one user may make: django-ratelimit's notation
 # (docs/decisions/0148-uploads-and-sockets-with-limits.md).
 FILES_UPLOAD_RATE_LIMIT = os.environ.get("FILES_UPLOAD_RATE_LIMIT", "30/m")
+# Conversation sockets one user may hold open in one web process; one more is closed with code
+# 4429 (chat/socket_limits.py).
+WS_MAX_SOCKETS_PER_USER = int(os.environ.get("WS_MAX_SOCKETS_PER_USER", 20))
 
 # --- Background tasks (document ingestion) -------------------------------------------------
 TASKS = {
