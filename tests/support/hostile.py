@@ -137,3 +137,8 @@ def parse_dying(data: bytes, builder) -> str | None:
 
     os.kill(os.getpid(), signal.SIGABRT)
     return None
+
+
+def parse_crashing(data: bytes, builder) -> str | None:
+    """Fails as a library's bug does, with a message naming a path of the server."""
+    raise KeyError("/srv/sourced/.venv/lib/python3.11/site-packages/somewhere.py")
