@@ -66,6 +66,7 @@ from chat.selectors import (
     exchange_stored,
     message_answer_with_citations,
 )
+from chat.socket_limits import CLOSE_TOO_MANY_SOCKETS, socket_admit, socket_release
 from knowledge.access import user_is_staff
 from knowledge.personal_progress import (
     personal_file_changes,
@@ -140,6 +141,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not user_is_staff(self.user):
             await self.close(code=CLOSE_FORBIDDEN)
             return
+        if not socket_admit(self.user.pk):
+            await self.close(code=CLOSE_TOO_MANY_SOCKETS)
+            return
+        self.admitted = True
         self.access = await database_sync_to_async(self._access)()
         if self.access is None:
             await self.close(code=CLOSE_FORBIDDEN)
@@ -155,6 +160,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return "reader" if access == ConversationAccess.READ else None
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "admitted", False):
+            self.admitted = False
+            socket_release(self.user.pk)
         await self._cancel()
         if self.following is not None:
             self.following.cancel()

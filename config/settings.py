@@ -343,6 +343,14 @@ SPREADSHEET_MAX_CELLS = int(os.environ.get("SPREADSHEET_MAX_CELLS", "1000000"))
 OCR_LANGUAGES = env_list("OCR_LANGUAGES", "eng")
 OCR_MAX_PAGES = int(os.environ.get("OCR_MAX_PAGES", "100"))
 OCR_MAX_SECONDS = float(os.environ.get("OCR_MAX_SECONDS", "600"))
+# Pixels one page may take in memory for OCR: a PDF page is rendered at the resolution its size
+# allows under this (300 dpi at most), an image frame larger than this is refused unread
+# (docs/decisions/0145-bounds-before-allocation.md).
+OCR_MAX_PIXELS = int(os.environ.get("OCR_MAX_PIXELS", 40_000_000))
+# Each document is parsed (and OCR'd) in a child process with at most this many bytes of address
+# space (0: no limit): a file needing more fails alone, readably
+# (docs/decisions/0147-a-parse-that-cannot-kill-the-worker.md).
+PARSE_MEMORY_LIMIT = int(os.environ.get("PARSE_MEMORY_LIMIT", 1536 * 2**20))
 
 # Personal files a user attaches to a conversation (docs/decisions/0081-personal-files.md):
 # each expires this many seconds after upload (then purged: text, chunks, vectors, bytes);
@@ -354,6 +362,12 @@ PERSONAL_FILES_MAX_PER_USER = int(os.environ.get("PERSONAL_FILES_MAX_PER_USER", 
 PERSONAL_FILES_MAX_BYTES_PER_USER = int(
     os.environ.get("PERSONAL_FILES_MAX_BYTES_PER_USER", 100 * 1024 * 1024)
 )
+# Uploads of personal files (POST /api/files) one user may make: django-ratelimit's notation
+# (docs/decisions/0148-uploads-and-sockets-with-limits.md).
+FILES_UPLOAD_RATE_LIMIT = os.environ.get("FILES_UPLOAD_RATE_LIMIT", "30/m")
+# Conversation sockets one user may hold open in one web process; one more is closed with code
+# 4429 (chat/socket_limits.py).
+WS_MAX_SOCKETS_PER_USER = int(os.environ.get("WS_MAX_SOCKETS_PER_USER", 20))
 
 # --- Background tasks (document ingestion) -------------------------------------------------
 TASKS = {

@@ -11,7 +11,6 @@ Document text only ever reaches the page through Django's autoescaping (plain st
 
 from __future__ import annotations
 
-import io
 import uuid
 from pathlib import Path
 
@@ -19,8 +18,6 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.core.files.uploadedfile import InMemoryUploadedFile
-from django.core.files.uploadhandler import FileUploadHandler
 from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
@@ -55,6 +52,7 @@ from knowledge.services import (
     documents_reprocess,
     documents_set_enabled,
 )
+from knowledge.uploads import UPLOAD_FORM_ALLOWANCE, UploadLimitHandler, declared_size
 
 STATUS_COLOURS = {
     Document.Status.PENDING: ("#6b7280", "#f3f4f6"),
@@ -63,31 +61,6 @@ STATUS_COLOURS = {
     Document.Status.FAILED: ("#b91c1c", "#fee2e2"),
 }
 REFRESH_SECONDS = 5
-# What the upload form adds to a request's body besides the file (its other fields, the
-# multipart boundaries): a request declaring more than the size limit plus this is refused
-# before its body is read.
-UPLOAD_FORM_ALLOWANCE = 64 * 1024
-
-
-class UploadLimitHandler(FileUploadHandler):
-    """The first upload handler of an admin upload: hands a file's bytes on to Django's own
-    handlers (memory, temporary file) up to `limit`, then drops the rest, so no more than
-    `limit` bytes of a file are ever kept, and gives the form a stand-in with the size read
-    (and no content) for it to refuse as too large."""
-
-    def __init__(self, request: HttpRequest, *, limit: int) -> None:
-        super().__init__(request)
-        self.limit = limit
-
-    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
-        return raw_data if start + len(raw_data) <= self.limit else None
-
-    def file_complete(self, file_size: int) -> InMemoryUploadedFile | None:
-        if file_size <= self.limit:
-            return None  # the next handler's file
-        return InMemoryUploadedFile(
-            io.BytesIO(), self.field_name, self.file_name, self.content_type, file_size, None
-        )
 
 
 class DocumentUploadForm(forms.ModelForm):
@@ -276,10 +249,7 @@ class DocumentAdmin(admin.ModelAdmin):
         before the body is read, and checking the token reads it."""
         if request.method == "POST":
             limit = settings.DOCUMENT_MAX_UPLOAD_BYTES
-            try:
-                declared = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                declared = 0
+            declared = declared_size(request)
             if declared > limit + UPLOAD_FORM_ALLOWANCE:
                 self.message_user(
                     request,

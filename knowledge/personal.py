@@ -21,7 +21,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, QuerySet, Sum
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
@@ -143,13 +143,36 @@ def personal_file_check(*, owner: AbstractBaseUser, name: str, size: int) -> str
     return media_type
 
 
+# The first key of the advisory lock that holds a user's quota while one upload is checked
+# and stored (the second is the user's id).
+QUOTA_LOCK = 8_104_081
+
+
+def _quota_lock(owner: AbstractBaseUser) -> None:
+    """Hold `owner`'s quota until the transaction ends: PostgreSQL's transaction-level
+    advisory lock, so that parallel uploads of one user are checked and stored one after the
+    other (and those of different users, or a login writing the user's row, wait for nothing)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [QUOTA_LOCK, owner.pk])
+
+
 def personal_file_upload(
     *, owner: AbstractBaseUser, upload: UploadedFile, now: datetime | None = None
 ) -> Document:
     """Store `upload` as a personal file of `owner` (pending), expiring `personal_file_ttl()`
     (the value in force now) after `now`, and queue its reading by the worker (after the
     admin's uploads) and its purge at expiry, once the transaction commits.
-    Raises `PersonalFileError` (nothing stored)."""
+    Raises `PersonalFileError` (nothing stored). The quota is checked and the file stored
+    under the user's quota lock (`_quota_lock`), so parallel uploads cannot pass it together
+    (docs/decisions/0148-uploads-and-sockets-with-limits.md)."""
+    with transaction.atomic():
+        _quota_lock(owner)
+        return _upload_stored(owner=owner, upload=upload, now=now)
+
+
+def _upload_stored(
+    *, owner: AbstractBaseUser, upload: UploadedFile, now: datetime | None
+) -> Document:
     name = Path(upload.name or "file").name[:200] or "file"
     media_type = personal_file_check(owner=owner, name=name, size=upload.size)
     key = uuid.uuid4().hex

@@ -4,16 +4,21 @@
 The database announces each change of a personal file's status, and its purge, on the
 PostgreSQL channel `PROGRESS_CHANNEL` with the file's id (a trigger, migration
 `knowledge/0012_personal_file_notify`), whichever process wrote it (the ingestion worker,
-usually), when its transaction commits. `personal_file_changes` listens there on a connection
-of its own; `personal_files_followable` and `personal_files_settled` decide, by the one read rule
-(knowledge/access.py), which files a user may follow and what each has become.
+usually), when its transaction commits. `personal_file_changes` subscribes to the one
+listening connection of the process (of its event loop: `_Listener`), opened by the first
+subscriber and closed after the last, which fans each announcement out to every subscriber
+(docs/decisions/0148-uploads-and-sockets-with-limits.md: 50 sockets following files hold one
+connection, not 50); `personal_files_followable` and `personal_files_settled` decide, by the
+one read rule (knowledge/access.py), which files a user may follow and what each has become.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 
 import psycopg
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -50,19 +55,33 @@ def personal_files_settled(*, user: AbstractBaseUser, file_ids: Iterable[int]) -
 
 
 class FileChanges:
-    """The ids announced on `PROGRESS_CHANNEL`, read from a listening connection."""
+    """The ids announced on `PROGRESS_CHANNEL`, as the process's listener hands them to one
+    subscriber."""
 
-    def __init__(self, connection: psycopg.AsyncConnection) -> None:
-        self._connection = connection
+    def __init__(self, queue: asyncio.Queue) -> None:
+        self._queue = queue
 
     async def next(self, *, timeout: float) -> set[int]:
         """The ids of the files changed since the last call, waiting up to `timeout` seconds
-        for the first (an empty set when none came)."""
+        for the first (an empty set when none came). Raises the listener's error
+        (psycopg.Error) when its connection was lost."""
         changed: set[int] = set()
-        async for notify in self._connection.notifies(timeout=timeout, stop_after=1):
-            if notify.payload.isdigit():
-                changed.add(int(notify.payload))
+        try:
+            first = await asyncio.wait_for(self._queue.get(), timeout)
+        except TimeoutError:
+            return changed
+        for item in [first, *_drained(self._queue)]:
+            if isinstance(item, BaseException):
+                raise item
+            changed.add(item)
         return changed
+
+
+def _drained(queue: asyncio.Queue) -> list:
+    items = []
+    while not queue.empty():
+        items.append(queue.get_nowait())
+    return items
 
 
 def _connection_params() -> dict:
@@ -74,15 +93,87 @@ def _connection_params() -> dict:
     return params
 
 
+class _Listener:
+    """The one connection listening on `PROGRESS_CHANNEL` for an event loop (a web process
+    has one), shared by its subscribers: opened (and LISTEN run) by the first subscription,
+    closed when the last one ends. Each announcement is put in every subscriber's queue; a
+    lost connection puts its error there, so that each subscriber, seeing it, ends its
+    subscription and subscribes again (a new connection)."""
+
+    def __init__(self) -> None:
+        self.queues: set[asyncio.Queue] = set()
+        self.reading: asyncio.Task | None = None
+        self.lock = asyncio.Lock()
+        self.connections_opened = 0  # for the tests and the figures
+
+    async def subscribe(self) -> asyncio.Queue:
+        """A queue of the ids announced from now on: the LISTEN has taken effect when this
+        returns. Raises psycopg.Error when the database is unreachable."""
+        queue: asyncio.Queue = asyncio.Queue()
+        async with self.lock:
+            if self.reading is None or self.reading.done():
+                connection = await psycopg.AsyncConnection.connect(
+                    **_connection_params(), autocommit=True
+                )
+                try:
+                    await connection.execute(f"LISTEN {PROGRESS_CHANNEL}")
+                except BaseException:
+                    await connection.close()
+                    raise
+                self.connections_opened += 1
+                self.reading = asyncio.create_task(self._read(connection))
+            self.queues.add(queue)
+        return queue
+
+    async def unsubscribe(self, queue: asyncio.Queue) -> None:
+        async with self.lock:
+            self.queues.discard(queue)
+            if self.queues or self.reading is None:
+                return
+            reading, self.reading = self.reading, None
+            reading.cancel()
+            with suppress(asyncio.CancelledError):
+                await reading
+
+    async def _read(self, connection: psycopg.AsyncConnection) -> None:
+        try:
+            async for notify in connection.notifies():
+                if notify.payload.isdigit():
+                    for queue in self.queues:
+                        queue.put_nowait(int(notify.payload))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the connection is lost: every subscriber is told
+            logger.warning("Listening for personal files' progress failed: %s", exc)
+            for queue in self.queues:
+                queue.put_nowait(exc)
+        finally:
+            with suppress(Exception):
+                await connection.close()
+
+
+_listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Listener] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def listener() -> _Listener:
+    """The listener of the running event loop (made at its first use)."""
+    loop = asyncio.get_running_loop()
+    if loop not in _listeners:
+        _listeners[loop] = _Listener()
+    return _listeners[loop]
+
+
 @asynccontextmanager
 async def personal_file_changes() -> AsyncIterator[FileChanges]:
-    """Listen on `PROGRESS_CHANNEL` (a connection of its own, autocommit, closed on exit);
-    what was announced before the LISTEN took effect is not seen, so the caller reads the
-    files' state once inside the block. Raises psycopg.Error when the database is
-    unreachable."""
-    connection = await psycopg.AsyncConnection.connect(**_connection_params(), autocommit=True)
+    """Subscribe to the announcements on `PROGRESS_CHANNEL` (the process's one listening
+    connection, `listener()`) for the block; what was announced before it is not seen, so
+    the caller reads the files' state once inside the block. Raises psycopg.Error when the
+    database is unreachable."""
+    shared = listener()
+    queue = await shared.subscribe()
     try:
-        await connection.execute(f"LISTEN {PROGRESS_CHANNEL}")
-        yield FileChanges(connection)
+        yield FileChanges(queue)
     finally:
-        await connection.close()
+        await shared.unsubscribe(queue)

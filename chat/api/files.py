@@ -1,8 +1,15 @@
 """`POST /api/files`, `GET /api/files/{id}`, `DELETE /api/files/{id}`: a user's personal
-files (docs/decisions/0081-personal-files.md). Thin adapters over chat/attachments.py."""
+files (docs/decisions/0081-personal-files.md). Thin adapters over chat/attachments.py.
+
+An upload is refused by the size its request declares before its body is read, and a body
+that declared no size or lied keeps at most the limit of its file (knowledge/uploads.py); each
+user may upload settings.FILES_UPLOAD_RATE_LIMIT files
+(docs/decisions/0148-uploads-and-sockets-with-limits.md)."""
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.template.defaultfilters import filesizeformat
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
@@ -11,12 +18,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.answering.errors import AnswerError
-from chat.api.errors import error_response
+from chat.api.errors import error_response, rate_limited_response
 from chat.api.schema import error_responses
 from chat.api.serializers import PresentUUIDField
 from chat.attachments import personal_file_add, personal_file_remove
+from chat.ratelimit import files_upload_rate_limited
 from knowledge.models import Document
 from knowledge.personal import PersonalFileError, personal_file_get, personal_file_state
+from knowledge.uploads import UPLOAD_FORM_ALLOWANCE, UploadLimitHandler, declared_size
 from pages.client_input import client_int
 
 
@@ -54,8 +63,34 @@ def _file_id(value: str) -> int:
         raise AnswerError.not_found("There is no file with this id.") from None
 
 
+def _too_large(declared: int) -> Response:
+    limit = settings.PERSONAL_FILE_MAX_BYTES
+    message = (
+        f"The file is too large ({filesizeformat(declared)}); the limit is "
+        f"{filesizeformat(limit)}. Nothing was uploaded."
+    )
+    return error_response(
+        "validation-failed",
+        message,
+        status=422,
+        details={"file": [message], "reason": "too-large"},
+    )
+
+
 class FileUploadApi(APIView):
     parser_classes = [MultiPartParser]
+
+    def dispatch(self, request, *args, **kwargs):
+        """A POST declaring a body over PERSONAL_FILE_MAX_BYTES (and the form's allowance) is
+        answered before anything reads it (authentication's CSRF check would: it reads the
+        form); any other gets `UploadLimitHandler` first among its upload handlers."""
+        if request.method == "POST":
+            declared = declared_size(request)
+            limit = settings.PERSONAL_FILE_MAX_BYTES
+            if declared > limit + UPLOAD_FORM_ALLOWANCE:
+                return _too_large(declared)
+            request.upload_handlers.insert(0, UploadLimitHandler(request, limit=limit))
+        return super().dispatch(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="files_upload",
@@ -70,6 +105,7 @@ class FileUploadApi(APIView):
                 404,
                 415,
                 422,
+                429,
                 s422="validation-failed: no file, an unsupported type, an empty or too large "
                 "file, or over your quota (`details.reason`: unsupported-type, empty, "
                 "too-large, quota-exceeded).",
@@ -78,6 +114,13 @@ class FileUploadApi(APIView):
         tags=["files"],
     )
     def post(self, request: Request) -> Response:
+        if retry_after := files_upload_rate_limited(request.user):
+            wait = f"{retry_after} second{'s' if retry_after != 1 else ''}"
+            return rate_limited_response(
+                retry_after,
+                "You are uploading files faster than the limit allows "
+                f"({settings.FILES_UPLOAD_RATE_LIMIT}). Please wait {wait}, then try again.",
+            )
         serializer = FileUploadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         conversation_id = serializer.validated_data.get("conversation_id")

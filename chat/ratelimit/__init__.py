@@ -59,6 +59,7 @@ __all__ = [
 GROUP = "chat"
 SEARCH_GROUP = "search"
 FLOOD_GROUP = "flood"
+FILES_GROUP = "files"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])\s*$")
 
@@ -128,6 +129,12 @@ def chat_rate_limited(user: AbstractBaseUser) -> int | None:
 def search_rate_limited(user: AbstractBaseUser) -> int | None:
     """Count one search of `user`, at the chat's rate, in a bucket of its own."""
     return rate_limit_hit(group=SEARCH_GROUP, user=user, rate=settings.CHAT_RATE_LIMIT)
+
+
+def files_upload_rate_limited(user: AbstractBaseUser) -> int | None:
+    """Count one personal file upload of `user` (settings.FILES_UPLOAD_RATE_LIMIT), in a
+    bucket of its own."""
+    return rate_limit_hit(group=FILES_GROUP, user=user, rate=settings.FILES_UPLOAD_RATE_LIMIT)
 
 
 def flood_hit(user: AbstractBaseUser) -> int | None:

@@ -42,6 +42,7 @@ from knowledge.parsers.archives import (
     ZIP_MAX_PARTS,
     ZIP_MAX_RATIO,
     ZIP_MAX_UNCOMPRESSED_BYTES,
+    ZIP_SUFFIXES,
     is_zip,
     zip_check,
 )
@@ -176,11 +177,14 @@ def document_parse(
     Raises `UnsupportedFileType` for an extension no parser reads, `DocumentParseError` (a
     message for the person who gave the file) for an empty, damaged or hostile one. Any file
     whose bytes open like a zip is checked by `zip_check` (the sizes its zip declares) before
-    its parser sees it, whatever the parser."""
+    its parser sees it, whatever the parser, and so is any file of an office extension
+    (`ZIP_SUFFIXES`) whatever its bytes. PDFs and images are not: their readers never open a
+    zip, and a zip's last bytes can occur by chance in their compressed data."""
     media_type = file_type_check(name)
     if not data.strip():
         raise DocumentParseError(f"The file is empty ({Path(name).name}).")
-    if is_zip(data):
+    suffix = Path(name).suffix.lower()
+    if suffix in ZIP_SUFFIXES or (suffix not in OCR_SUFFIXES and is_zip(data)):
         zip_check(data, name=Path(name).name)
     parser = PARSERS[Path(name).suffix.lower()]
     builder = BlockBuilder(name=Path(name).name, progress=progress)
@@ -192,7 +196,7 @@ def document_parse(
             f"Reading {Path(name).name} took longer than {limit:g} s: the "
             "file is too large or too complex to read."
         ) from None
-    except DocumentParseError:
+    except (DocumentParseError, MemoryError):  # out of memory: the caller's to say
         raise
     except Exception as exc:  # a reader's own bug on odd input: that file fails, readably
         logger.exception("Parsing %s failed unexpectedly", name)

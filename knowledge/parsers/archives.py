@@ -2,11 +2,14 @@
 sizes their zip declares, before any parser opens them, and what every such format shares:
 the document title of an Office Open XML package.
 
-`document_parse` (knowledge/parsers/__init__.py) calls `zip_check` on every file whose bytes
-open like a zip, whatever its extension, so a parser added later gets the check without
-calling it. Python's zipfile never inflates a part past the size it declares, so a file that
-passes cannot unpack to more than ZIP_MAX_UNCOMPRESSED_BYTES through zipfile, whichever
-library reads it. Why these limits: docs/decisions/0095-one-zip-check-before-every-parser.md.
+`document_parse` (knowledge/parsers/__init__.py) calls `zip_check` on every file of an office
+extension (`ZIP_SUFFIXES`), whatever its bytes, and on every other file a zip reader would
+open (`is_zip`: its end-of-central-directory record found as zipfile finds it, not its first
+bytes), so a parser added later gets the check without calling it. A zip with bytes before
+its first part is refused: zip readers open it all the same, and no office program writes one.
+Python's zipfile never inflates a part past the size it declares, so a file that passes
+cannot unpack to more than ZIP_MAX_UNCOMPRESSED_BYTES through zipfile, whichever library
+reads it. Why these limits: docs/decisions/0095-one-zip-check-before-every-parser.md.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ ZIP_MAX_PARTS = 10_000
 
 # Local file header, empty archive, spanned archive: how every zip file starts.
 _ZIP_SIGNATURES = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")
+# The extensions whose readers open the file as a zip: checked whatever the bytes say.
+ZIP_SUFFIXES = frozenset({".docx", ".xlsx", ".pptx", ".odt", ".ods", ".odp"})
 
 # The kind of file, as the error message names it, by extension.
 _KINDS = {
@@ -46,15 +51,18 @@ _RELATIONSHIP = re.compile(rb"<(?:\w+:)?Relationship\s[^>]*>")
 
 
 def is_zip(data: bytes) -> bool:
-    """Whether `data` opens like a zip archive (by its first bytes)."""
-    return data[:4] in _ZIP_SIGNATURES
+    """Whether a zip reader would open `data`: it starts like a zip, or zipfile finds an
+    end-of-central-directory record in its last 64 KB (where zip readers look for it, so bytes
+    put in front of a zip do not hide it)."""
+    return data[:4] in _ZIP_SIGNATURES or zipfile.is_zipfile(io.BytesIO(data))
 
 
 def zip_check(data: bytes, *, name: str) -> None:
     """Raise `DocumentParseError` when the zip `data` (the file called `name`) cannot be read
     as a zip, has more than ZIP_MAX_PARTS parts, declares more than ZIP_MAX_UNCOMPRESSED_BYTES
     unpacked, or has a part over ZIP_RATIO_FROM bytes compressed more than ZIP_MAX_RATIO to 1.
-    Reads the zip's directory only: no part is inflated."""
+    Also refused: bytes before the zip's first part (a zip reader skips them; nothing an office
+    program writes has them). Reads the zip's directory only: no part is inflated."""
     kind = _KINDS.get(Path(name).suffix.lower(), "file")
     suffix = Path(name).suffix.lower() or ".zip"
     # Spelt out, ".xlsx" and ".odt" start with a vowel sound ("an"), ".docx" does not.
@@ -67,6 +75,12 @@ def zip_check(data: bytes, *, name: str) -> None:
             f"Could not read the {kind}: the file is damaged or not {article} {suffix} file "
             f"({error_reason(exc)})."
         ) from exc
+    start = min((part.header_offset for part in parts), default=0)
+    if start > 0 or (parts and data[:4] != b"PK\x03\x04"):
+        raise DocumentParseError(
+            f"The {kind} has {max(start, 1):,} bytes of something else before its content: "
+            f"it is not {article} {suffix} file an office program wrote."
+        )
     if len(parts) > ZIP_MAX_PARTS:
         raise DocumentParseError(
             f"The {kind} has too many parts ({len(parts):,}; the limit is "

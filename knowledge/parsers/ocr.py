@@ -42,6 +42,9 @@ ORIENTATION_CHECK_BELOW = 75.0
 ORIENTATION_CHECK_WORDS = 20
 NICENESS = 10
 OCR_DPI = 300  # page images are rendered at this resolution (and declared so to Tesseract)
+# A page that would render at less than this within settings.OCR_MAX_PIXELS is not a page of
+# text (11,000 pt square: 41 dpi at 40 megapixels): it is left unread, said why.
+OCR_MIN_DPI = 100
 # Larger images are scaled down first: a photo from a phone is 12+ megapixels, and Tesseract's
 # time grows with the pixels without reading small text better past ~300 dpi on A4.
 MAX_PIXELS = 3508 * 2481
@@ -51,6 +54,11 @@ SKEW_PROBE_PIXELS = 800
 
 class OcrUnavailable(DocumentParseError):
     """Tesseract (or a language pack it was asked for) is not installed."""
+
+
+class PageTooLarge(DocumentParseError):
+    """A page too large to be read within the pixel budget; the message says which and why
+    ("page 1 is too large to read by OCR (388 × 388 cm; …)"). The page is left unread."""
 
 
 @dataclass(frozen=True)
@@ -147,10 +155,17 @@ def _png(image) -> bytes:
 
 def image_prepare(image):
     """A PIL image ready for Tesseract: EXIF orientation applied, in greyscale, at most
-    MAX_PIXELS, speckles removed (median filter) and straightened (`skew_angle`)."""
+    MAX_PIXELS, speckles removed (median filter) and straightened (`skew_angle`). No full-size
+    copy is made that an in-place step avoids: a JPEG larger than MAX_PIXELS is decoded at a
+    reduced size (`draft`), the EXIF turn only when the image has one."""
     from PIL import Image, ImageFilter, ImageOps
 
-    image = ImageOps.exif_transpose(image)
+    pixels = image.width * image.height
+    if pixels > MAX_PIXELS and image.format == "JPEG":
+        scale = (MAX_PIXELS / pixels) ** 0.5
+        image.draft("L", (max(1, int(image.width * scale)), max(1, int(image.height * scale))))
+    if image.getexif().get(0x0112, 1) != 1:  # Orientation: anything but "upright"
+        image = ImageOps.exif_transpose(image)
     if image.mode not in ("L", "1"):
         if image.mode in ("RGBA", "LA", "P"):
             image = image.convert("RGBA")
@@ -297,6 +312,7 @@ class OcrReader:
         self.budget = budget or OcrBudget.from_settings()
         self.pages: list[int] = []
         self.unread: list[int] = []
+        self.refused: list[str] = []  # pages too large to read, each said why
         self._confidences: list[tuple[float, int]] = []
         self._started = time.monotonic()
 
@@ -309,6 +325,7 @@ class OcrReader:
         self.builder.metadata["ocr"] = {
             "pages": self.pages,
             "unread": self.unread,
+            "refused": self.refused,
             "stopped": self.budget.stopped,
             "confidence": round(confidence, 1) if confidence is not None else None,
             "seconds": round(time.monotonic() - self._started, 1),
@@ -316,9 +333,10 @@ class OcrReader:
         if self.builder.progress is not None:
             self.builder.progress("")
 
-    def page_add(self, number: int, load: Callable[[], object]) -> None:
-        """OCR page `number`, whose image `load()` returns (a PIL image, closed after), into
-        the builder: one block per paragraph, with its page and `ocr_confidence`."""
+    def page_add(self, number: int, load: Callable[[], object], *, close: bool = True) -> None:
+        """OCR page `number`, whose image `load()` returns (a PIL image, closed after unless
+        `close` is False), into the builder: one block per paragraph, with its page and
+        `ocr_confidence`. A page `load()` refuses (`PageTooLarge`) is left unread, said why."""
         from PIL import Image
 
         if not self.budget.page_allowed():
@@ -327,7 +345,11 @@ class OcrReader:
         if self.builder.progress is not None:
             position = len(self.pages) + len(self.unread) + 1
             self.builder.progress(f"OCR: page {position} of {self.total}")
-        image = load()
+        try:
+            image = load()
+        except PageTooLarge as exc:
+            self.refused.append(str(exc))
+            return
         try:
             page = page_ocr(image, timeout=self.budget.seconds_left())
         except _OcrTimeout:
@@ -335,7 +357,7 @@ class OcrReader:
             self.unread.append(number)
             return
         finally:
-            if isinstance(image, Image.Image):
+            if close and isinstance(image, Image.Image):
                 image.close()
         self.budget.pages_read += 1
         self.pages.append(number)
@@ -368,15 +390,17 @@ def ocr_summary(metadata: object) -> str:
 
 
 def _shortfall(record: dict) -> str:
+    refused = "; ".join(record.get("refused") or [])
+    refused = f"{refused[:1].upper()}{refused[1:]}." if refused else ""
     unread = record.get("unread") or []
     if not unread:
-        return ""
+        return refused
     if record.get("stopped") == "page budget":
         limit = f"its page budget (OCR_MAX_PAGES = {settings.OCR_MAX_PAGES})"
     else:
         limit = f"its time budget (OCR_MAX_SECONDS = {settings.OCR_MAX_SECONDS:g} s)"
     pages = _pages_label(unread)
-    return f"OCR stopped at {limit}: {pages} not read."
+    return " ".join(filter(None, [refused, f"OCR stopped at {limit}: {pages} not read."]))
 
 
 def _pages_label(numbers: list[int]) -> str:

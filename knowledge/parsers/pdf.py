@@ -4,7 +4,10 @@ styles): a page number on a line of its own at a page's top or bottom is left ou
 heading line is a paragraph of its own, never the end of the paragraph before it
 (docs/decisions/0030-pdf-heading-lines-and-page-numbers.md). Pages without a text layer
 (scanned) are rendered with pypdfium2 and read by OCR (knowledge/parsers/ocr.py), within the
-document's OCR budget; a PDF mixing text pages and scanned pages reads both, in page order."""
+document's OCR budget; a PDF mixing text pages and scanned pages reads both, in page order.
+A page is rendered at OCR_DPI, or at the resolution its size allows under settings.OCR_MAX_PIXELS;
+a page too large to be rendered at OCR_MIN_DPI under it is left unread, said why
+(docs/decisions/0145-bounds-before-allocation.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from knowledge.parsers.base import (
     error_reason,
     lines_join,
 )
-from knowledge.parsers.ocr import OCR_DPI, OcrReader, ocr_shortfall
+from knowledge.parsers.ocr import OCR_DPI, OCR_MIN_DPI, OcrReader, PageTooLarge, ocr_shortfall
 
 
 def parse_pdf(data: bytes, builder: BlockBuilder) -> str | None:
@@ -85,9 +88,11 @@ def _has_text(page_text: str) -> bool:
 
 @contextmanager
 def _rendered(data: bytes) -> Iterator[Callable[[int], object]]:
-    """A function rendering page N (1-based) of the PDF `data` as a greyscale PIL image at
-    OCR_DPI, for OCR; the PDF stays open inside the `with`."""
+    """A function rendering page N (1-based) of the PDF `data` as a greyscale PIL image for
+    OCR, at `render_scale` (OCR_DPI or less, within settings.OCR_MAX_PIXELS); it raises
+    `PageTooLarge` for a page too large for that. The PDF stays open inside the `with`."""
     import pypdfium2
+    from django.conf import settings
 
     try:
         document = pypdfium2.PdfDocument(data)
@@ -99,7 +104,9 @@ def _rendered(data: bytes) -> Iterator[Callable[[int], object]]:
     def render(number: int):
         page = document[number - 1]
         try:
-            return page.render(scale=OCR_DPI / 72, grayscale=True).to_pil()
+            width, height = page.get_size()
+            scale = render_scale(width, height, settings.OCR_MAX_PIXELS, number=number)
+            return page.render(scale=scale, grayscale=True).to_pil()
         finally:
             page.close()
 
@@ -107,6 +114,23 @@ def _rendered(data: bytes) -> Iterator[Callable[[int], object]]:
         yield render
     finally:
         document.close()
+
+
+def render_scale(width: float, height: float, max_pixels: int, *, number: int) -> float:
+    """Pixels per point to render a page of `width` × `height` points: OCR_DPI / 72, less when
+    that would pass `max_pixels`. Raises `PageTooLarge` (page `number`) when even OCR_MIN_DPI
+    would, or the page has no area."""
+    area = width * height
+    if not area > 0:
+        raise PageTooLarge(f"page {number} has no size ({width:g} × {height:g} pt)")
+    scale = min(OCR_DPI / 72, (max_pixels / area) ** 0.5)
+    if scale * 72 < OCR_MIN_DPI:
+        raise PageTooLarge(
+            f"page {number} is too large to read by OCR ({width / 72 * 2.54:,.0f} × "
+            f"{height / 72 * 2.54:,.0f} cm; at most {max_pixels / 1e6:g} megapixels at "
+            f"{OCR_MIN_DPI} dpi)"
+        )
+    return scale
 
 
 def _page_text(page) -> str | Exception:

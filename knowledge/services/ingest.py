@@ -48,9 +48,9 @@ from knowledge.models import Chunk, Collection, Document, Embedding
 from knowledge.parsers import (
     DocumentParseError,
     UnsupportedFileType,
-    document_parse,
     file_type_check,
 )
+from knowledge.parsers.isolated import document_parse_isolated
 from knowledge.services.paths import file_open_nofollow, file_open_within, paths_expand
 from knowledge.services.vectors import (
     WRITE_BATCH,
@@ -414,7 +414,9 @@ def _ingest_job(
         return fields
 
     try:
-        parsed = document_parse(data=data, name=path.name, progress=_progress_writer(source))
+        parsed = document_parse_isolated(
+            data=data, name=path.name, progress=_progress_writer(source)
+        )
         drafts = _drafts(parsed=parsed, name=path.name)
     except DocumentParseError as exc:
         document = None
@@ -451,7 +453,9 @@ def _rebuild_job(
     leaves the document untouched; otherwise it is marked failed."""
     try:
         data, name = _read_original(document)
-        parsed = document_parse(data=data, name=name, progress=_progress_writer(document.source))
+        parsed = document_parse_isolated(
+            data=data, name=name, progress=_progress_writer(document.source)
+        )
         drafts = _drafts(parsed=parsed, name=name)
     except (IngestError, DocumentParseError) as exc:
         if not (keep_unreadable and isinstance(exc, IngestError)):

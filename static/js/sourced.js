@@ -311,7 +311,8 @@
   });
 
   /* htmx reconnects by itself after an abnormal closure (1006, 1011-1013); a server going
-     away (1001) or any other unexpected code is retried here. 4401/4403: no access, final. */
+     away (1001) or any other unexpected code is retried here. 4401/4403: no access, final;
+     4429: too many of the user's sockets open (chat/socket_limits.py), final too. */
   var HTMX_RECONNECTS = [1006, 1011, 1012, 1013];
 
   document.addEventListener("htmx:wsClose", function (event) {
@@ -329,6 +330,10 @@
     }
     if (code === 4403) {
       showConnection("No access to this conversation");
+      return;
+    }
+    if (code === 4429) {
+      showConnection("Too many chat tabs open — close some, then reload this page");
       return;
     }
     showConnection("Reconnecting…");

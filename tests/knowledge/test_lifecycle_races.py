@@ -109,7 +109,7 @@ def test_a_deleted_document_whose_file_no_longer_parses_leaves_no_failed_row(pol
         Document.objects.filter(pk=policy.pk).delete()
         raise DocumentParseError("No text could be extracted.")
 
-    monkeypatch.setattr(ingest, "document_parse", delete_then_refuse)
+    monkeypatch.setattr(ingest, "document_parse_isolated", delete_then_refuse)
 
     outcome = document_process(document=policy)
 

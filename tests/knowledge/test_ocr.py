@@ -211,22 +211,29 @@ def test_the_admin_shows_ocr_progress_while_a_document_is_processed(admin_client
 
 @pytest.mark.django_db
 def test_ingestion_writes_progress_on_the_document_and_clears_it(tmp_path, monkeypatch):
-    from knowledge.parsers import ocr
+    """The OCR runs in the parsing child (knowledge/parsers/isolated.py): its progress
+    messages come back through the pipe and are written on the document as they arrive."""
+    from knowledge.services import ingest
 
     path = tmp_path / "receipts-photo.jpg"
     path.write_bytes(photo_jpeg(page=2, degradation=REALISTIC))
     Document.objects.create(title="Receipts", source=str(path.resolve()), media_type="image/jpeg")
     seen: list[str] = []
-    real = ocr.page_ocr
+    real = ingest._progress_writer
 
-    def spy(image, *, timeout):
-        seen.append(Document.objects.get().progress)
-        return real(image, timeout=timeout)
+    def writer(source: str):
+        write = real(source)
 
-    monkeypatch.setattr(ocr, "page_ocr", spy)
+        def recording(message: str) -> None:
+            write(message)
+            seen.append(Document.objects.get().progress)
+
+        return recording
+
+    monkeypatch.setattr(ingest, "_progress_writer", writer)
     document_ingest(path=path)
 
-    assert seen == ["OCR: page 1 of 1"]
+    assert seen == ["OCR: page 1 of 1", ""]
     assert Document.objects.get().progress == ""
 
 
