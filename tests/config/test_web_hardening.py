@@ -1,7 +1,7 @@
 """Web hardening: CSRF on every form and every state-changing route, a Content-Security-Policy
 header without inline script on every page (the admin and the API docs included), and the
 production settings the README documents (`DJANGO_SECURE=1`) clean under `check --deploy`.
-The WebSocket origin check on a live server is in tests/chat/test_socket_origin.py."""
+The WebSocket origin check on a live server is in tests/chat/transports/test_socket_origin.py."""
 
 from __future__ import annotations
 

@@ -188,8 +188,8 @@ def test_an_expired_file_is_purged_and_its_answers_keep_their_text_for_the_owner
         assert messages_withheld(user=someone, message_ids=[answer.pk]) == {
             answer.pk: Withheld.ACCESS
         }
-    # The owner's page keeps the answer (tests/chat/test_attachments.py: and says that the
-    # file has expired).
+    # The owner's page keeps the answer (tests/chat/transports/test_attachments.py: and says
+    # that the file has expired).
     assert "Zanzibarine bonus" in owner_client.get(f"/c/{conversation.pk}/").content.decode()
     # The organisation's purge leaves the row alone: it knows whose the answer's file was.
     documents_purge_expired(now=timezone.now() + timedelta(days=2))

@@ -70,7 +70,7 @@ class Scenario:
 def insights_scenario() -> Scenario:
     """Users anna, ben (in HR) and carl (staff); documents "Leave policy", "Expenses guide",
     "Unused handbook" (General), a disabled "Old memo" and PAY_BANDS (an HR-only collection);
-    eight exchanges (figures in tests/chat/test_insights.py):
+    eight exchanges (figures in tests/chat/insights/test_insights.py):
 
     | when | who | conversation | mode | outcome | first event | cites | ratings |
     |---|---|---|---|---|---|---|---|

@@ -25,7 +25,7 @@ STALE_NOTE = "The document has changed since this answer."
 GONE_NOTE = "This document is no longer in the knowledge base."
 
 # A reader of every document (a superuser's Reader): the rows as stored, nothing withheld
-# (withheld rows: tests/chat/test_access_matrix_withheld.py).
+# (withheld rows: tests/chat/access/test_access_matrix_withheld.py).
 EVERYTHING = Reader(user_id=None, is_superuser=True)
 
 

@@ -379,7 +379,7 @@ async def test_a_question_and_its_options_are_checked_by_the_core_in_the_socket_
     chat_client,
 ):
     """The API checks the shape of its input; the answering core checks the question and the
-    options, with the messages the WebSocket shows too (tests/chat/test_consumer.py)."""
+    options, with the messages the WebSocket shows too (tests/chat/transports/test_consumer.py)."""
     response = await post_chat(chat_client, chat_body(top_k=21))
     error = assert_envelope(response, 422, "validation-failed")
     assert error["details"] == {"top_k": ["top_k must be a whole number from 1 to 20."]}
@@ -511,7 +511,7 @@ def test_schema_documents_every_endpoint_the_sse_events_and_the_error_envelope(a
 
 @pytest.mark.django_db
 def test_schema_says_what_the_server_checks(api):
-    """What schemathesis found undocumented (tests/chat/test_api_contract.py runs it)."""
+    """What schemathesis found undocumented (tests/chat/api/test_api_contract.py runs it)."""
     schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     paths, components = schema["paths"], schema["components"]["schemas"]
     for path, method in [

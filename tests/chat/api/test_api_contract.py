@@ -4,7 +4,7 @@ over a small knowledge base, and finds nothing the server does that the schema d
 
 The server of this test raises the chat rate limit of its user (CHAT_RATE_LIMIT=100000/m) and
 turns the flood rule off (CHAT_FLOOD_MIN_INTERVAL=0): schemathesis asks hundreds of questions a
-minute, and the limits have tests of their own (tests/chat/test_ratelimit.py).
+minute, and the limits have tests of their own (tests/chat/limits/test_ratelimit.py).
 
 Every status a schema-valid request gets is one schemathesis expects by default: what the schema
 cannot say (an id naming no answer, no document) is 404, and an embedding may not be all zero,

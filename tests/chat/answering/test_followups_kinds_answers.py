@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
 from chat.models import Message
-from tests.chat.test_followup_answers import answer_of, sse_chat
+from tests.chat.answering.test_followup_answers import answer_of, sse_chat
 from tests.support.answers import assert_answer_is_grounded, collect
 from tests.support.clients import fragments_until_idle, send_payload, socket_for
 from tests.support.knowledge_base import document_create

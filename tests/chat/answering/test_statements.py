@@ -3,7 +3,7 @@ base, every statement (and every transaction's BEGIN/COMMIT) recorded in every t
 runs it. An upper bound is behaviour (each statement is a round trip and CPU on both sides),
 not timing. Run with `-s` to see the list:
 
-    TEST_DB_NAME=test_x .venv/bin/python -m pytest tests/chat/test_statements.py -s -q
+    TEST_DB_NAME=test_x .venv/bin/python -m pytest tests/chat/answering/test_statements.py -s -q
 """
 
 from __future__ import annotations

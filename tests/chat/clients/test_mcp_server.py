@@ -24,7 +24,7 @@ from tests.support.mcp_client import mcp_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BASE_DIR = Path(__file__).resolve().parents[2]
+BASE_DIR = Path(__file__).resolve().parents[3]
 TRAVEL_TEXTS = [
     "The nightly hotel cap is 180 euros in Lisbon and 240 euros in London. "
     "Hotels above the cap need the approval of a director. "

@@ -20,7 +20,7 @@ from tests.support.live_server import LIVE_SERVER_DELAY_MS
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LEAVE_QUESTION = "How many days of annual leave do full-time employees get?"
-DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+DEMO_DIR = Path(__file__).resolve().parents[3] / "demo"
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from knowledge.access import OPERATOR
 
-DEMO_PDF = Path(__file__).resolve().parents[2] / "demo" / "expenses-and-travel-policy.pdf"
+DEMO_PDF = Path(__file__).resolve().parents[3] / "demo" / "expenses-and-travel-policy.pdf"
 _MARKER = re.compile(r"\s*\[\d+\]")
 
 
