@@ -1,6 +1,7 @@
 """What every browser page of the site shares, whichever app renders it: staff-only access
 with a clear "no access" page, the sidebar of conversations, and the check that a link is a
-safe external one. It imports neither app, so that the chat and the document pages can both
+safe external one. It imports neither app (but for the read rule's one staff check,
+`knowledge.access.user_is_staff`), so that the chat and the document pages can both
 use it without depending on each other: the sidebar's conversations come from the reader the
 chat registers when it starts (`sidebar_reader_register`, called by `chat.apps.ChatConfig`)."""
 
