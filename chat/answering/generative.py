@@ -35,7 +35,9 @@ from chat.answering.followups import SearchPlan, Turn, leans_on_conversation
 from chat.answering.grounding import (
     CitationRewriter,
     as_data,
+    citations_log,
     grounded_messages,
+    removed_note,
     sources_select,
 )
 from chat.answering.llm import (
@@ -127,7 +129,7 @@ class GenerativeAnswerer(Answerer):
                 if shown:
                     self._streamed.append(shown)
                     yield shown
-            rest = rewriter.flush()
+            rest = rewriter.flush() + removed_note(rewriter.removed)
             if rest:
                 self._streamed.append(rest)
                 yield rest
@@ -141,6 +143,7 @@ class GenerativeAnswerer(Answerer):
             logger.warning(
                 "answer cited sources that were not provided: %s (removed)", rewriter.removed
             )
+        citations_log(rewriter, question_id=request.question_id)
         await database_sync_to_async(breaker.llm_success_record)()
 
     async def aclose(self) -> None:

@@ -170,11 +170,14 @@ async def test_a_citation_of_a_source_not_provided_is_removed_and_logged(
         )
     )
     message_id = uuid.uuid4()
-    with caplog.at_level(logging.WARNING, logger="sourced.citations"):
+    with caplog.at_level(logging.INFO, logger="sourced.citations"):
         events = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
     provided = sources_in_prompt(llm_server.completions()[0])
     assert 7 not in provided and 1 in provided
-    text = "Full-time employees receive 25 days [1]. Managers also agree."
+    text = (
+        "Full-time employees receive 25 days [1]. Managers also agree.\n\n"
+        "(Removed invalid citation)"  # the answer says a citation was removed
+    )
     assert deltas(events) == text
     citations = citations_of(events)
     assert [(c["n"], c["text"]) for c in citations] == [(1, citations[0]["text"])]
@@ -184,6 +187,16 @@ async def test_a_citation_of_a_source_not_provided_is_removed_and_logged(
     stored = await sync_to_async(lambda: list(answer.citations.values_list("n", "text")))()
     assert [n for n, _ in stored] == [1] and stored[0][1].strip() == provided[1].strip()
     assert any("[7]" in record.getMessage() for record in caplog.records)
+    lines = [
+        json.loads(r.getMessage())
+        for r in caplog.records
+        if r.name == "sourced.citations" and r.levelno == logging.INFO
+    ]
+    assert [(r["event"], r["generated"], r["valid"], r["removed"]) for r in lines] == [
+        ("chat.citations", 2, 1, 1)
+    ]
+    assert (lines[0]["generated_ids"], lines[0]["removed_ids"]) == ([1, 7], [7])
+    assert lines[0]["question"] == str(message_id)
 
 
 async def test_citations_are_renumbered_by_first_use(
@@ -194,7 +207,7 @@ async def test_citations_are_renumbered_by_first_use(
     events = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
     provided = sources_in_prompt(llm_server.completions()[0])
     assert len(provided) >= 2
-    assert deltas(events) == "Leave requests go through the portal [1] and [2]."
+    assert deltas(events) == "Leave requests go through the portal [1] and [2]."  # no note
     citations = citations_of(events)
     assert [c["n"] for c in citations] == [1, 2]
     assert citations[0]["text"].strip() == provided[2].strip()

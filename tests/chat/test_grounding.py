@@ -9,6 +9,7 @@ from chat.answering.followups import Turn
 from chat.answering.grounding import (
     CONTEXT_TOKENS,
     CitationRewriter,
+    removed_note,
     sources_block,
     sources_select,
     token_estimate,
@@ -68,3 +69,13 @@ def test_the_history_window_keeps_at_least_the_two_latest_turns():
         {"role": "user", "content": "Q3"},
         {"role": "assistant", "content": NOT_ANSWERED},
     ]
+
+
+def test_the_removed_note_says_how_many_invalid_citations_were_removed():
+    rewriter = CitationRewriter(provided={1: chunk(1)})
+    shown = rewriter.feed("Leave is 25 days [1][4]. Ask HR [9].") + rewriter.flush()
+    assert shown == "Leave is 25 days [1]. Ask HR."
+    assert (rewriter.generated, rewriter.removed) == ([1, 4, 9], [4, 9])
+    assert removed_note(rewriter.removed) == "\n\n(Removed 2 invalid citations)"
+    assert removed_note([4]) == "\n\n(Removed invalid citation)"
+    assert removed_note([]) == ""
