@@ -391,6 +391,8 @@
   function revealSource(id) {
     var source = document.getElementById(id);
     if (!source) return;
+    var footer = source.closest("details[data-sources-footer]");
+    if (footer) footer.open = true;
     var more = source.closest("[data-more-sources]");
     if (more && more.hidden) {
       var toggle = $('[data-show-more="' + more.id + '"]');
