@@ -101,7 +101,7 @@ class GenerativeAnswerer(Answerer):
         self._finished = False
 
     async def prepare(self, request: AnswerRequest) -> None:
-        window = history_window(request.max_history_turns)
+        window = history_window(request.max_history_turns, request.history)
         history = history_messages(request.history, window=window)
         if request.question_id is not None:
             summary, summary_given = await memory_summary(

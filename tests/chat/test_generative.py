@@ -375,6 +375,37 @@ async def test_turns_beyond_the_window_are_folded_into_a_stored_summary(
     assert Message.Role.SYSTEM_SUMMARY not in shown and len(shown) == 8
 
 
+async def test_turns_within_the_count_are_folded_when_they_exceed_about_6000_tokens(
+    llm_server, policies_kb, staff_user
+):
+    await sync_to_async(mode_set)(ChatSettings.Mode.GENERATIVE, max_history_turns=6)
+    detail = " Leave is booked in the portal and approved by the line manager." * 160
+    summary = "The user asked about annual leave: full-time staff get 25 days."
+    llm_server.script(
+        Scripted(pieces=["Full-time employees receive 25 days [1].", detail]),
+        Scripted(pieces=["Five days carry over [1].", detail]),
+        Scripted(pieces=["The meal allowance is 45 euros [1].", detail]),
+        Scripted(pieces=[summary]),  # three ~2,600-token turns: the oldest is folded
+        Scripted(pieces=["Passwords need 14 characters [1]."]),
+    )
+    conversation_id = None
+    for question in [LEAVE_QUESTION, CARRY_QUESTION, MEAL_QUESTION]:
+        events = await collect(user=staff_user, question=question, conversation_id=conversation_id)
+        conversation_id = events[0].data["conversation_id"]
+    await collect(user=staff_user, question=PASSWORD_QUESTION, conversation_id=conversation_id)
+
+    requests = llm_server.completions()
+    assert len(requests) == 5  # three turns, far fewer than six: folded by size
+    assert requests[3].messages[0] == {"role": "system", "content": SUMMARY_PROMPT}
+    assert LEAVE_QUESTION in requests[3].messages[1]["content"]
+    assert CARRY_QUESTION not in requests[3].messages[1]["content"]
+    answering = requests[4].messages
+    assert answering[1]["role"] == "system" and summary in answering[1]["content"]
+    users = [m["content"] for m in answering if m["role"] == "user"]
+    assert users[:2] == [CARRY_QUESTION, MEAL_QUESTION]
+    assert LEAVE_QUESTION not in "\n".join(m["content"] for m in answering)
+
+
 # --- Resilience --------------------------------------------------------------------------------
 async def test_a_server_error_before_the_first_token_is_retried(
     llm_server, generative, policies_kb, staff_user
