@@ -17,6 +17,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from accounts.selectors import preferences_of
 from chat.answering.errors import AnswerError
@@ -40,6 +41,7 @@ from chat.services import (
     TITLE_MAX_CHARS,
     answers_release_stale,
     conversation_check_owner,
+    conversation_clear,
     conversation_delete,
     conversation_rename,
     feedback_give,
@@ -251,6 +253,22 @@ def conversation_delete_view(request: HttpRequest, conversation_id: uuid.UUID) -
     ):
         return redirect(next_url)
     return redirect("chat:home")
+
+
+@staff_required
+@require_POST
+def conversation_clear_view(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    """The owner clears the conversation's messages (`conversation_clear`), then sees it empty."""
+    try:
+        found = conversation_get_for(request.user, conversation_id)
+    except AnswerError:
+        return conversation_not_found(request)
+    try:
+        conversation_clear(conversation=found, user=request.user)
+    except AnswerError as error:
+        return no_access(request, reason=error.message, status=error.status)
+    url = reverse("chat:conversation", kwargs={"conversation_id": found.pk})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 def page_conversation_id(request: HttpRequest) -> str:
