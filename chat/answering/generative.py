@@ -180,6 +180,32 @@ def language_model_state(*, check: bool = True) -> LanguageModelState:
     )
 
 
+@dataclass(frozen=True)
+class ModelHealth:
+    """The chat page's dot in the generative mode: "ready", "degraded" (answers failed lately,
+    the circuit still closed) or "down" (no model configured, or the circuit open: answers
+    come extractively), with the words that say why."""
+
+    state: str
+    label: str
+
+
+def model_health() -> ModelHealth:
+    """What the app already knows of the model, without contacting it (blocking: reads the
+    cache): its configuration and the circuit breaker."""
+    if not llm_backend().configured:
+        return ModelHealth("down", "No language model is configured: answers quote the documents.")
+    if breaker.circuit_is_open():
+        return ModelHealth("down", "The language model is failing: answers quote the documents.")
+    failures = breaker.recent_failures()
+    if failures:
+        return ModelHealth(
+            "degraded",
+            f"The language model failed {failures} time{'s' if failures > 1 else ''} lately.",
+        )
+    return ModelHealth("ready", "The language model is ready.")
+
+
 # --- Follow-ups --------------------------------------------------------------------------------
 REWRITE_PROMPT = """\
 Rewrite the user's last question as one standalone search query for the organisation's \

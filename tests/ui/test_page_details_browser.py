@@ -1,6 +1,7 @@
 """The chat page's last details in a real browser (Debian's Chromium through Playwright, a live
 daphne server): "Clear conversation" in the header, with its confirmation, for the owner only;
-and the time from "New chat" to an empty composer, measured.
+the model-health dot of the generative mode; and the time from "New chat" to an empty
+composer, measured.
 
 The browser and the logged-in pages are tests/ui/conftest.py's; this module brings its own
 live server and stored conversations."""
@@ -44,7 +45,9 @@ def live(django_db_setup, django_db_blocker) -> Iterator[Live]:
             )
             for name in USERS
         }
-    server = daphne_server(database_url_of(connection.settings_dict))
+    # A model configured but never contacted: the health dot reads the breaker only.
+    llm = {"LLM_BACKEND": "openai", "LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_MODEL": "m"}
+    server = daphne_server(database_url_of(connection.settings_dict), env=llm)
     try:
         with server as url:
             with django_db_blocker.unblock():
@@ -150,3 +153,52 @@ def test_new_chat_shows_an_empty_composer_measured_from_the_click(pages, live):
     median = statistics.median(timings)
     print(f"new chat to an empty composer: {sorted(round(t, 1) for t in timings)} ms")
     assert 0 < median < NEW_CHAT_BUDGET_MS, timings
+
+
+def _generative(on: bool) -> None:
+    from django.db import connection
+
+    from chat.answering import breaker
+    from chat.models import ChatSettings
+
+    try:
+        mode = ChatSettings.Mode.GENERATIVE if on else ChatSettings.Mode.EXTRACTIVE
+        ChatSettings.objects.update_or_create(pk=1, defaults={"generation_mode": mode})
+        breaker.circuit_reset()
+    finally:
+        connection.close()
+
+
+def _failures(count: int) -> None:
+    from django.db import connection
+
+    from chat.answering import breaker
+
+    try:
+        for _ in range(count):
+            breaker.llm_failure_record("timed out")
+    finally:
+        connection.close()
+
+
+def test_the_model_health_dot_says_ready_degraded_down_in_the_generative_mode(pages, live):
+    page = pages.open("gail", "/")
+    assert page.locator("[data-model-health]").count() == 0  # extractive: no model, no dot
+    _generative(True)
+    try:
+        page.reload()
+        dot = page.locator("[data-model-health]")
+        assert dot.get_attribute("data-model-health") == "ready"
+        assert dot.locator(".status-success").is_visible() and "Model ready" in dot.inner_text()
+        _failures(1)
+        page.reload()
+        assert dot.get_attribute("data-model-health") == "degraded"
+        assert dot.locator(".status-warning").is_visible()
+        assert dot.get_attribute("title") == "The language model failed 1 time lately."
+        _failures(4)  # five within the window: the circuit opens
+        page.reload()
+        assert dot.get_attribute("data-model-health") == "down"
+        assert dot.locator(".status-error").is_visible()
+        screenshot(page, "model-health-down.png")
+    finally:
+        _generative(False)
