@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.browser import PASSWORD, Live, screenshot, warm_up
+from tests.support.browser import IDLE, PASSWORD, Live, screenshot, warm_up
 from tests.support.live_server import daphne_server, database_url_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("db_reads")]
@@ -24,11 +24,18 @@ USERS = ("gail", "hugo")
 NEW_CHAT_BUDGET_MS = 1000
 
 
+SOURCE = "test:page-details-browser/leave"
+LEAVE = "Annual leave\n\nEvery employee gets 25 days of annual leave a year."
+
+
 def _cleanup() -> None:
     from django.contrib.auth import get_user_model
     from django.contrib.sessions.models import Session
 
+    from knowledge.models import Document
+
     get_user_model().objects.filter(username__in=USERS).delete()  # their chats go with them
+    Document.objects.filter(source=SOURCE).delete()
     Session.objects.all().delete()
 
 
@@ -36,6 +43,8 @@ def _cleanup() -> None:
 def live(django_db_setup, django_db_blocker) -> Iterator[Live]:
     from django.contrib.auth import get_user_model
     from django.db import connection
+
+    from tests.support.knowledge_base import document_create
 
     with django_db_blocker.unblock():
         _cleanup()
@@ -45,6 +54,7 @@ def live(django_db_setup, django_db_blocker) -> Iterator[Live]:
             )
             for name in USERS
         }
+        document_create(title="Leave policy", texts=[LEAVE], source=SOURCE)
     # A model configured but never contacted: the health dot reads the breaker only.
     llm = {"LLM_BACKEND": "openai", "LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_MODEL": "m"}
     server = daphne_server(database_url_of(connection.settings_dict), env=llm)
@@ -200,5 +210,30 @@ def test_the_model_health_dot_says_ready_degraded_down_in_the_generative_mode(pa
         assert dot.get_attribute("data-model-health") == "down"
         assert dot.locator(".status-error").is_visible()
         screenshot(page, "model-health-down.png")
+    finally:
+        _generative(False)
+
+
+def test_an_answer_that_fails_is_also_said_in_a_toast_whose_retry_asks_again(pages, live):
+    """The generative mode with a model that cannot be reached (nothing listens on its port):
+    the answer ends in an error, said in the answer and in a toast with Retry."""
+    _generative(True)
+    try:
+        page = pages.open("gail", "/")
+        page.locator("#composer-input").fill("How many days of annual leave do I get?")
+        page.locator("#composer-input").press("Enter")
+        toast = page.locator("#toasts [data-toast]")
+        toast.wait_for(timeout=30_000)
+        assert "went wrong" in toast.inner_text()
+        assert page.locator('#messages [data-status="error"]').count() == 1
+        screenshot(page, "error-toast.png")
+        page.wait_for_function(IDLE, timeout=30_000)
+        toast.get_by_role("button", name="Retry").click()
+        assert page.locator("#toasts [data-toast]").count() <= 1  # the old one went
+        page.locator("#toasts [data-toast]").wait_for(timeout=30_000)  # failed again: said again
+        page.wait_for_function(IDLE, timeout=30_000)
+        assert page.locator('#messages [data-role="user"]').count() == 1  # the same question
+        page.locator("#toasts [data-toast]").get_by_role("button", name="Dismiss").click()
+        assert page.locator("#toasts [data-toast]").count() == 0
     finally:
         _generative(False)
