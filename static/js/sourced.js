@@ -290,6 +290,27 @@
     if (state.stickToBottom) scrollToBottom();
   });
 
+  /* ---------------------------------------------------------------- skeletons */
+
+  /* A history search replaces the results by skeleton rows until the next page arrives. */
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.hasAttribute || !form.hasAttribute("data-history-search")) return;
+    var skeleton = $("#history-skeleton");
+    var body = $("#history-body");
+    if (!skeleton || !body) return;
+    body.hidden = true;
+    skeleton.hidden = false;
+  });
+
+  window.addEventListener("pageshow", function () {
+    /* Back to a page kept by the browser: its results again, not the skeleton. */
+    var skeleton = $("#history-skeleton");
+    var body = $("#history-body");
+    if (skeleton) skeleton.hidden = true;
+    if (body) body.hidden = false;
+  });
+
   /* ---------------------------------------------------------------- toasts */
 
   /* Errors are said where they happen (the answer, the notice) and also in a toast at the

@@ -237,3 +237,33 @@ def test_an_answer_that_fails_is_also_said_in_a_toast_whose_retry_asks_again(pag
         assert page.locator("#toasts [data-toast]").count() == 0
     finally:
         _generative(False)
+
+
+def test_skeletons_hold_the_place_of_the_document_list_and_the_history_results(pages, live):
+    page = pages.open("gail", "/")
+    options = page.locator("[data-document-options]")
+    # Until the dialog first opens, the list's place holds skeleton rows (and a status).
+    assert options.locator(".skeleton").count() == 3
+    assert "Loading the documents" in options.text_content()
+    page.get_by_role("button", name="Answer settings").click()
+    options.get_by_label("Leave policy").wait_for()
+    assert options.locator("[data-skeleton]").count() == 0
+
+    _conversation("gail", "Leave, to find")
+    page.goto("/history/")
+    page.get_by_label("Search conversations").fill("leave")
+    # Enter: the results give way to skeleton rows at once, until the next page arrives.
+    with page.expect_navigation():
+        shown = page.evaluate(
+            """() => {
+                 document.querySelector('[data-history-search]').requestSubmit();
+                 const skeleton = document.getElementById('history-skeleton');
+                 const bars = skeleton.querySelectorAll('.skeleton').length;
+                 return {skeleton: !skeleton.hidden && bars,
+                         results: !document.getElementById('history-body').hidden};
+               }"""
+        )
+    assert shown == {"skeleton": 12, "results": False}  # four rows of three
+    page.wait_for_url("**/history/?q=leave")
+    assert not page.locator("#history-skeleton").is_visible()
+    assert "Leave, to find" in page.locator("#history-results").inner_text()
