@@ -39,6 +39,7 @@ from chat.answering.grounding import (
     grounded_messages,
     removed_note,
     sources_select,
+    token_estimate,
 )
 from chat.answering.llm import (
     BackendStatus,
@@ -99,6 +100,12 @@ class GenerativeAnswerer(Answerer):
         self._rewriter: CitationRewriter | None = None
         self._streamed: list[str] = []
         self._finished = False
+        self.prompt_chars: int | None = None
+
+    @property
+    def tokens_out(self) -> int:
+        """The reply's tokens so far, estimated (grounding.token_estimate) for the log."""
+        return token_estimate("".join(self._streamed)) if self._streamed else 0
 
     async def prepare(self, request: AnswerRequest) -> None:
         window = history_window(request.max_history_turns, request.history)
@@ -113,6 +120,7 @@ class GenerativeAnswerer(Answerer):
         sources = sources_select(request.chunks)
         self._rewriter = CitationRewriter(provided=dict(enumerate(sources, start=1)))
         messages = grounded_messages(question=request.question, chunks=sources, history=history)
+        self.prompt_chars = sum(len(m["content"]) for m in messages)  # for the exchange's log
         try:
             self._reply = await self.backend.open(messages, max_tokens=settings.LLM_MAX_TOKENS)
         except LLMError as error:

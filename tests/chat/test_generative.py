@@ -197,6 +197,12 @@ async def test_a_citation_of_a_source_not_provided_is_removed_and_logged(
     ]
     assert (lines[0]["generated_ids"], lines[0]["removed_ids"]) == ([1, 7], [7])
     assert lines[0]["question"] == str(message_id)
+    (exchange,) = [
+        json.loads(r.getMessage()) for r in caplog.records if r.name == "sourced.exchange"
+    ]
+    prompt = llm_server.completions()[0].messages
+    assert exchange["prompt_chars"] == sum(len(m["content"]) for m in prompt)
+    assert exchange["tokens_out"] == len(text) // 4 + 1  # estimated as the prompt's tokens
 
 
 async def test_citations_are_renumbered_by_first_use(
