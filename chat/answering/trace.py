@@ -93,7 +93,7 @@ def exchange_log(exchange: ExchangeTrace, **fields: Any) -> None:
     record["min_distance"] = round(min(distances), 4) if distances else None
     record["max_distance"] = round(max(distances), 4) if distances else None
     record.update(_answerer_figures(exchange.answerer))
-    logger.info(json.dumps(record, default=str, sort_keys=True))
+    # The retrieval's line first: the exchange's line closes the exchange.
     if exchange.retrieved:
         retrieval_logger.info(
             json.dumps(
@@ -110,6 +110,7 @@ def exchange_log(exchange: ExchangeTrace, **fields: Any) -> None:
                 sort_keys=True,
             )
         )
+    logger.info(json.dumps(record, default=str, sort_keys=True))
 
 
 def _answerer_figures(answerer: Answerer | None) -> dict[str, Any]:
