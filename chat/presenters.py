@@ -72,6 +72,13 @@ class SourceView:
     sheet: str | None = None  # spreadsheets: the sheet and the cells cited ("A4:E4")
     cells: str | None = None
     ocr_confidence: float | None = None  # read by OCR from a scanned page
+    similarity: float | None = None  # cosine similarity of the chunk to the question
+    chunk_index: int | None = None  # the chunk's position in its document
+
+    @property
+    def similarity_shown(self) -> str:
+        """The similarity as the Sources block shows it ("0.82"), else ""."""
+        return "" if self.similarity is None else f"{self.similarity:.2f}"
 
     @property
     def is_personal_file(self) -> bool:
@@ -176,6 +183,12 @@ class MessageView:
     @property
     def more_sources(self) -> list[SourceView]:
         return self.sources[VISIBLE_SOURCES:]
+
+    @property
+    def sources_line(self) -> str:
+        """The collapsed Sources block's one line: each cited document's title once, in order
+        of citation ("Expenses policy, Staff handbook")."""
+        return ", ".join(dict.fromkeys(source.title for source in self.sources))
 
     @property
     def copy_text(self) -> str:
@@ -365,6 +378,8 @@ def _source_of(citation: CitationRow, documents: dict[int, bool], content: str =
         sheet=citation.sheet,
         cells=citation.cells,
         ocr_confidence=citation.ocr_confidence,
+        similarity=citation.similarity,
+        chunk_index=citation.chunk_index,
     )
 
 
@@ -484,6 +499,8 @@ def sources_from_event(citations: Sequence[dict[str, Any]]) -> list[SourceView]:
                 sheet=citation.get("sheet"),
                 cells=citation.get("cells"),
                 ocr_confidence=citation.get("ocr_confidence"),
+                similarity=citation.get("similarity"),
+                chunk_index=citation.get("chunk_index"),
             )
         )
     return sorted(views, key=lambda s: s.n)

@@ -204,6 +204,7 @@ class CitationRow:
     url: str
     text: str
     similarity: float
+    chunk_index: int | None
     stale: bool  # see citation_is_stale
 
 

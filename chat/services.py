@@ -86,6 +86,29 @@ def conversation_delete(*, conversation: Conversation, user: AbstractBaseUser) -
     conversation.delete()
 
 
+def conversation_clear(*, conversation: Conversation, user: AbstractBaseUser) -> int:
+    """Delete every message of the conversation (questions, answers with their citations and
+    ratings, the memory's summary), keeping the conversation itself: its title, privacy and
+    attached files. Owner only (AnswerError 403); refused with 409 while an answer is being
+    written (stop it first). Returns how many messages were deleted. Why:
+    docs/decisions/0165-clear-conversation-and-the-page-details.md."""
+    conversation_check_owner(conversation, user)
+    answers_release_stale(conversation=conversation)
+    messages = Message.objects.filter(conversation=conversation)
+    with transaction.atomic():
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).update(
+            updated_at=timezone.now()
+        )
+        if messages.filter(status=Message.Status.STREAMING).exists():
+            raise AnswerError.conflict(
+                "An answer is still being written in this conversation: stop it first."
+            )
+        count = messages.count()
+        messages.delete()
+    logger.info("conversation %s cleared: %s messages deleted", conversation.pk, count)
+    return count
+
+
 # --- Exchanges -----------------------------------------------------------------------------------
 def exchange_begin(
     *,

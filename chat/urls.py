@@ -14,6 +14,11 @@ urlpatterns = [
         views.conversation_delete_view,
         name="conversation_delete",
     ),
+    path(
+        "c/<uuid:conversation_id>/clear/",
+        views.conversation_clear_view,
+        name="conversation_clear",
+    ),
     path("c/<uuid:conversation_id>/title/", views.conversation_title, name="conversation_title"),
     path(
         "c/<uuid:conversation_id>/rename/",

@@ -17,14 +17,16 @@ from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from accounts.selectors import preferences_of
 from chat.answering.errors import AnswerError
 from chat.answering.evidence import chat_settings_get
+from chat.answering.generative import model_health
 from chat.attachments import conversation_attachments
 from chat.fragments import conversation_renamed_html, conversation_title_html, sidebar_item_html
 from chat.history import conversations_search, history_items, query_clean
-from chat.models import Conversation, Feedback, Message
+from chat.models import ChatSettings, Conversation, Feedback, Message
 from chat.page_parts import document_options_html, page_with_parts, transcript_html
 from chat.presenters import message_views
 from chat.question_links import question_link_trusted
@@ -40,6 +42,7 @@ from chat.services import (
     TITLE_MAX_CHARS,
     answers_release_stale,
     conversation_check_owner,
+    conversation_clear,
     conversation_delete,
     conversation_rename,
     feedback_give,
@@ -93,8 +96,11 @@ def greeting_for(now=None) -> str:
 def composer_context(user: UserLike, *, is_new: bool, last_question: str) -> dict:
     """The composer's context; `user` a user or the request's `Reader` (whether there is any
     document they may search decides whether the settings dialog offers a document list)."""
+    chat_settings = chat_settings_get()
+    generative = chat_settings.generation_mode == ChatSettings.Mode.GENERATIVE
     return {
-        "top_k": chat_settings_get().default_top_k,
+        "top_k": chat_settings.default_top_k,
+        "model_health": model_health() if generative else None,
         # The settings dialog loads its list of documents when it is first opened
         # (`document_options`): with thousands of documents it is megabytes, on every page.
         "documents": searchable_documents(reader=reader_for(user)).exists(),
@@ -251,6 +257,22 @@ def conversation_delete_view(request: HttpRequest, conversation_id: uuid.UUID) -
     ):
         return redirect(next_url)
     return redirect("chat:home")
+
+
+@staff_required
+@require_POST
+def conversation_clear_view(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    """The owner clears the conversation's messages (`conversation_clear`), then sees it empty."""
+    try:
+        found = conversation_get_for(request.user, conversation_id)
+    except AnswerError:
+        return conversation_not_found(request)
+    try:
+        conversation_clear(conversation=found, user=request.user)
+    except AnswerError as error:
+        return no_access(request, reason=error.message, status=error.status)
+    url = reverse("chat:conversation", kwargs={"conversation_id": found.pk})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 def page_conversation_id(request: HttpRequest) -> str:

@@ -215,7 +215,10 @@ class Document(models.Model):
 
     @property
     def url(self) -> str:
-        """Where a reader can open the original: the metadata URL, else the stored file."""
+        """The link to the original given in the document's metadata (`metadata["url"]`, e.g.
+        an intranet page set in the admin), else "". Not the stored file: without a URL a
+        citation links to the app's document page (`chat.answering.citations.document_link`),
+        which offers the file."""
         return self.metadata.get("url", "") if isinstance(self.metadata, dict) else ""
 
     @property

@@ -59,6 +59,12 @@ def llm_failure_record(message: str) -> bool:
     return False
 
 
+def recent_failures() -> int:
+    """How many answers failed within the window without opening the circuit (yet)."""
+    now = time.time()
+    return sum(1 for t in cache.get(FAILURES_KEY, []) if now - t < settings.LLM_CIRCUIT_WINDOW_S)
+
+
 def llm_success_record() -> None:
     if cache.get(FAILURES_KEY):
         cache.delete(FAILURES_KEY)

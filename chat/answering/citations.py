@@ -5,7 +5,8 @@ The `sources` event of a fresh answer and a reload of the conversation both rend
 document was re-ingested, disabled, expired or deleted (then `stale` says the source has
 changed). A spreadsheet citation also names its `sheet` and `cells`: the rows the answer
 quotes ("A4:E4"), within the cited chunk's range. A citation of text read by OCR from a
-scanned page keeps its `ocr_confidence` (else None).
+scanned page keeps its `ocr_confidence` (else None). `chunk_index` is the cited chunk's
+position in its document when it was cited (None for citations stored before it was kept).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def citation_as_dict(citation: Citation, *, stale: bool | None = None) -> dict[s
     return {
         "n": citation.n,
         "chunk_id": citation.chunk_id_snapshot,
+        "chunk_index": citation.chunk_index,
         "document_id": citation.document_id_snapshot,
         "title": citation.document_title,
         "page": citation.page,

@@ -35,8 +35,11 @@ from chat.answering.followups import SearchPlan, Turn, leans_on_conversation
 from chat.answering.grounding import (
     CitationRewriter,
     as_data,
+    citations_log,
     grounded_messages,
+    removed_note,
     sources_select,
+    token_estimate,
 )
 from chat.answering.llm import (
     BackendStatus,
@@ -97,9 +100,15 @@ class GenerativeAnswerer(Answerer):
         self._rewriter: CitationRewriter | None = None
         self._streamed: list[str] = []
         self._finished = False
+        self.prompt_chars: int | None = None
+
+    @property
+    def tokens_out(self) -> int:
+        """The reply's tokens so far, estimated (grounding.token_estimate) for the log."""
+        return token_estimate("".join(self._streamed)) if self._streamed else 0
 
     async def prepare(self, request: AnswerRequest) -> None:
-        window = history_window(request.max_history_turns)
+        window = history_window(request.max_history_turns, request.history)
         history = history_messages(request.history, window=window)
         if request.question_id is not None:
             summary, summary_given = await memory_summary(
@@ -111,6 +120,7 @@ class GenerativeAnswerer(Answerer):
         sources = sources_select(request.chunks)
         self._rewriter = CitationRewriter(provided=dict(enumerate(sources, start=1)))
         messages = grounded_messages(question=request.question, chunks=sources, history=history)
+        self.prompt_chars = sum(len(m["content"]) for m in messages)  # for the exchange's log
         try:
             self._reply = await self.backend.open(messages, max_tokens=settings.LLM_MAX_TOKENS)
         except LLMError as error:
@@ -127,7 +137,7 @@ class GenerativeAnswerer(Answerer):
                 if shown:
                     self._streamed.append(shown)
                     yield shown
-            rest = rewriter.flush()
+            rest = rewriter.flush() + removed_note(rewriter.removed)
             if rest:
                 self._streamed.append(rest)
                 yield rest
@@ -141,6 +151,7 @@ class GenerativeAnswerer(Answerer):
             logger.warning(
                 "answer cited sources that were not provided: %s (removed)", rewriter.removed
             )
+        citations_log(rewriter, question_id=request.question_id)
         await database_sync_to_async(breaker.llm_success_record)()
 
     async def aclose(self) -> None:
@@ -175,6 +186,32 @@ def language_model_state(*, check: bool = True) -> LanguageModelState:
         circuit_open=breaker.circuit_is_open(),
         last_error=breaker.llm_last_error(),
     )
+
+
+@dataclass(frozen=True)
+class ModelHealth:
+    """The chat page's dot in the generative mode: "ready", "degraded" (answers failed lately,
+    the circuit still closed) or "down" (no model configured, or the circuit open: answers
+    come extractively), with the words that say why."""
+
+    state: str
+    label: str
+
+
+def model_health() -> ModelHealth:
+    """What the app already knows of the model, without contacting it (blocking: reads the
+    cache): its configuration and the circuit breaker."""
+    if not llm_backend().configured:
+        return ModelHealth("down", "No language model is configured: answers quote the documents.")
+    if breaker.circuit_is_open():
+        return ModelHealth("down", "The language model is failing: answers quote the documents.")
+    failures = breaker.recent_failures()
+    if failures:
+        return ModelHealth(
+            "degraded",
+            f"The language model failed {failures} time{'s' if failures > 1 else ''} lately.",
+        )
+    return ModelHealth("ready", "The language model is ready.")
 
 
 # --- Follow-ups --------------------------------------------------------------------------------

@@ -9,12 +9,15 @@ chunks, best first, numbered 1..n, whole chunks only, within `CONTEXT_TOKENS`.
 The citations: `CitationRewriter` reads the reply as it streams and rewrites every marker
 before it is shown: a marker naming a source that was provided becomes its citation number
 (numbered by first use, so the stored citations are exactly the cited chunks); one naming
-anything else is removed, with the space before it, and logged. What streamed is what is
-stored. Why: `docs/decisions/0028-generative-grounding-and-citation-check.md`.
+anything else is removed, with the space before it, and logged; the answer then ends saying
+so (`removed_note`: "(Removed invalid citation)"), and `citations_log` writes one line of the
+markers generated, valid and removed. What streamed is what is stored. Why:
+`docs/decisions/0028-generative-grounding-and-citation-check.md`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Sequence
@@ -128,6 +131,7 @@ class CitationRewriter:
 
     provided: dict[int, RetrievedChunk]
     cited: list[tuple[int, RetrievedChunk]] = field(default_factory=list)
+    generated: list[int] = field(default_factory=list)  # every number the model wrote
     removed: list[int] = field(default_factory=list)
     _numbers: dict[int, int] = field(default_factory=dict)
     _pending: str = ""
@@ -155,6 +159,7 @@ class CitationRewriter:
     def _replace(self, match: re.Match[str]) -> str:
         kept = []
         for number in (int(n) for n in re.findall(r"\d+", match.group(2))):
+            self.generated.append(number)
             chunk = self.provided.get(number)
             if chunk is None:
                 self.removed.append(number)
@@ -167,3 +172,31 @@ class CitationRewriter:
         if not kept:
             return ""
         return match.group(1) + "".join(dict.fromkeys(kept))
+
+
+def removed_note(removed: Sequence[int]) -> str:
+    """What a generative answer ends with when markers naming no source were removed from it
+    ("" when none was): the reader learns the model cited something it was not given."""
+    count = len(removed)
+    if not count:
+        return ""
+    if count == 1:
+        return "\n\n(Removed invalid citation)"
+    return f"\n\n(Removed {count} invalid citations)"
+
+
+def citations_log(rewriter: CitationRewriter, *, question_id: object) -> None:
+    """One structured line on the `sourced.citations` logger: the marker numbers the model
+    wrote, those that named a provided source, and those removed (numbers only, no text)."""
+    generated = list(dict.fromkeys(rewriter.generated))
+    removed = list(dict.fromkeys(rewriter.removed))
+    record = {
+        "event": "chat.citations",
+        "question": str(question_id) if question_id is not None else None,
+        "generated": len(generated),
+        "valid": len(generated) - len(removed),
+        "removed": len(removed),
+        "generated_ids": generated,
+        "removed_ids": removed,
+    }
+    logger.info(json.dumps(record, sort_keys=True))

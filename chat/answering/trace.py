@@ -18,6 +18,7 @@ from chat.answering.stage_cpu import stage_cpu_rounded
 from chat.models import Message
 
 logger = logging.getLogger("sourced.exchange")
+retrieval_logger = logging.getLogger("sourced.retrieval")
 
 
 @dataclass
@@ -36,6 +37,8 @@ class ExchangeTrace:
     # The documents whose text reached the answer so far (chat.models.DocumentGiven).
     given: tuple[int, ...] = ()
     cpu_ms: dict[str, float] = field(default_factory=dict)  # stage → CPU ms (stage_cpu.py)
+    # The last retrieval's ranked chunks: (chunk id, fused score, cosine similarity).
+    retrieved: list[tuple[int, float, float | None]] = field(default_factory=list)
 
     def warn(self, text: str) -> None:
         self.warning = f"{self.warning} {text}" if self.warning else text
@@ -85,4 +88,34 @@ def exchange_log(exchange: ExchangeTrace, **fields: Any) -> None:
     record["refused"] = record.get("status") == Message.Status.REFUSED
     if isinstance(record.get("best_similarity"), float):
         record["best_similarity"] = round(record["best_similarity"], 4)
+    distances = [1 - s for _, _, s in exchange.retrieved if s is not None]
+    record["candidates"] = len(exchange.retrieved)
+    record["min_distance"] = round(min(distances), 4) if distances else None
+    record["max_distance"] = round(max(distances), 4) if distances else None
+    record.update(_answerer_figures(exchange.answerer))
+    # The retrieval's line first: the exchange's line closes the exchange.
+    if exchange.retrieved:
+        retrieval_logger.info(
+            json.dumps(
+                {
+                    "event": "chat.retrieval",
+                    "message": fields.get("message"),
+                    "chunk_ids": [chunk_id for chunk_id, _, _ in exchange.retrieved],
+                    "scores": [round(score, 4) for _, score, _ in exchange.retrieved],
+                    "similarities": [
+                        None if s is None else round(s, 4) for _, _, s in exchange.retrieved
+                    ],
+                },
+                default=str,
+                sort_keys=True,
+            )
+        )
     logger.info(json.dumps(record, default=str, sort_keys=True))
+
+
+def _answerer_figures(answerer: Answerer | None) -> dict[str, Any]:
+    """The prompt's characters and the reply's estimated tokens of a generative answer
+    (None for an extractive one: no prompt)."""
+    prompt_chars = getattr(answerer, "prompt_chars", None)
+    tokens_out = getattr(answerer, "tokens_out", None)
+    return {"prompt_chars": prompt_chars, "tokens_out": tokens_out}

@@ -5,7 +5,13 @@ async streaming view (`ChatApiSchema`), which drf-spectacular cannot enumerate."
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -91,8 +97,9 @@ Ask a question. The answer streams as **Server-Sent Events** (`text/event-stream
   previous questions ("What is the nightly hotel cap in? And in London?").
 - `answer_delta` `{text}` — one or more; append them. Each sentence is followed by its
   citation marker ` [n]`.
-- `sources` `{message_id, evidence, citations: [{n, chunk_id, document_id, title, page,
-  section, url, excerpt, text, similarity, stale}], searched_document}` — once, after the
+- `sources` `{message_id, evidence, citations: [{n, chunk_id, chunk_index, document_id, title,
+  page, section, sheet, cells, ocr_confidence, url, excerpt, text, similarity, stale}],
+  searched_document}` — once, after the
   text: exactly the cited chunks. `evidence` is `"weak"` when the evidence cleared the check
   only narrowly: the documents may not answer the question directly (show the answer with a
   notice, as the page does); `"strong"` otherwise. `searched_document` `{id, title}` when your
@@ -118,6 +125,12 @@ delta; or the same refusal JSON). If the first request is still streaming, the r
 it (409 `conflict` after a while). A client that disconnects mid-stream leaves the partial
 answer stored with status `interrupted`; `regenerate: true` answers the question again.
 
+With `stream: false` the answer comes as one JSON body once complete (status 200,
+`type: "answer"`): the `answer_start` ids, `content` (the deltas joined), `status`, the
+`sources` event's `evidence`, `citations` and `searched_document`, and `warning` (the
+`warning` events' messages, else null). A refusal is the same JSON as above; an error, the
+error envelope.
+
 Rate limit: 20 chat requests per minute per user (429 `rate-limited` with `Retry-After`).
 """
 
@@ -129,7 +142,7 @@ SSE_EXAMPLE = (
     'event: answer_delta\ndata: {"text": " paid annual leave per calendar year."}\n\n'
     'event: answer_delta\ndata: {"text": " [1]"}\n\n'
     'event: sources\ndata: {"message_id": "9f1c…", "evidence": "strong", "citations": [{"n": 1, '
-    '"chunk_id": 12, '
+    '"chunk_id": 12, "chunk_index": 4, '
     '"document_id": 3, "title": "Staff handbook", "page": 3, "section": "Leave > Annual '
     'leave", "sheet": null, "cells": null, "ocr_confidence": null, "url": "/documents/3/", '
     '"excerpt": "Full-time '
@@ -152,7 +165,13 @@ chat = extend_schema(
             examples=[OpenApiExample("A cited answer", value=SSE_EXAMPLE)],
         ),
         (200, "application/json"): OpenApiResponse(
-            response=s.RefusalSerializer, description="A refusal."
+            response=PolymorphicProxySerializer(
+                component_name="ChatJson",
+                serializers={"refusal": s.RefusalSerializer, "answer": s.OneShotAnswerSerializer},
+                resource_type_field_name="type",
+            ),
+            description='A refusal (`type: "refusal"`), or with `stream: false` the whole '
+            'answer (`type: "answer"`).',
         ),
         **error_responses(
             400,

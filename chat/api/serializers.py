@@ -234,11 +234,21 @@ class ChatRequestSerializer(serializers.Serializer):
         default=False,
         help_text="Answer the stored question `message_id` again, replacing its answer.",
     )
+    stream = StrictBooleanField(
+        default=True,
+        help_text='false: the answer comes as one JSON body (`type: "answer"`: the text, its '
+        "citations and the ids) once it is complete, instead of Server-Sent Events.",
+    )
 
 
 class CitationSerializer(serializers.Serializer):
     n = serializers.IntegerField(help_text="The marker number: `[n]` in the answer text.")
     chunk_id = serializers.IntegerField(allow_null=True)
+    chunk_index = serializers.IntegerField(
+        allow_null=True,
+        help_text="The cited chunk's position in its document (0 for the first), as it was "
+        "cited; null for citations stored before it was recorded.",
+    )
     document_id = serializers.IntegerField(allow_null=True)
     title = serializers.CharField()
     page = serializers.IntegerField(allow_null=True)
@@ -284,6 +294,28 @@ class RefusalSerializer(serializers.Serializer):
 
 
 # --- Conversations and messages ------------------------------------------------------------------
+class OneShotAnswerSerializer(serializers.Serializer):
+    """`POST /api/chat` with `stream: false`: the whole answer (`chat.api.one_shot`)."""
+
+    type = serializers.ChoiceField(choices=["answer"])
+    conversation_id = serializers.UUIDField()
+    message_id = serializers.UUIDField(help_text="The stored answer (assistant message).")
+    reply_to = serializers.UUIDField(help_text="The question's message_id.")
+    title = serializers.CharField(help_text="The conversation's title.")
+    is_private = serializers.BooleanField()
+    search_query = serializers.CharField(
+        help_text="What was searched: the message, or a follow-up read in its conversation."
+    )
+    content = serializers.CharField(help_text="The answer's text; `[n]` cites citation n.")
+    status = serializers.CharField(help_text="complete")
+    evidence = serializers.CharField(help_text='"strong", or "weak" (show it with a notice).')
+    citations = CitationSerializer(many=True)
+    searched_document = SearchedDocumentSerializer(allow_null=True)
+    warning = serializers.CharField(
+        allow_null=True, help_text="The stream's `warning` events' messages, else null."
+    )
+
+
 class OwnerSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     username = serializers.CharField()

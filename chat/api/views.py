@@ -36,6 +36,7 @@ from chat.api.errors import (
     rate_limited_response,
     validation_error_response,
 )
+from chat.api.one_shot import answer_json
 from chat.api.transcript import message_list_json, renders_compact_json
 from chat.history import conversations_page
 from chat.ids import uuid_parse
@@ -73,7 +74,8 @@ def _admit(request: HttpRequest) -> tuple[AbstractBaseUser, Throttled | None]:
 
 @csrf_exempt
 async def chat_api(request: HttpRequest) -> HttpResponse:
-    """POST /api/chat: see `chat.api.schema.chat` for the contract."""
+    """POST /api/chat: see `chat.api.schema.chat` for the contract (`stream: false`: one JSON
+    body, `chat.api.one_shot`)."""
     if request.method != "POST":
         return error_response(
             "method-not-allowed",
@@ -134,6 +136,8 @@ async def chat_api(request: HttpRequest) -> HttpResponse:
             )
         body = {"type": "refusal", **decisive.data, "warning": warnings[0] if warnings else None}
         return JsonResponse(body, status=200)
+    if not data["stream"]:
+        return await answer_json(head, stream)
     return StreamingHttpResponse(
         _sse(head, stream), content_type="text/event-stream", headers=SSE_HEADERS
     )

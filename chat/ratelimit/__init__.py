@@ -18,6 +18,8 @@ Every function is synchronous (database or Redis I/O): async callers wrap it in
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import math
 import re
 import time
@@ -55,6 +57,8 @@ __all__ = [
     "store_get",
     "throttled_message",
 ]
+
+logger = logging.getLogger("sourced.ratelimit")
 
 GROUP = "chat"
 SEARCH_GROUP = "search"
@@ -118,7 +122,24 @@ def rate_limit_hit(*, group: str, user: AbstractBaseUser, rate: str) -> int | No
     count = store_get().count(
         key=f"{group}:{user.pk}", window_start=parsed.window_start(now), period=parsed.period
     )
-    return None if count <= parsed.limit else parsed.retry_after(now)
+    if count <= parsed.limit:
+        return None
+    retry_after = parsed.retry_after(now)
+    refusal_log(group=group, user=user, retry_after=retry_after, reason="rate")
+    return retry_after
+
+
+def refusal_log(*, group: str, user: AbstractBaseUser, retry_after: int, reason: str) -> None:
+    """One structured line on the `sourced.ratelimit` logger per request turned away: the
+    bucket, the user's id, why ("rate" or "flood") and the wait; no request content."""
+    record = {
+        "event": "chat.rate_limit",
+        "group": group,
+        "user": user.pk,
+        "reason": reason,
+        "retry_after": retry_after,
+    }
+    logger.info(json.dumps(record, sort_keys=True))
 
 
 def chat_rate_limited(user: AbstractBaseUser) -> int | None:
@@ -195,11 +216,14 @@ def chat_admit(user: AbstractBaseUser, *, lock: InFlightLock | None = None) -> A
         lock=lock,
     )
     if counts.count > rate.limit:
-        return Admission(throttled=Throttled(retry_after=rate.retry_after(now)))
+        retry_after = rate.retry_after(now)
+        refusal_log(group=GROUP, user=user, retry_after=retry_after, reason="rate")
+        return Admission(throttled=Throttled(retry_after=retry_after))
     if counts.times is not None:
         span = interval * (FLOOD_REQUESTS - 1)
         retry_after = flood_retry_after(counts.times, now=now, span=span)
         if retry_after is not None:
+            refusal_log(group=GROUP, user=user, retry_after=retry_after, reason="flood")
             return Admission(throttled=Throttled(retry_after=retry_after, flood=True))
     return Admission(locked=counts.locked)
 

@@ -253,6 +253,7 @@
       alert.appendChild(retry);
       body.appendChild(alert);
     });
+    toastErrors();
   }
 
   /* ---------------------------------------------------------------- htmx events */
@@ -285,7 +286,90 @@
   document.addEventListener("htmx:wsAfterMessage", function () {
     applyState();
     clampAnswers();
+    toastErrors();
     if (state.stickToBottom) scrollToBottom();
+  });
+
+  /* ---------------------------------------------------------------- skeletons */
+
+  /* A history search replaces the results by skeleton rows until the next page arrives. */
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.hasAttribute || !form.hasAttribute("data-history-search")) return;
+    var skeleton = $("#history-skeleton");
+    var body = $("#history-body");
+    if (!skeleton || !body) return;
+    body.hidden = true;
+    skeleton.hidden = false;
+  });
+
+  window.addEventListener("pageshow", function () {
+    /* Back to a page kept by the browser: its results again, not the skeleton. */
+    var skeleton = $("#history-skeleton");
+    var body = $("#history-body");
+    if (skeleton) skeleton.hidden = true;
+    if (body) body.hidden = false;
+  });
+
+  /* ---------------------------------------------------------------- toasts */
+
+  /* Errors are said where they happen (the answer, the notice) and also in a toast at the
+     bottom corner, with Retry when there is a question to send again. */
+  function toast(text, retry) {
+    var box = document.getElementById("toasts");
+    if (!box) {
+      box = document.createElement("div");
+      box.id = "toasts";
+      box.className = "toast toast-end toast-bottom z-50";
+      document.body.appendChild(box);
+    }
+    var alert = document.createElement("div");
+    alert.setAttribute("role", "alert");
+    alert.setAttribute("data-toast", "");
+    alert.className = "alert alert-error shadow-lg text-sm";
+    var label = document.createElement("span");
+    label.textContent = text;
+    alert.appendChild(label);
+    if (retry) {
+      var again = document.createElement("button");
+      again.type = "button";
+      again.className = "btn btn-sm";
+      again.setAttribute("data-retry", "");
+      again.textContent = "Retry";
+      alert.appendChild(again);
+    }
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "btn btn-ghost btn-sm btn-square";
+    close.setAttribute("aria-label", "Dismiss");
+    close.setAttribute("data-toast-close", "");
+    close.textContent = "\u00d7";
+    alert.appendChild(close);
+    box.appendChild(alert);
+    window.setTimeout(function () {
+      alert.remove();
+    }, 15000);
+  }
+
+  var TOASTED_ERRORS = '[data-notice].alert-error, #messages [data-status="error"] [role="alert"], [data-connection-error]';
+
+  function toastErrors() {
+    $all(TOASTED_ERRORS).forEach(
+      function (node) {
+        if (node.hasAttribute("data-toasted")) return;
+        node.setAttribute("data-toasted", "");
+        var text = node.textContent.replace(/\s*Retry\s*$/, "").trim();
+        toast(text, !!state.lastPayload);
+      }
+    );
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    var reason = xhr && xhr.status === 409 ? "The request conflicts with work in progress." : "The request failed.";
+    var page = xhr && xhr.responseText ? new DOMParser().parseFromString(xhr.responseText, "text/html") : null;
+    var said = page ? page.querySelector("[data-reason], main p") : null;
+    toast(said && said.textContent.trim() ? said.textContent.trim() : reason, false);
   });
 
   /* A fragment appended to #messages replaces an element of the same id already there (a
@@ -391,6 +475,8 @@
   function revealSource(id) {
     var source = document.getElementById(id);
     if (!source) return;
+    var footer = source.closest("details[data-sources-footer]");
+    if (footer) footer.open = true;
     var more = source.closest("[data-more-sources]");
     if (more && more.hidden) {
       var toggle = $('[data-show-more="' + more.id + '"]');
@@ -457,9 +543,13 @@
     var el = event.target.closest(
       "[data-cite], [data-suggestion], [data-rephrase], [data-copy], [data-regenerate], [data-retry], " +
         "#stop-button, [data-show-more], [data-open-dialog], [data-close-dialog], [data-delete-url], " +
-        "[data-history-back], [data-reset-settings], [data-clamp-toggle], [data-drawer-toggle]"
+        "[data-history-back], [data-reset-settings], [data-clamp-toggle], [data-drawer-toggle], [data-toast-close]"
     );
     if (!el) return;
+    if (el.hasAttribute("data-toast-close")) {
+      el.closest("[data-toast]").remove();
+      return;
+    }
     if (el.hasAttribute("data-cite")) {
       event.preventDefault();
       revealSource(el.getAttribute("data-cite"));
@@ -492,7 +582,7 @@
       if (state.busy || !state.lastPayload) return;
       var payload = Object.assign({}, state.lastPayload, { action: "retry" });
       if (sendPayload(payload)) {
-        $all("[data-connection-error], [data-notice]").forEach(function (node) {
+        $all("[data-connection-error], [data-notice], [data-toast]").forEach(function (node) {
           node.remove();
         });
         state.busy = true;
@@ -606,6 +696,9 @@
   /* ---------------------------------------------------------------- page load */
 
   function init() {
+    $all(TOASTED_ERRORS).forEach(function (node) {
+      node.setAttribute("data-toasted", ""); /* errors the page loaded with: no toast */
+    });
     var form = $("#composer");
     if (form) state.lastQuestion = form.getAttribute("data-last-question") || "";
     autosize();

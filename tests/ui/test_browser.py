@@ -176,7 +176,8 @@ def test_answer_streams_in_and_cites_the_right_document(pages):
     message_id = answer.get_attribute("id")
     streamed = answer.inner_html()
     assert re.search(r"/c/[0-9a-f-]{36}/$", page.url)  # the new chat got its address
-    assert "Staff Handbook" in answer.locator("[data-source-title]").first.inner_text()
+    # the footer is one line until opened: the titles are there, not yet shown
+    assert "Staff Handbook" in answer.locator("[data-source-title]").first.text_content()
     assert answer.locator(".cite-badge").count() >= 1
     assert "Grounded in" in answer.inner_text()
     sidebar_item = page.locator("#conversation-list a.menu-active")
@@ -205,6 +206,7 @@ def test_source_opens_the_document_view_at_the_cited_chunk(pages):
     page = pages.open("anna")
     ask(page, EXPENSES_QUESTION)
     title = page.locator("[data-source-title]", has_text="Expenses and Travel Policy")
+    last_answer(page).locator("[data-sources-summary]").click()  # the footer opens
     source = last_answer(page).locator("details[data-source]", has=title).first
     source.locator("summary").click()
     source.locator("blockquote").wait_for()  # the full passage unfolds
@@ -221,12 +223,39 @@ def test_source_opens_the_document_view_at_the_cited_chunk(pages):
     screenshot(page, "document.png")
 
 
+def test_sources_footer_is_one_line_until_opened_then_each_source_with_its_similarity(pages, live):
+    page = pages.open("anna", f"/c/{live.show_more_conversation}/")
+    answer = last_answer(page)
+    line = answer.locator("[data-sources-line]")
+    assert line.inner_text() == "Sources: Northwind Analytics Staff Handbook"  # each title once
+    assert line.is_visible() and answer.locator("[data-grounded]").is_visible()
+    sources = answer.locator("details[data-source]")
+    assert sources.count() == 5
+    assert not any(sources.nth(i).is_visible() for i in range(5))  # collapsed by default
+    summary = answer.locator("[data-sources-summary]")
+    assert summary.bounding_box()["height"] < 40  # one line
+
+    summary.click()
+    first = sources.first
+    assert first.is_visible()
+    assert first.locator("[data-source-title]").inner_text() == (
+        "Northwind Analytics Staff Handbook"
+    )
+    similarity = first.locator("[data-source-similarity]").inner_text()
+    assert re.fullmatch(r"Similarity 0\.\d\d", similarity)
+    excerpt = first.locator("[data-source-excerpt]")
+    assert excerpt.is_visible() and len(excerpt.inner_text()) > 20
+    summary.click()
+    assert not first.is_visible()  # closes again
+
+
 def test_show_more_sources_and_a_badge_that_scrolls_to_a_hidden_source(pages, live):
     small = {"width": 1280, "height": 640}
     page = pages.open("anna", f"/c/{live.show_more_conversation}/", viewport=small)
     answer = last_answer(page)
     sources = answer.locator("details[data-source]")
     assert sources.count() == 5
+    answer.locator("[data-sources-summary]").click()
     assert [sources.nth(i).is_visible() for i in range(5)] == [True, True, True, False, False]
     more = answer.get_by_role("button", name="Show more sources (2)")
     toggle = answer.locator("[data-show-more]")
@@ -235,7 +264,9 @@ def test_show_more_sources_and_a_badge_that_scrolls_to_a_hidden_source(pages, li
     answer.get_by_role("button", name="Show fewer sources").click()
     assert not sources.nth(4).is_visible() and toggle.get_attribute("aria-expanded") == "false"
 
-    answer.locator(".cite-badge").nth(4).click()  # [5]: behind "Show more sources"
+    answer.locator("[data-sources-summary]").click()  # the footer closed again
+    assert not sources.first.is_visible()
+    answer.locator(".cite-badge").nth(4).click()  # [5]: in the closed footer, "Show more"
     fifth = sources.nth(4)
     assert fifth.is_visible()
     wait_in_view(page, fifth.get_attribute("id"), "scroller")
@@ -397,6 +428,7 @@ def test_markup_in_documents_and_questions_is_shown_as_text_and_never_runs(pages
     assert question.inner_text() == MARKUP_QUESTION
     answer = last_answer(page)
     assert answer.get_attribute("data-status") == "complete"
+    answer.locator("[data-sources-summary]").click()
     answer.locator("details[data-source] summary").first.click()
     shown = answer.inner_text()
     assert "<img src=x onerror=alert(3)>" in shown  # in the answer and its source, as text
@@ -441,7 +473,7 @@ def test_settings_dialog_limits_top_k_and_documents(pages):
     assert page.locator("#settings-summary").inner_text() == "Top 1 · 1 document"
     ask(page, EXPENSES_QUESTION)
     answer = last_answer(page)
-    titles = answer.locator("[data-source-title]").all_inner_texts()
+    titles = answer.locator("[data-source-title]").all_text_contents()
     assert len(titles) <= 1  # top_k 1
     assert all(title == "Northwind Analytics Staff Handbook" for title in titles)
 

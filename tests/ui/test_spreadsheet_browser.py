@@ -90,7 +90,7 @@ def test_a_cell_question_is_cited_down_to_the_cells_and_shown_in_the_sheet(pages
     body = answer.locator(".answer-body").inner_text()
     assert "QX-2207" in body and "Safety stock: 200" in body and "QX-2208" not in body
     source = answer.locator("details[data-source]").first
-    assert source.locator("[data-source-title]").inner_text() == HEADING
+    assert source.locator("[data-source-title]").text_content() == HEADING
 
     badge = answer.locator(".cite-badge").first
     badge.focus()
@@ -100,6 +100,7 @@ def test_a_cell_question_is_cited_down_to_the_cells_and_shown_in_the_sheet(pages
     screenshot(page, "spreadsheet-answer.png")
     badge.blur()  # the card closes again
 
+    answer.locator("[data-sources-summary]").click()
     source.locator("summary").click()
     link = source.get_by_role("link", name="Open in document")
     assert "cells=A4%3AE4" in link.get_attribute("href")

@@ -170,11 +170,14 @@ async def test_a_citation_of_a_source_not_provided_is_removed_and_logged(
         )
     )
     message_id = uuid.uuid4()
-    with caplog.at_level(logging.WARNING, logger="sourced.citations"):
+    with caplog.at_level(logging.INFO, logger="sourced.citations"):
         events = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
     provided = sources_in_prompt(llm_server.completions()[0])
     assert 7 not in provided and 1 in provided
-    text = "Full-time employees receive 25 days [1]. Managers also agree."
+    text = (
+        "Full-time employees receive 25 days [1]. Managers also agree.\n\n"
+        "(Removed invalid citation)"  # the answer says a citation was removed
+    )
     assert deltas(events) == text
     citations = citations_of(events)
     assert [(c["n"], c["text"]) for c in citations] == [(1, citations[0]["text"])]
@@ -184,6 +187,22 @@ async def test_a_citation_of_a_source_not_provided_is_removed_and_logged(
     stored = await sync_to_async(lambda: list(answer.citations.values_list("n", "text")))()
     assert [n for n, _ in stored] == [1] and stored[0][1].strip() == provided[1].strip()
     assert any("[7]" in record.getMessage() for record in caplog.records)
+    lines = [
+        json.loads(r.getMessage())
+        for r in caplog.records
+        if r.name == "sourced.citations" and r.levelno == logging.INFO
+    ]
+    assert [(r["event"], r["generated"], r["valid"], r["removed"]) for r in lines] == [
+        ("chat.citations", 2, 1, 1)
+    ]
+    assert (lines[0]["generated_ids"], lines[0]["removed_ids"]) == ([1, 7], [7])
+    assert lines[0]["question"] == str(message_id)
+    (exchange,) = [
+        json.loads(r.getMessage()) for r in caplog.records if r.name == "sourced.exchange"
+    ]
+    prompt = llm_server.completions()[0].messages
+    assert exchange["prompt_chars"] == sum(len(m["content"]) for m in prompt)
+    assert exchange["tokens_out"] == len(text) // 4 + 1  # estimated as the prompt's tokens
 
 
 async def test_citations_are_renumbered_by_first_use(
@@ -194,7 +213,7 @@ async def test_citations_are_renumbered_by_first_use(
     events = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
     provided = sources_in_prompt(llm_server.completions()[0])
     assert len(provided) >= 2
-    assert deltas(events) == "Leave requests go through the portal [1] and [2]."
+    assert deltas(events) == "Leave requests go through the portal [1] and [2]."  # no note
     citations = citations_of(events)
     assert [c["n"] for c in citations] == [1, 2]
     assert citations[0]["text"].strip() == provided[2].strip()
@@ -360,6 +379,37 @@ async def test_turns_beyond_the_window_are_folded_into_a_stored_summary(
     summaries, shown = await sync_to_async(stored)()
     assert summaries == [(summary, LEAVE_QUESTION)]
     assert Message.Role.SYSTEM_SUMMARY not in shown and len(shown) == 8
+
+
+async def test_turns_within_the_count_are_folded_when_they_exceed_about_6000_tokens(
+    llm_server, policies_kb, staff_user
+):
+    await sync_to_async(mode_set)(ChatSettings.Mode.GENERATIVE, max_history_turns=6)
+    detail = " Leave is booked in the portal and approved by the line manager." * 160
+    summary = "The user asked about annual leave: full-time staff get 25 days."
+    llm_server.script(
+        Scripted(pieces=["Full-time employees receive 25 days [1].", detail]),
+        Scripted(pieces=["Five days carry over [1].", detail]),
+        Scripted(pieces=["The meal allowance is 45 euros [1].", detail]),
+        Scripted(pieces=[summary]),  # three ~2,600-token turns: the oldest is folded
+        Scripted(pieces=["Passwords need 14 characters [1]."]),
+    )
+    conversation_id = None
+    for question in [LEAVE_QUESTION, CARRY_QUESTION, MEAL_QUESTION]:
+        events = await collect(user=staff_user, question=question, conversation_id=conversation_id)
+        conversation_id = events[0].data["conversation_id"]
+    await collect(user=staff_user, question=PASSWORD_QUESTION, conversation_id=conversation_id)
+
+    requests = llm_server.completions()
+    assert len(requests) == 5  # three turns, far fewer than six: folded by size
+    assert requests[3].messages[0] == {"role": "system", "content": SUMMARY_PROMPT}
+    assert LEAVE_QUESTION in requests[3].messages[1]["content"]
+    assert CARRY_QUESTION not in requests[3].messages[1]["content"]
+    answering = requests[4].messages
+    assert answering[1]["role"] == "system" and summary in answering[1]["content"]
+    users = [m["content"] for m in answering if m["role"] == "user"]
+    assert users[:2] == [CARRY_QUESTION, MEAL_QUESTION]
+    assert LEAVE_QUESTION not in "\n".join(m["content"] for m in answering)
 
 
 # --- Resilience --------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from chat.answering.followups import Turn
 from chat.answering.grounding import (
     CONTEXT_TOKENS,
     CitationRewriter,
+    removed_note,
     sources_block,
     sources_select,
     token_estimate,
@@ -68,3 +69,25 @@ def test_the_history_window_keeps_at_least_the_two_latest_turns():
         {"role": "user", "content": "Q3"},
         {"role": "assistant", "content": NOT_ANSWERED},
     ]
+
+
+def test_the_history_window_shrinks_when_its_turns_exceed_about_6000_tokens():
+    short = [Turn(f"Q{n}", answer=f"A{n}.", answered=True) for n in range(1, 7)]
+    assert history_window(6, short) == 6  # six short turns: the count decides
+    # 2,500 estimated tokens each (10,000 characters): two fit in 6,000, a third does not
+    long = [Turn(f"Q{n}", answer="x" * 10_000, answered=True) for n in range(1, 5)]
+    assert history_window(6, long) == 2
+    assert history_window(6, long[:2]) == 6  # nothing to fold yet
+    assert history_window(6, [*long[:3], short[0]]) == 3  # the oldest long turn leaves
+    huge = [Turn("Q", answer="x" * 40_000, answered=True) for _ in range(3)]
+    assert history_window(6, huge) == 2  # never fewer than the last two turns
+
+
+def test_the_removed_note_says_how_many_invalid_citations_were_removed():
+    rewriter = CitationRewriter(provided={1: chunk(1)})
+    shown = rewriter.feed("Leave is 25 days [1][4]. Ask HR [9].") + rewriter.flush()
+    assert shown == "Leave is 25 days [1]. Ask HR."
+    assert (rewriter.generated, rewriter.removed) == ([1, 4, 9], [4, 9])
+    assert removed_note(rewriter.removed) == "\n\n(Removed 2 invalid citations)"
+    assert removed_note([4]) == "\n\n(Removed invalid citation)"
+    assert removed_note([]) == ""
