@@ -40,7 +40,7 @@ from itertools import groupby
 
 from knowledge import embedding
 from knowledge.parsers import SECTION_SEPARATOR, Block, ParsedDocument
-from knowledge.parsers.spreadsheets import range_rows, range_union
+from knowledge.parsers.cells import range_rows, range_union
 from knowledge.sentences import sentence_spans_covering, text_hash
 
 # Bump whenever a change here cuts documents differently: a document records the version it

@@ -469,7 +469,7 @@ class SyncRun(models.Model):
 
 
 class PersonalFile(Document):
-    """Personal files as the admin lists them: metadata only (knowledge/admin.py)."""
+    """Personal files as the admin lists them: metadata only (knowledge/admin/personal_files.py)."""
 
     class Meta:
         proxy = True

@@ -22,12 +22,8 @@ from knowledge import embedding
 from knowledge.access import UserLike, documents_readable, personal_files_filter
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document, SentenceVector
-from knowledge.parsers.spreadsheets import (
-    CELL_SEPARATOR,
-    LABEL_SEPARATOR,
-    ROW_PREFIX_SEPARATOR,
-    range_parse,
-)
+from knowledge.parsers.cells import range_parse
+from knowledge.parsers.sheets import CELL_SEPARATOR, LABEL_SEPARATOR, ROW_PREFIX_SEPARATOR
 
 IN_PROGRESS = (Document.Status.PENDING, Document.Status.PROCESSING)
 # A document waiting or processing for longer than this has stalled (no worker running, or

@@ -1,5 +1,5 @@
 """An upload's size refused before its body is read, for the admin's upload page
-(knowledge/admin.py, docs/decisions/0097-admin-upload-size-before-spooling.md) and for
+(knowledge/admin/documents.py, docs/decisions/0097-admin-upload-size-before-spooling.md) and for
 personal files (`POST /api/files`, chat/api/files.py, docs/decisions/0148): the size the request
 declares (`declared_size`) is checked before anything reads the body, and `UploadLimitHandler`
 keeps at most the limit of a file whose request declared no size or lied about it."""

@@ -10,7 +10,8 @@ from datetime import datetime
 
 from asgiref.sync import sync_to_async
 
-from chat.insights.selectors import EXPORT_COLUMNS, Period, exchanges_export_rows
+from chat.insights.period import Period
+from chat.insights.selectors import EXPORT_COLUMNS, exchanges_export_rows
 
 # A spreadsheet reads a cell starting with one of these as a formula (OWASP "CSV Injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

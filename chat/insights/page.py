@@ -11,12 +11,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils.safestring import SafeString
 
 from chat.insights import charts
+from chat.insights.period import Period
 from chat.insights.selectors import (
     REFUSAL_TARGET,
     DocumentFigures,
     ExchangeFigures,
     Figures,
-    Period,
     UnansweredTop,
     documents_cited,
     exchanges_figures,

@@ -10,8 +10,9 @@ else (interrupted, error, streaming) is counted as an exchange only. Time to the
 event is taken over the answered exchanges (a refusal is not an answer). Active users are the
 distinct owners of the conversations asked in (only the owner asks in a conversation).
 
-Every figure is computed in PostgreSQL, each group in one statement; Python only fills empty
-days and draws (docs/decisions/0120-insights-aggregated-in-sql.md).
+Every figure covers a `Period` (chat/insights/period.py) and is computed in PostgreSQL, each
+group in one statement; Python only fills empty days and draws
+(docs/decisions/0120-insights-aggregated-in-sql.md).
 
 Who sees what: the counts cover every exchange (they name nobody and no document); document and
 collection names come only from documents the viewer may read (`knowledge.access`, applied in
@@ -21,11 +22,10 @@ the SQL before ranking); unanswered questions only from the conversations the ad
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
-from typing import Literal
+from datetime import date, datetime
 
 import numpy as np
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -44,6 +44,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Lower, Trim
 from django.utils import timezone
 
+from chat.insights.period import Period
 from chat.models import Citation, Conversation, Feedback, Message
 from chat.selectors import conversations_admin_filter
 from chat.unanswered import SIMILARITY_THRESHOLD
@@ -57,13 +58,6 @@ from knowledge.access import (
 )
 from knowledge.models import Collection, Document
 
-Granularity = Literal["day", "week"]
-
-PERIOD_DAYS = (7, 30, 90)
-DEFAULT_DAYS = 30
-MAX_DAYS = 366
-# Periods up to this many days are shown per day by default, longer ones per week.
-DAILY_UP_TO = 31
 REFUSAL_TARGET = 0.20  # the refusal ("RAG-miss") rate to stay under
 TOP_DOCUMENTS = 10
 TOP_COLLECTIONS = 10
@@ -75,89 +69,6 @@ UNANSWERED_SIMILARITY = SIMILARITY_THRESHOLD  # as the unanswered questions repo
 # Memory for the sorts of one statement (PostgreSQL's default, 4MB, spills to disk at 100,000
 # exchanges).
 WORK_MEM = "64MB"
-
-
-class PeriodError(ValueError):
-    """A period asked for in the query string that cannot be shown; the message says why."""
-
-
-@dataclass(frozen=True)
-class Period:
-    """The local dates `first`..`last` (inclusive), shown per `by`."""
-
-    first: date
-    last: date
-    by: Granularity
-
-    @property
-    def days(self) -> int:
-        return (self.last - self.first).days + 1
-
-    @property
-    def start(self) -> datetime:
-        """The period's first instant (aware, in the current time zone)."""
-        return timezone.make_aware(datetime.combine(self.first, time.min))
-
-    @property
-    def end(self) -> datetime:
-        """The instant just after the period (exclusive)."""
-        return timezone.make_aware(datetime.combine(self.last + timedelta(days=1), time.min))
-
-    def buckets(self) -> list[date]:
-        """The first day of each day or week (Monday) of the period, in order."""
-        if self.by == "day":
-            return [self.first + timedelta(days=n) for n in range(self.days)]
-        monday = self.first - timedelta(days=self.first.weekday())
-        weeks = []
-        while monday <= self.last:
-            weeks.append(monday)
-            monday += timedelta(days=7)
-        return weeks
-
-    def previous(self) -> Period:
-        """The period of the same length just before this one."""
-        return Period(
-            first=self.first - timedelta(days=self.days),
-            last=self.first - timedelta(days=1),
-            by=self.by,
-        )
-
-
-def _date_parse(value: str, name: str) -> date:
-    try:
-        return date.fromisoformat(value.strip())
-    except ValueError:
-        raise PeriodError(f"“{name}” must be a date written YYYY-MM-DD.") from None
-
-
-def period_parse(params: Mapping[str, str], *, today: date) -> Period:
-    """The period a query string asks for: `from` and `to` (YYYY-MM-DD, inclusive, at most
-    MAX_DAYS days), else `days` (7, 30 or 90; DEFAULT_DAYS when absent) ending `today`;
-    `by` (`day` or `week`; per day up to DAILY_UP_TO days, else per week, when absent).
-
-    Raises PeriodError with a message a person can act on."""
-    first_text, last_text = params.get("from", ""), params.get("to", "")
-    if first_text or last_text:
-        if not (first_text and last_text):
-            raise PeriodError("Give both “from” and “to” dates, or neither.")
-        first, last = _date_parse(first_text, "from"), _date_parse(last_text, "to")
-        if first > last:
-            raise PeriodError("“from” must not be after “to”.")
-        if (last - first).days + 1 > MAX_DAYS:
-            raise PeriodError(f"A period is at most {MAX_DAYS} days long.")
-    else:
-        days_text = params.get("days", "") or str(DEFAULT_DAYS)
-        if days_text not in {str(days) for days in PERIOD_DAYS}:
-            choices = ", ".join(str(days) for days in PERIOD_DAYS)
-            raise PeriodError(f"“days” must be one of {choices}.")
-        last = today
-        first = today - timedelta(days=int(days_text) - 1)
-    by = params.get("by", "")
-    if by not in ("", "day", "week"):
-        raise PeriodError("“by” must be “day” or “week”.")
-    if not by:
-        by = "day" if (last - first).days + 1 <= DAILY_UP_TO else "week"
-    return Period(first=first, last=last, by=by)
 
 
 # --- Exchanges: series, totals, modes ------------------------------------------------------

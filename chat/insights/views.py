@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from chat.insights.export import export_csv_async
 from chat.insights.page import insights_allowed, insights_page
-from chat.insights.selectors import PERIOD_DAYS, PeriodError, period_parse
+from chat.insights.period import PERIOD_DAYS, PeriodError, period_parse
 
 
 def _allowed_or_403(request: HttpRequest) -> None:

@@ -9,10 +9,11 @@ public administrations, read like their Office counterparts.
   page.
 - .ods (knowledge/parsers/spreadsheets.py's counterpart): every row holding data is a block
   naming its sheet and the header label of each cell, with its sheet and cell range, through
-  the same `sheet_blocks` and within the same budgets (settings.SPREADSHEET_MAX_ROWS and
-  SPREADSHEET_MAX_CELLS) as .xlsx. Values are read as the file shows them (the text
-  LibreOffice wrote for each cell: its number format applied), dates as "15 March 2026",
-  booleans TRUE / FALSE; merged cells fill each cell they cover; hidden sheets are marked.
+  the same `sheet_blocks` (knowledge/parsers/sheets.py) and within the same budgets
+  (settings.SPREADSHEET_MAX_ROWS and SPREADSHEET_MAX_CELLS) as .xlsx. Values are read as the
+  file shows them (the text LibreOffice wrote for each cell: its number format applied),
+  dates as "15 March 2026", booleans TRUE / FALSE; merged cells fill each cell they cover;
+  hidden sheets are marked.
 
 Both are zips: their declared sizes are checked before anything is unpacked (by
 `document_parse`, with `archives.zip_check`, as for every zip-based format), and their XML is
@@ -40,14 +41,13 @@ from knowledge.parsers.base import (
     error_reason,
     table_row_text,
 )
-from knowledge.parsers.spreadsheets import (
+from knowledge.parsers.cells import CellRange, value_text
+from knowledge.parsers.sheets import (
     MAX_LABEL_CHARS,
     MAX_SHEETS,
-    CellRange,
     Row,
     _Budget,
     sheet_blocks,
-    value_text,
 )
 
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"

@@ -11,7 +11,8 @@ cells it covers (`A4:E4`, from the sheet's first to its last used column); chunk
 those on the chunk (`sheet`, `cells`) and never lets a chunk run across an empty row, so the
 rows of a chunk are consecutive and its lines are its rows, in order (`range_rows`).
 
-Reading, per sheet:
+How a sheet's rows become blocks is knowledge/parsers/sheets.py; cell references and values
+as text are knowledge/parsers/cells.py. Reading, per sheet:
 - values as the file last showed them: an .xlsx is opened read-only with the cached results
   of formulas (never the formulas), numbers follow their cell format (decimals, thousands
   separators, percent, currency sign), dates read "15 March 2026", booleans TRUE / FALSE;
@@ -40,15 +41,11 @@ once with a readable error instead of holding a worker for minutes.
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import io
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
-
-from django.conf import settings
 
 from knowledge.parsers.base import (
     BlockBuilder,
@@ -57,394 +54,20 @@ from knowledge.parsers.base import (
     decode_text,
     error_reason,
 )
-
-ROW_PREFIX_SEPARATOR = " — "  # between the sheet's name and the row's cells
-CELL_SEPARATOR = " · "  # between "label: value" pairs
-LABEL_SEPARATOR = ": "
-HEADER_SEARCH_ROWS = 10  # the header row is looked for among a sheet's first non-empty rows
-MAX_SHEETS = 500
-MAX_LABEL_CHARS = 120
-MAX_CELL_CHARS = 2000  # a longer cell is cut (with "…"): a row must stay readable
-CSV_DELIMITERS = ",;\t|"
-
-_RANGE = re.compile(r"^([A-Z]{1,3})(\d+)(?::([A-Z]{1,3})(\d+))?$")
-_MERGE_REF = re.compile(rb"<(?:\w+:)?mergeCell\s[^>]*?ref=\"([A-Z]+\d+(?::[A-Z]+\d+)?)\"")
-
-
-# --- Cell references -----------------------------------------------------------------------
-
-
-def column_letter(index: int) -> str:
-    """1 → "A", 27 → "AA"."""
-    letters = ""
-    while index > 0:
-        index, remainder = divmod(index - 1, 26)
-        letters = chr(65 + remainder) + letters
-    return letters
-
-
-def column_index(letters: str) -> int:
-    """Column letters to a number: "A" → 1, "AA" → 27."""
-    index = 0
-    for letter in letters:
-        index = index * 26 + ord(letter) - 64
-    return index
-
-
-def cell_range(first_row: int, last_row: int, first_column: int, last_column: int) -> str:
-    """The range as written: "A4:E6" (or "B7" for a single cell)."""
-    start = f"{column_letter(first_column)}{first_row}"
-    end = f"{column_letter(last_column)}{last_row}"
-    return start if start == end else f"{start}:{end}"
-
-
-@dataclass(frozen=True)
-class CellRange:
-    first_row: int
-    last_row: int
-    first_column: int
-    last_column: int
-
-    def __str__(self) -> str:
-        return cell_range(self.first_row, self.last_row, self.first_column, self.last_column)
-
-    def rows(self) -> range:
-        return range(self.first_row, self.last_row + 1)
-
-    def with_rows(self, first_row: int, last_row: int) -> CellRange:
-        return CellRange(first_row, last_row, self.first_column, self.last_column)
-
-
-def range_parse(text: str | None) -> CellRange | None:
-    """Parse a range: "A4:E6" → CellRange(4, 6, 1, 5); None for anything else."""
-    match = _RANGE.match((text or "").strip().upper())
-    if not match:
-        return None
-    first_col, first_row, last_col, last_row = match.groups()
-    last_col, last_row = last_col or first_col, last_row or first_row
-    rows = sorted((int(first_row), int(last_row)))
-    columns = sorted((column_index(first_col), column_index(last_col)))
-    return CellRange(rows[0], rows[1], columns[0], columns[1])
-
-
-def range_union(ranges: Iterable[str | None]) -> str | None:
-    """The smallest range holding all of `ranges` ("A4:E4", "A6:E6" → "A4:E6")."""
-    parsed = [r for r in (range_parse(text) for text in ranges) if r is not None]
-    if not parsed:
-        return None
-    return str(
-        CellRange(
-            min(r.first_row for r in parsed),
-            max(r.last_row for r in parsed),
-            min(r.first_column for r in parsed),
-            max(r.last_column for r in parsed),
-        )
-    )
-
-
-def range_rows(cells: str | None) -> range | None:
-    """The row numbers a range covers."""
-    parsed = range_parse(cells)
-    return parsed.rows() if parsed else None
-
-
-# --- Values as a person reads them ---------------------------------------------------------
-
-
-def value_text(value: object, number_format: str | None = None) -> str:
-    """A cell's value as the spreadsheet shows it, on one line."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, dt.datetime):
-        if (value.hour, value.minute, value.second) == (0, 0, 0):
-            return _date_text(value.date())
-        seconds = ":%S" if value.second else ""
-        return f"{_date_text(value.date())} {value.strftime('%H:%M' + seconds)}"
-    if isinstance(value, dt.date):
-        return _date_text(value)
-    if isinstance(value, dt.time):
-        return value.strftime("%H:%M:%S" if value.second else "%H:%M")
-    if isinstance(value, dt.timedelta):
-        return _duration_text(value)
-    if isinstance(value, (int, float)):
-        return number_text(value, number_format)
-    text = clean_inline(str(value))
-    if len(text) > MAX_CELL_CHARS:
-        text = text[: MAX_CELL_CHARS - 1].rstrip() + "…"
-    return text
-
-
-def _date_text(day: dt.date) -> str:
-    return f"{day.day} {day.strftime('%B %Y')}"
-
-
-def _duration_text(value: dt.timedelta) -> str:
-    total = int(value.total_seconds())
-    hours, rest = divmod(abs(total), 3600)
-    minutes, seconds = divmod(rest, 60)
-    sign = "-" if total < 0 else ""
-    return f"{sign}{hours}:{minutes:02d}" + (f":{seconds:02d}" if seconds else "")
-
-
-def number_text(value: float, number_format: str | None = None) -> str:
-    """A number under its cell format: "0.00" → 2 decimals, "#,##0" → thousands separators,
-    "0%" → percent, a currency sign where the format puts one; "General" → as typed (no
-    binary noise: 0.1 + 0.2 reads 0.3)."""
-    fmt = (number_format or "General").split(";")[0]
-    # Quoted text and escapes are not placeholders ("0.0\" kg\"" has one decimal).
-    bare = re.sub(r'"[^"]*"|\\.|\[[^\]]*\]', "", fmt)
-    percent = "%" in bare
-    number = float(value) * 100 if percent else value
-    if fmt == "General" or not re.search(r"[0#?]", bare):
-        if float(number).is_integer() and abs(number) < 1e15:
-            text = str(int(number))
-        else:
-            text = format(float(number), ".10g")
-    else:
-        decimals = 0
-        if "." in bare:
-            decimals = len(re.match(r"[0#?]*", bare.split(".", 1)[1]).group())
-        separator = "," if re.search(r"[0#?],[0#?]", bare) else ""
-        text = format(float(number), f"{separator}.{decimals}f")
-        if text.startswith("-") and float(text.replace(",", "")) == 0:
-            text = text[1:]
-    prefix, suffix = _format_literals(fmt)
-    return f"{prefix}{text}{suffix}".strip()
-
-
-_FORMAT_TOKEN = re.compile(
-    r'"(?P<quoted>[^"]*)"|\\(?P<escaped>.)|\[\$(?P<currency>[^\]-]*)[^\]]*\]|\[[^\]]*\]'
-    r"|[_*].|(?P<placeholder>[0#?])|(?P<literal>[^0#?.,])|[.,]"
+from knowledge.parsers.cells import number_text, range_parse, value_text
+from knowledge.parsers.sheets import (
+    MAX_LABEL_CHARS,
+    MAX_SHEETS,
+    Row,
+    SheetInfo,
+    _Budget,
+    merge_fill,
+    sheet_blocks,
 )
 
+CSV_DELIMITERS = ",;\t|"
 
-def _format_literals(fmt: str) -> tuple[str, str]:
-    """The text a number format puts before and after the number: quoted text ("GBP "),
-    escaped characters, currency signs, percent, spaces. Colours, conditions and padding
-    (`_)`, `*-`) are left out."""
-    if fmt == "General" or "@" in fmt:  # "@": shown as text
-        return "", ""
-    prefix: list[str] = []
-    suffix: list[str] = []
-    seen_placeholder = False
-    for token in _FORMAT_TOKEN.finditer(fmt):
-        if token.group("placeholder"):
-            seen_placeholder = True
-            continue
-        literal = next(
-            (
-                token.group(name)
-                for name in ("quoted", "escaped", "currency", "literal")
-                if token.group(name) is not None
-            ),
-            None,
-        )
-        if literal:
-            (suffix if seen_placeholder else prefix).append(literal)
-    return "".join(prefix), "".join(suffix)
-
-
-# --- Limits --------------------------------------------------------------------------------
-
-
-@dataclass
-class _Budget:
-    """Rows and cells read so far in one file, against the limits."""
-
-    max_rows: int
-    max_cells: int
-    rows: int = 0
-    cells: int = 0
-
-    @classmethod
-    def from_settings(cls) -> _Budget:
-        return cls(max_rows=settings.SPREADSHEET_MAX_ROWS, max_cells=settings.SPREADSHEET_MAX_CELLS)
-
-    def take(self, cells: int) -> None:
-        self.rows += 1
-        self.cells += cells
-        if self.rows > self.max_rows:
-            raise DocumentParseError(
-                f"The spreadsheet is too large: it has more than {self.max_rows:,} rows with "
-                "data (the limit per file). Split it into smaller files."
-            )
-        if self.cells > self.max_cells:
-            raise DocumentParseError(
-                f"The spreadsheet is too large: it has more than {self.max_cells:,} filled "
-                "cells (the limit per file). Split it into smaller files."
-            )
-
-
-# --- Sheets into rows of text --------------------------------------------------------------
-
-Row = tuple[int, dict[int, str]]  # (row number, {column number: text}) of non-empty cells
-
-
-@dataclass
-class SheetInfo:
-    """What the document view needs to lay a sheet's rows out as a table again."""
-
-    name: str
-    hidden: bool = False
-    columns: list[str] = field(default_factory=list)  # column letters, first to last
-    labels: list[str] = field(default_factory=list)  # the header label of each column
-    header: str | None = None  # the header row(s), as a range
-    rows: int = 0  # rows holding data (captions included)
-
-    def as_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "hidden": self.hidden,
-            "columns": self.columns,
-            "labels": self.labels,
-            "header": self.header,
-            "rows": self.rows,
-        }
-
-
-def _merge_fill(
-    rows: Iterator[tuple[int, dict[int, object]]],
-    merges: list[CellRange],
-    render: Callable[[object], str],
-) -> Iterator[Row]:
-    """Rows with their values rendered as text; a merged range's value fills each of its
-    cells (its top-left cell holds it and comes first)."""
-    anchors: dict[CellRange, str] = {}
-    by_row: dict[int, list[CellRange]] = {}
-    for merged in merges:
-        for number in merged.rows():
-            by_row.setdefault(number, []).append(merged)
-    for number, raw in rows:
-        cells = {column: render(value) for column, value in raw.items()}
-        cells = {column: text for column, text in cells.items() if text}
-        for merged in by_row.get(number, ()):
-            if number == merged.first_row:
-                anchors[merged] = cells.get(merged.first_column, "")
-            value = anchors.get(merged, "")
-            if value:
-                for column in range(merged.first_column, merged.last_column + 1):
-                    cells.setdefault(column, value)
-        if cells:
-            yield number, cells
-
-
-def _header_labels(
-    header: Row, sub_header: Row | None, first_column: int, last_column: int
-) -> list[str]:
-    """One distinct label per column: the header's text (with the second header row's under
-    it), "Column F" where the header is empty."""
-    labels: list[str] = []
-    seen: set[str] = set()
-    for column in range(first_column, last_column + 1):
-        parts = [header[1].get(column, "")]
-        if sub_header is not None:
-            parts.append(sub_header[1].get(column, ""))
-        words = [part for i, part in enumerate(parts) if part and part not in parts[:i]]
-        label = " ".join(words)[:MAX_LABEL_CHARS] or f"Column {column_letter(column)}"
-        if label in seen:
-            label = f"{label} ({column_letter(column)})"
-        seen.add(label)
-        labels.append(label)
-    return labels
-
-
-def _is_sub_header(header: Row, candidate: Row, merges: list[CellRange]) -> bool:
-    """The row under a header whose cells merge across columns, filling those columns."""
-    spans = [
-        m
-        for m in merges
-        if m.first_row <= header[0] <= m.last_row and m.last_column > m.first_column
-    ]
-    if not spans or candidate[0] != header[0] + 1:
-        return False
-    under = [
-        column for m in spans for column in range(m.first_column, m.last_column + 1)
-    ]  # fmt: skip
-    return sum(column in candidate[1] for column in under) >= 2
-
-
-def sheet_blocks(
-    *,
-    name: str,
-    rows: Iterator[Row],
-    merges: list[CellRange],
-    builder: BlockBuilder,
-    budget: _Budget,
-    hidden: bool = False,
-) -> SheetInfo | None:
-    """Add the sheet's rows to `builder` as blocks (sheet and cells set); None for a sheet
-    without data."""
-    info = SheetInfo(name=name, hidden=hidden)
-    head: list[Row] = []
-    for row in rows:
-        budget.take(len(row[1]))
-        head.append(row)
-        if len(head) >= HEADER_SEARCH_ROWS:
-            break
-    if not head:
-        return None
-    # Two different values: a caption merged across the columns repeats one value.
-    header_at = next((i for i, row in enumerate(head) if len(set(row[1].values())) >= 2), 0)
-    header = head[header_at]
-    rest = head[header_at + 1 :]
-    sub_header = None
-    if rest and _is_sub_header(header, rest[0], merges):
-        sub_header, rest = rest[0], rest[1:]
-    used = [column for row in head for column in row[1]]
-    first_column, last_column = min(used), max(used)
-    labels = _header_labels(header, sub_header, first_column, last_column)
-    info.header = cell_range(
-        header[0], (sub_header or header)[0], min(header[1]), max(header[1])
-    )  # fmt: skip
-
-    prefix = f"{name}{ROW_PREFIX_SEPARATOR}"
-    previous: int | None = None
-
-    def add(number: int, text: str, columns: Iterable[int]) -> None:
-        nonlocal previous, first_column, last_column
-        columns = list(columns)
-        first_column = min(first_column, *columns)
-        last_column = max(last_column, *columns)
-        builder.add(
-            prefix + text,
-            sheet=name,
-            cells=cell_range(number, number, first_column, last_column),
-            tight=previous is not None and number == previous + 1,
-        )
-        previous = number
-        info.rows += 1
-
-    for number, cells in head[:header_at]:  # captions above the header (merged: once)
-        add(number, CELL_SEPARATOR.join(dict.fromkeys(cells[c] for c in sorted(cells))), cells)
-
-    def data_rows() -> Iterator[Row]:
-        yield from rest
-        for row in rows:
-            budget.take(len(row[1]))
-            yield row
-
-    any_data = False
-    for number, cells in data_rows():
-        any_data = True
-        pairs = []
-        for column in sorted(cells):
-            if first_column <= column < first_column + len(labels):
-                label = labels[column - first_column]
-            else:
-                label = f"Column {column_letter(column)}"
-            pairs.append(f"{label}{LABEL_SEPARATOR}{cells[column]}")
-        add(number, CELL_SEPARATOR.join(pairs), cells)
-    if not any_data:  # only a header: the header itself is what the sheet says
-        row = sub_header or header
-        add(row[0], CELL_SEPARATOR.join(labels), row[1])
-
-    while len(labels) < last_column - first_column + 1:  # data beyond the header's columns
-        labels.append(f"Column {column_letter(first_column + len(labels))}")
-    info.columns = [column_letter(c) for c in range(first_column, last_column + 1)]
-    info.labels = labels
-    return info
+_MERGE_REF = re.compile(rb"<(?:\w+:)?mergeCell\s[^>]*?ref=\"([A-Z]+\d+(?::[A-Z]+\d+)?)\"")
 
 
 # --- .xlsx ---------------------------------------------------------------------------------
@@ -567,7 +190,7 @@ def _xlsx_sheet(
 
     return sheet_blocks(
         name=clean_inline(worksheet.title)[:MAX_LABEL_CHARS] or "Sheet",
-        rows=_merge_fill(raw_rows(), merges, render),
+        rows=merge_fill(raw_rows(), merges, render),
         merges=merges,
         builder=builder,
         budget=budget,

@@ -1,6 +1,8 @@
 """Writes of the knowledge app, one module per job:
 
 - `ingest`: files in, searchable chunks out (and re-processing, re-chunking);
+- `ingest_window`: the texts of several documents embedded together, then each written;
+- `document_write`: a document's new chunks swapped in in one transaction, or its failure recorded;
 - `lifecycle`: queueing for processing, enabling/disabling, purging expired documents;
 - `reindex`: re-embedding chunks and sentences after the model changed;
 - `vectors`: stored vectors looked up, embedded, written and pruned;
@@ -12,17 +14,16 @@ inside the app, import from the module itself. Reads are in knowledge/selectors.
 
 from __future__ import annotations
 
+from knowledge.services.document_write import Action, IngestOutcome
 from knowledge.services.ingest import (
-    Action,
     IngestError,
-    IngestOutcome,
-    Progress,
     document_ingest,
     document_process,
     documents_ingest,
     documents_reindex,
     title_from_name,
 )
+from knowledge.services.ingest_window import Progress
 from knowledge.services.lifecycle import (
     document_processing_enqueue,
     documents_fail_interrupted,

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from knowledge.models import Document
 from knowledge.selectors import STALLED_AFTER, documents_expired, documents_in_progress
-from knowledge.services.ingest import Progress, document_mark_failed
+from knowledge.services.document_write import document_mark_failed
+from knowledge.services.ingest_window import Progress
 from knowledge.signals import knowledge_changed_send
 
 logger = logging.getLogger(__name__)

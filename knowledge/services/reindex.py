@@ -10,7 +10,7 @@ from knowledge import embedding
 from knowledge.chunking import embedding_input
 from knowledge.models import Chunk, Embedding, SentenceVector
 from knowledge.selectors import embeddings_stale
-from knowledge.services.ingest import Progress
+from knowledge.services.ingest_window import Progress
 from knowledge.services.vectors import (
     WRITE_BATCH,
     sentence_vectors_write,

@@ -32,7 +32,8 @@ from django.utils import timezone
 
 from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Collection, Document, Source, SyncRun
-from knowledge.services.ingest import Progress, documents_ingest, title_from_name
+from knowledge.services.ingest import documents_ingest, title_from_name
+from knowledge.services.ingest_window import Progress
 from knowledge.services.paths import path_within, paths_expand, sync_root_refusal
 from knowledge.signals import knowledge_changed_send
 

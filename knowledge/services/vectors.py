@@ -1,6 +1,6 @@
 """Stored vectors of chunks and sentences: looking up the ones the model already computed,
 embedding the rest, writing sentence vectors, and pruning those no chunk holds any more.
-Shared by ingestion (knowledge/services/ingest.py) and re-embedding
+Shared by ingestion (knowledge/services/ingest_window.py, document_write.py) and re-embedding
 (knowledge/services/reindex.py)."""
 
 from __future__ import annotations

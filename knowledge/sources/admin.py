@@ -1,7 +1,7 @@
 """The admin's Sources: folders, web sites and WebDAV shares the ingestion worker re-syncs on
 their interval, each with its last run (its log of bounds reached) and recent history.
 Superusers only: a source makes the server read a folder of its machine, or request a host,
-into a collection (imported by knowledge/admin.py)."""
+into a collection (imported by knowledge/admin/__init__.py)."""
 
 from __future__ import annotations
 

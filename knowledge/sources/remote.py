@@ -30,11 +30,11 @@ from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Collection, Document, Source, SyncRun
 from knowledge.parsers import SUPPORTED_TYPES
 from knowledge.services.ingest import (
-    Progress,
     SourcedFile,
     documents_ingest_sourced,
     title_from_name,
 )
+from knowledge.services.ingest_window import Progress
 from knowledge.services.sync import (
     SyncError,
     SyncReport,

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from knowledge.models import Collection, Source, SyncRun
-from knowledge.services.ingest import Progress
+from knowledge.services.ingest_window import Progress
 from knowledge.services.sync import SyncBusy, SyncError, SyncReport, folder_root, folder_sync
 from knowledge.sources.fetch import Fetcher
 from knowledge.sources.locations import (

@@ -12,8 +12,8 @@ from django.test import Client
 from django.urls import reverse
 from django_tasks_db.models import DBTaskResult
 
-from knowledge.admin import UPLOAD_FORM_ALLOWANCE
 from knowledge.models import Document
+from knowledge.uploads import UPLOAD_FORM_ALLOWANCE
 
 pytestmark = pytest.mark.django_db
 

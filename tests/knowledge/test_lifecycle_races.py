@@ -21,6 +21,7 @@ from knowledge.services import (
     documents_purge_expired,
     documents_reindex,
     ingest,
+    ingest_window,
 )
 from knowledge.tasks import document_process_task
 from tests.support.spreadsheets import inventory_xlsx
@@ -46,13 +47,13 @@ def policy(tmp_path) -> Document:
 def meanwhile(monkeypatch, change) -> None:
     """Run `change()` while the document is being processed: after it was read and parsed,
     before its chunks are written."""
-    real = ingest._jobs_embed
+    real = ingest_window._jobs_embed
 
     def embed(jobs):
         change()
         return real(jobs)
 
-    monkeypatch.setattr(ingest, "_jobs_embed", embed)
+    monkeypatch.setattr(ingest_window, "_jobs_embed", embed)
 
 
 def delete(document: Document):
@@ -96,7 +97,7 @@ def test_a_deleted_document_whose_processing_fails_leaves_no_failed_row(policy, 
         Document.objects.filter(pk=policy.pk).delete()
         raise RuntimeError("the model is gone too")
 
-    monkeypatch.setattr(ingest, "texts_embed", delete_then_fail)
+    monkeypatch.setattr(ingest_window, "texts_embed", delete_then_fail)
 
     outcome = document_process(document=policy)
 

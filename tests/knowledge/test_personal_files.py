@@ -197,16 +197,16 @@ def test_an_expired_file_is_purged_and_its_answers_keep_their_text_for_the_owner
 
 
 def test_the_same_bytes_uploaded_twice_reuse_their_vectors(run_tasks, owner_client, monkeypatch):
-    from knowledge.services import ingest
+    from knowledge.services import ingest_window
 
     embedded: list[int] = []
-    real = ingest.texts_embed
+    real = ingest_window.texts_embed
 
     def counting(texts):
         embedded.append(len(texts))
         return real(texts)
 
-    monkeypatch.setattr(ingest, "texts_embed", counting)
+    monkeypatch.setattr(ingest_window, "texts_embed", counting)
 
     upload(owner_client, "offer.md", OFFER)
     upload(owner_client, "offer-again.md", OFFER)

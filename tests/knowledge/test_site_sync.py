@@ -16,7 +16,7 @@ from django.db import connection
 from django.test import override_settings
 
 from knowledge.models import Chunk, Document, SyncRun
-from knowledge.services import ingest
+from knowledge.services import document_write
 from tests.support.documents import pdf_bytes
 from tests.support.sites import Page, Site, site_serving
 
@@ -383,7 +383,7 @@ def test_a_site_sync_interrupted_half_way_is_finished_by_the_next_run(sites, mon
         site.pages[path] = Page(
             site.pages[path].data.replace(b"</main>", b"<p>Revised.</p></main>")
         )
-    real_write = ingest._write
+    real_write = document_write._write
     written: list[str] = []
 
     def write_then_die(job):
@@ -392,7 +392,7 @@ def test_a_site_sync_interrupted_half_way_is_finished_by_the_next_run(sites, mon
         written.append(job.source)
         return real_write(job)
 
-    monkeypatch.setattr(ingest, "_write", write_then_die)
+    monkeypatch.setattr(document_write, "_write", write_then_die)
     with pytest.raises(SystemExit):
         sync(site.url("/help/"))
     monkeypatch.undo()

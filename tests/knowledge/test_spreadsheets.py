@@ -13,7 +13,7 @@ from knowledge.access import OPERATOR
 from knowledge.chunking import MAX_TOKENS, chunks_build
 from knowledge.models import Chunk, Document
 from knowledge.parsers import DocumentParseError, document_parse
-from knowledge.parsers.spreadsheets import number_text, range_union, value_text
+from knowledge.parsers.cells import number_text, range_union, value_text
 from knowledge.retrieval import chunks_search
 from knowledge.services import document_ingest, documents_ingest
 from tests.support.spreadsheets import (

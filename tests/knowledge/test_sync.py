@@ -22,7 +22,7 @@ from knowledge.access import OPERATOR, documents_readable
 from knowledge.collections import collection_create
 from knowledge.models import Chunk, Document, SyncRun
 from knowledge.retrieval import chunks_search
-from knowledge.services import document_ingest, ingest
+from knowledge.services import document_ingest, document_write
 from knowledge.services.sync import folder_root
 from tests.support.knowledge_base import LEAVE_TEXTS, document_create
 from tests.support.live_server import database_url_of
@@ -320,7 +320,7 @@ def test_a_sync_failing_half_way_is_finished_by_the_next_run(folder, monkeypatch
     for name in POLICIES:
         path = folder / name
         path.write_text(path.read_text(encoding="utf-8") + "\nRevised in 2026.\n", "utf-8")
-    real_write = ingest._write
+    real_write = document_write._write
     written: list[str] = []
 
     def write_then_die(job):
@@ -329,7 +329,7 @@ def test_a_sync_failing_half_way_is_finished_by_the_next_run(folder, monkeypatch
         written.append(job.source)
         return real_write(job)
 
-    monkeypatch.setattr(ingest, "_write", write_then_die)
+    monkeypatch.setattr(document_write, "_write", write_then_die)
     with pytest.raises(SystemExit):
         sync(str(folder))
     monkeypatch.undo()
@@ -353,8 +353,8 @@ KILLABLE_SYNC = textwrap.dedent(
     import sys, time, django
     django.setup()
     from django.core.management import call_command
-    from knowledge.services import ingest
-    real_write = ingest._write
+    from knowledge.services import document_write
+    real_write = document_write._write
 
     def slow_write(job):  # a slow disk: each document's write takes a while
         document = real_write(job)
@@ -362,7 +362,7 @@ KILLABLE_SYNC = textwrap.dedent(
         time.sleep(0.4)
         return document
 
-    ingest._write = slow_write
+    document_write._write = slow_write
     call_command("sync", sys.argv[1])
     """
 )

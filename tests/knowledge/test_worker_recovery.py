@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from knowledge.models import Document
 from knowledge.selectors import STALLED_AFTER
-from knowledge.services import document_process, documents_reprocess, ingest
+from knowledge.services import document_process, document_write, documents_reprocess
 from knowledge.worker import ResilientWorker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,7 +54,7 @@ def killed_mid_document(tmp_path: Path, monkeypatch) -> Document:
     def killed(*args, **kwargs):
         raise SystemExit("SIGKILL")
 
-    monkeypatch.setattr(ingest, "_write", killed)
+    monkeypatch.setattr(document_write, "_write", killed)
     with pytest.raises(SystemExit):
         document_process(document=document)
     monkeypatch.undo()

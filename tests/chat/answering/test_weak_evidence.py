@@ -23,7 +23,8 @@ from chat.answering.evidence_signals import (
     evidence_sufficient,
 )
 from chat.answering.features import QuestionFeatures
-from chat.insights.selectors import Period, exchanges_totals
+from chat.insights.period import Period
+from chat.insights.selectors import exchanges_totals
 from chat.models import Conversation, Message
 from tests.support.clients import fragments_until_idle, send_payload, socket_for
 from tests.support.conversations import exchange_create

@@ -12,13 +12,11 @@ from django.contrib.auth.models import Group, Permission
 from django.test import Client
 from django.urls import reverse
 
+from chat.insights.period import Period, PeriodError, period_parse
 from chat.insights.selectors import (
-    Period,
-    PeriodError,
     documents_cited,
     exchanges_figures,
     exchanges_totals,
-    period_parse,
     unanswered_top,
 )
 from tests.support.insights import (

@@ -1,12 +1,7 @@
-"""The knowledge side of the admin (docs/product.md §9): upload documents (processed in the
-background) into a collection, enable/disable them, move them between collections, follow their
-status, re-process them, and read their chunks; create and edit collections and their readers.
-
-Outside superusers, the document and chunk pages show only the documents of the collections
-the user may read (knowledge/access.py), so the admin is no way around a collection's readers.
-
-Document text only ever reaches the page through Django's autoescaping (plain strings,
-`format_html`); nothing from a document is marked safe.
+"""The admin's documents: upload them (processed in the background) into a collection,
+enable/disable them, move them between collections, follow their status, re-process them.
+Outside superusers, only the documents of the collections the user may read
+(knowledge/access.py); document text reaches the page only through autoescaping.
 """
 
 from __future__ import annotations
@@ -17,7 +12,6 @@ from pathlib import Path
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
@@ -38,11 +32,8 @@ from knowledge.access import (
 from knowledge.collections import collection_default, documents_move
 from knowledge.media_types import media_type_name
 from knowledge.models import (
-    Chunk,
     Collection,
     Document,
-    PersonalFile,
-    PersonalFileSettings,
 )
 from knowledge.parsers import SUPPORTED_TYPES_LABEL, UnsupportedFileType, file_type_check
 from knowledge.parsers.ocr import ocr_summary
@@ -170,7 +161,7 @@ class KindFilter(admin.SimpleListFilter):
 
 
 @admin.display(description="Type", ordering="media_type")
-def _kind(_model_admin: admin.ModelAdmin, obj: Document) -> str:
+def type_column(_model_admin: admin.ModelAdmin, obj: Document) -> str:
     """A document's type in people's words (a method of the admins that show it)."""
     return media_type_name(obj.media_type)
 
@@ -196,7 +187,7 @@ class DocumentAdmin(admin.ModelAdmin):
     search_fields = ("title", "source")
     ordering = ("-updated_at", "-id")
     list_per_page = 50
-    kind = _kind
+    kind = type_column
     actions = (
         "enable_documents",
         "disable_documents",
@@ -503,195 +494,3 @@ class DocumentAdmin(admin.ModelAdmin):
 def _ids(queryset: QuerySet[Document]) -> list[int]:
     # The admin's queryset is annotated (GROUP BY): act on plain rows by primary key.
     return list(queryset.values_list("pk", flat=True))
-
-
-@admin.register(Chunk)
-class ChunkAdmin(admin.ModelAdmin):
-    """Chunks are what ingestion made of a document: readable, never edited by hand."""
-
-    list_display = ("document", "index", "page", "section", "token_count", "excerpt")
-    list_display_links = ("index",)
-    list_filter = (("document", admin.RelatedOnlyFieldListFilter),)
-    search_fields = ("text", "section", "document__title")
-    ordering = ("document__title", "document_id", "index")
-    list_select_related = ("document",)
-    list_per_page = 50
-    fields = (
-        "document",
-        "index",
-        "page",
-        "section",
-        "sheet",
-        "cells",
-        "char_start",
-        "char_end",
-        "token_count",
-        "text_hash",
-        "text",
-    )
-    readonly_fields = fields
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Chunk]:
-        return (
-            super()
-            .get_queryset(request)
-            .filter(documents_readable_filter(user=request.user, prefix="document__"))
-        )
-
-    @admin.display(description="Text")
-    def excerpt(self, obj: Chunk) -> str:
-        return Truncator(" ".join(obj.text.split())).chars(120)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
-        # Chunks go with their document: whoever may delete documents may delete their chunks
-        # (the admin checks this for the cascade), but chunks have no delete page or action
-        # of their own (see delete_view, get_actions and change_view).
-        return request.user.has_perm("knowledge.delete_document")
-
-    def delete_view(self, request: HttpRequest, object_id: str, extra_context=None):
-        raise PermissionDenied("Chunks are deleted with their document, never on their own.")
-
-    def get_actions(self, request: HttpRequest) -> dict:
-        return {}
-
-    def change_view(self, request: HttpRequest, object_id: str, form_url="", extra_context=None):
-        extra_context = {**(extra_context or {}), "show_delete": False}
-        return super().change_view(request, object_id, form_url, extra_context)
-
-    def has_view_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
-        # Whoever may see documents may read their chunks.
-        return super().has_view_permission(request, obj) or any(
-            request.user.has_perm(f"knowledge.{action}_document") for action in ("view", "change")
-        )
-
-
-@admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
-    """Collections and their readers; each collection's page lists its readers and links to
-    its documents. The default collection ("General") cannot be deleted, nor can a collection
-    that still holds documents (the admin shows which)."""
-
-    list_display = ("name", "readers", "document_count", "is_default", "updated_at")
-    list_filter = ("all_staff",)
-    search_fields = ("name", "description")
-    filter_horizontal = ("reader_groups", "reader_users")
-    fields = ("name", "description", "all_staff", "reader_groups", "reader_users", "documents")
-    readonly_fields = ("documents",)
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(document_total=Count("documents", distinct=True))
-            .prefetch_related("reader_groups", "reader_users")
-        )
-
-    def has_delete_permission(self, request: HttpRequest, obj: Collection | None = None) -> bool:
-        if obj is not None and obj.is_default:
-            return False
-        return super().has_delete_permission(request, obj)
-
-    @admin.display(description="Readers")
-    def readers(self, obj: Collection) -> str:
-        if obj.all_staff:
-            return "All staff"
-        names = sorted(f"group {group.name}" for group in obj.reader_groups.all()) + sorted(
-            f"user {user.get_username()}" for user in obj.reader_users.all()
-        )
-        return ", ".join(names) or "Nobody but superusers"
-
-    @admin.display(description="Documents", ordering="document_total")
-    def document_count(self, obj: Collection) -> str:
-        total = getattr(obj, "document_total", None)
-        total = obj.documents.count() if total is None else total
-        url = reverse("admin:knowledge_document_changelist") + f"?collection__id__exact={obj.pk}"
-        return format_html('<a href="{}">{}</a>', url, total)
-
-    @admin.display(description="Documents")
-    def documents(self, obj: Collection) -> str:
-        """A link to the document list filtered to the collection (which shows each user only
-        the documents they may read)."""
-        if obj.pk is None:
-            return "None yet."
-        total = obj.documents.count()
-        url = reverse("admin:knowledge_document_changelist") + f"?collection__id__exact={obj.pk}"
-        return format_html('<a href="{}">{} document(s): open the list</a>', url, total)
-
-
-@admin.register(PersonalFile)
-class PersonalFileAdmin(admin.ModelAdmin):
-    """Users' personal files, for superusers: who owns them, their name, size, state and
-    expiry; never their text or their file (docs/decisions/0081-personal-files.md)."""
-
-    list_display = ("title", "owner", "size_label", "status", "expires_at", "purged_at")
-    list_filter = ("status",)
-    search_fields = ("title", "owner__username")
-    fields = ("title", "owner", "size_label", "kind", "status", "error", "created_at",
-              "expires_at", "purged_at")  # fmt: skip
-    readonly_fields = fields
-    list_select_related = ("owner",)
-    kind = _kind
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[PersonalFile]:
-        return super().get_queryset(request).filter(personal_files_filter())
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return request.user.is_active and request.user.is_superuser
-
-    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
-        return request.user.is_active and request.user.is_superuser
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    @admin.display(description="Size", ordering="size")
-    def size_label(self, obj: PersonalFile) -> str:
-        return filesizeformat(obj.size)
-
-
-@admin.register(PersonalFileSettings)
-class PersonalFileSettingsAdmin(admin.ModelAdmin):
-    """A single row: the list page opens it directly; it shows the value in force."""
-
-    fields = ("ttl_hours", "in_force", "updated_at")
-    readonly_fields = ("in_force", "updated_at")
-
-    @admin.display(description="In force")
-    def in_force(self, obj: PersonalFileSettings) -> str:
-        from knowledge.personal import personal_file_ttl
-
-        hours = personal_file_ttl().total_seconds() / 3600
-        source = "set here" if obj.ttl_hours else "from PERSONAL_FILE_TTL"
-        return f"{hours:g} hours ({source})"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponseRedirect:
-        row, _ = PersonalFileSettings.objects.get_or_create(pk=1)
-        return HttpResponseRedirect(
-            reverse("admin:knowledge_personalfilesettings_change", args=[row.pk])
-        )
-
-    def response_change(self, request: HttpRequest, obj: PersonalFileSettings):
-        self.message_user(request, "Personal file settings saved.")
-        return HttpResponseRedirect(request.path)
-
-
-# The sources' admin (folders, sites, WebDAV shares) lives in its own module.
-import knowledge.sources.admin  # noqa: E402, F401
