@@ -403,6 +403,12 @@ def _read_original(document: Document) -> tuple[bytes, str]:
                 return handle.read(), document.file.name
         except OSError as exc:
             raise IngestError(f"Could not read the uploaded file: {exc}") from exc
+    if "://" in document.sync_root:
+        raise IngestError(
+            f"This document is a copy of {document.source}, from the source "
+            f"{document.sync_root}: it is read again from there by the source's next sync "
+            "(Sources, in the admin), not re-processed on its own."
+        )
     path = Path(document.source)
     if not path.is_file():
         raise IngestError(

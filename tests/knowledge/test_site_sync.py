@@ -425,3 +425,21 @@ def _lock_held(root: str):
             "SELECT pg_advisory_lock(%s)", [int.from_bytes(digest[:8], "big", signed=True)]
         )
         yield
+
+
+def test_re_processing_a_page_on_its_own_keeps_it_and_says_the_source_rereads_it(sites):
+    """A page has no file to read again: re-processing it alone keeps its version searchable
+    and says that its source's next sync reads it again, not that a file went missing."""
+    from knowledge.services.ingest import document_process
+
+    site, _other = sites
+    sync(site.url("/help/"))
+    leave = synced(site)["/help/leave"]
+    chunks = leave.chunks.count()
+
+    outcome = document_process(document=leave)
+
+    leave.refresh_from_db()
+    assert leave.status == Document.Status.READY and leave.chunks.count() == chunks
+    assert "read again from there by the source's next sync" in leave.error, outcome
+    assert "upload it again" not in leave.error
