@@ -547,14 +547,17 @@ def message_answer_with_citations(
     )
 
 
-def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
+def conversation_turns_before(
+    question: Message, *, limit: int, asker: Reader | None = None
+) -> list[Turn]:
     """The (at most `limit`) questions asked in `question`'s conversation before it, oldest
     first, each with what became of it: its answer's text, status, search query, cited
     documents and the documents whose text reached it (`DocumentGiven`); an answer its asker
     (the conversation's owner) may not read now (`messages_withheld`) as if it had not been
     answered. One query (the questions, their answers joined, the cited and given documents as
     arrays, the owner), two more when an answer drew on a document (the owner's reader, the
-    answers withheld from them)."""
+    answers withheld from them). `asker`: the `Reader` the request computed for the question's
+    asker, used when they own the conversation (no query for the owner's reader)."""
     messages = connection.ops.quote_name(Message._meta.db_table)
     citations = connection.ops.quote_name(Citation._meta.db_table)
     given = connection.ops.quote_name(DocumentGiven._meta.db_table)
@@ -580,6 +583,7 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
     withheld = _withheld_from_asker(
         rows[0][7] if rows else None,
         [row[0] for row in rows if row[0] is not None and (row[5] or row[6])],
+        asker=asker,
     )
     return [
         _turn(content, status or "", answer or "", search_query or "", cited or (), drew or ())
@@ -590,12 +594,15 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
 
 
 def _withheld_from_asker(
-    owner_id: int | None, answer_ids: list[uuid.UUID]
+    owner_id: int | None, answer_ids: list[uuid.UUID], *, asker: Reader | None = None
 ) -> dict[uuid.UUID, Withheld]:
     """`messages_withheld` of the answers `answer_ids` for the conversation's owner `owner_id`
-    (who asked them): none and no query when there are none."""
+    (who asked them): none and no query when there are none. `asker`: a `Reader` the same
+    request computed, used when it is the owner's (no query for the owner's reader)."""
     if not answer_ids:
         return {}
+    if asker is not None and owner_id is not None and asker.user_id == owner_id:
+        return messages_withheld(user=asker, message_ids=answer_ids)
     owner = get_user_model()(pk=owner_id)  # reader_for reads the user's flags by its pk
     return messages_withheld(user=owner, message_ids=answer_ids)
 

@@ -565,14 +565,9 @@ def _near(best: float, score: float) -> bool:
     return abs(best - score) <= RECENCY_MARGIN * max(abs(best), abs(score))
 
 
-def recency_tie_break(
-    ranked: Sequence[tuple[int, float]], *, limit: int, days: dict[int, int] | None = None
-) -> list[tuple[int, float]]:
-    """`ranked` ((chunk id, score), best first) with each run of near-equal scores (within
-    RECENCY_MARGIN of the run's best) ordered by the day its document was last updated, most
-    recent first; the order is otherwise kept (a stable sort). Only runs starting within the
-    first `limit` places are looked at (one query, only when there is such a run; `days`
-    keeps the days found, chunk id → ordinal, across calls)."""
+def _tie_runs(ranked: Sequence[tuple[int, float]], limit: int) -> list[tuple[int, int]]:
+    """The runs of near-equal scores of `ranked` (within RECENCY_MARGIN of the run's best),
+    as (begin, end) slices of two places or more, starting within the first `limit`."""
     runs: list[tuple[int, int]] = []
     start = 0
     while start < min(limit, len(ranked)):
@@ -582,14 +577,45 @@ def recency_tie_break(
         if end - start > 1:
             runs.append((start, end))
         start = end
+    return runs
+
+
+def _tied_ids(ranked: Sequence[tuple[int, float]], runs: Sequence[tuple[int, int]]) -> list[int]:
+    return [ranked[i][0] for begin, end in runs for i in range(begin, end)]
+
+
+def _days_read(chunk_ids: Iterable[int], days: dict[int, int]) -> None:
+    """Add to `days` the day (an ordinal, UTC) each chunk's document was last updated, for
+    those of `chunk_ids` not in it yet: one statement (raw SQL: it runs for most questions),
+    none when all are known."""
+    missing = sorted({chunk_id for chunk_id in chunk_ids if chunk_id not in days})
+    if not missing:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_DAYS_SQL, [missing])
+        rows = cursor.fetchall()
+    days.update((pk, moment.astimezone(dt.UTC).date().toordinal()) for pk, moment in rows)
+
+
+_DAYS_SQL = (
+    f"SELECT c.id, d.updated_at FROM {Chunk._meta.db_table} c "
+    f"JOIN {Document._meta.db_table} d ON d.id = c.document_id WHERE c.id = ANY(%s)"
+)
+
+
+def recency_tie_break(
+    ranked: Sequence[tuple[int, float]], *, limit: int, days: dict[int, int] | None = None
+) -> list[tuple[int, float]]:
+    """`ranked` ((chunk id, score), best first) with each run of near-equal scores (within
+    RECENCY_MARGIN of the run's best) ordered by the day its document was last updated, most
+    recent first; the order is otherwise kept (a stable sort). Only runs starting within the
+    first `limit` places are looked at (one query, only when there is such a run whose days
+    are not known yet; `days` keeps the days found, chunk id → ordinal, across calls)."""
+    runs = _tie_runs(ranked, limit)
     if not runs:
         return list(ranked)
     days = {} if days is None else days
-    ids = [ranked[i][0] for begin, end in runs for i in range(begin, end)]
-    missing = [chunk_id for chunk_id in ids if chunk_id not in days]
-    if missing:
-        rows = Chunk.objects.filter(pk__in=missing).values_list("pk", "document__updated_at")
-        days.update((pk, moment.astimezone(dt.UTC).date().toordinal()) for pk, moment in rows)
+    _days_read(_tied_ids(ranked, runs), days)
     result = list(ranked)
     for begin, end in runs:
         result[begin:end] = sorted(result[begin:end], key=lambda pair: -days.get(pair[0], 0))
@@ -646,6 +672,15 @@ def chunks_search(
     # Each side settles its own ties first: two copies of a passage tie exactly on both sides,
     # and each side's order of them (by id) would otherwise decide the fused order.
     days: dict[int, int] = {}
+    # The days of both sides' runs in one statement (the fused ranking's runs are nearly
+    # always among them).
+    _days_read(
+        [
+            *_tied_ids(vector_hits, _tie_runs(vector_hits, len(vector_hits))),
+            *_tied_ids(lexical_hits, _tie_runs(lexical_hits, len(lexical_hits))),
+        ],
+        days,
+    )
     vector_hits = recency_tie_break(vector_hits, limit=len(vector_hits), days=days)
     lexical_hits = recency_tie_break(lexical_hits, limit=len(lexical_hits), days=days)
     similarity = dict(vector_hits)
