@@ -31,6 +31,7 @@ from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
 from chat.answering.followups import Turn
 from chat.models import Citation, Conversation, DocumentGiven, Feedback, Message
+from chat.withheld_sql import withheld_rows
 from knowledge.access import (
     Reader,
     UserLike,
@@ -277,12 +278,9 @@ def _drawn_on(**filters) -> list[QuerySet]:
     return [given, cited]
 
 
-def _document_readable(reader: Reader, *, withdrawn_too: bool = False) -> Exists:
+def _document_readable(reader: Reader) -> Exists:
     """The rule (`documents_readable_filter`) on the document of the citation row annotated
-    `cited_document`; `withdrawn_too`: as if the reader managed documents (only the
-    collection decides)."""
-    if withdrawn_too:
-        reader = replace(reader, can_manage=True)
+    `cited_document`."""
     return Exists(
         Document.objects.filter(
             documents_readable_filter(user=reader), pk=OuterRef("cited_document")
@@ -340,11 +338,12 @@ def messages_withheld(
     (docs/decisions/0130-an-answer-records-what-it-was-given.md).
     """
     reader = reader_for(user)
+    message_ids = None if message_ids is None else list(message_ids)
     filters: dict = {}
     if conversation_id is not None:
         filters["message__conversation_id"] = conversation_id
     if message_ids is not None:
-        filters["message_id__in"] = list(message_ids)
+        filters["message_id__in"] = message_ids
     given, cited = _drawn_on(**filters)
     if reader.is_superuser:
         if not reader.others_files:
@@ -359,18 +358,15 @@ def messages_withheld(
             cited.values_list("message_id", flat=True)
         )
         return dict.fromkeys(drawn, Withheld.ACCESS)
-    given, cited = (
-        rows.annotate(
-            readable=_document_readable(reader),
-            in_collection=_document_readable(reader, withdrawn_too=True),
-            exists=Exists(Document.objects.filter(pk=OuterRef("cited_document"))),
-        )
-        .filter(readable=False)
-        .values_list("message_id", "in_collection", "exists")
-        for rows in (given, cited)
+    # One hand-written statement (chat/withheld_sql.py): compiling the same query with the ORM
+    # cost more CPU than running it (docs/decisions/0151-one-reader-per-question.md).
+    rows = withheld_rows(
+        reader,
+        conversation_id=conversation_id,
+        message_ids=message_ids,
     )
     withheld: dict[uuid.UUID, Withheld] = {}
-    for message_id, in_collection, exists in given.union(cited, all=True):
+    for message_id, in_collection, exists in rows:
         if exists and not in_collection:
             withheld[message_id] = Withheld.ACCESS
         else:
