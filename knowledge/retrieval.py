@@ -178,14 +178,23 @@ def searchable_documents(*, reader: Reader) -> QuerySet[Document]:
 
 
 def searchable_chunks(
-    *, reader: Reader, document_ids: Iterable[int] | None = None
+    *, reader: Reader, document_ids: Iterable[int] | None = None, searchable: Q | None = None
 ) -> QuerySet[Chunk]:
     """Chunks of the documents searched for `reader` (optionally only of the given
-    documents)."""
-    queryset = Chunk.objects.filter(_searchable(reader=reader, prefix="document__"))
+    documents). `searchable`: the rows' filter for `reader` already built by the caller
+    (`rows_searchable_filter`, once per search)."""
+    if searchable is None:
+        searchable = rows_searchable_filter(reader=reader)
+    queryset = Chunk.objects.filter(searchable)
     if document_ids is not None:
         queryset = queryset.filter(document_id__in=list(document_ids))
     return queryset
+
+
+def rows_searchable_filter(*, reader: Reader) -> Q:
+    """The filter on chunks and embeddings (their own collection and document columns) of the
+    rows searched for `reader`: built once per search and passed to its queries."""
+    return _searchable(reader=reader, prefix="document__")
 
 
 def knowledge_base_is_empty(*, reader: Reader) -> bool:
@@ -206,6 +215,7 @@ def vector_search_queryset(
     document_ids: Sequence[int] | None = None,
     exact: bool = False,
     rows: int = 0,
+    searchable: Q | None = None,
 ) -> QuerySet[Embedding]:
     """The k-NN query, yielding (chunk id, cosine distance) rows, nearest first.
 
@@ -218,11 +228,11 @@ def vector_search_queryset(
     query's, read from the `embedding_collection_bits` index alone, and the
     `exact_shortlist_size(limit, rows)` nearest of them (ties by chunk id) are compared in full,
     `rows` being how many the reader may search (`searchable_rows_count`). When no more rows
-    than that pass the filters, every one is compared.
+    than that pass the filters, every one is compared. `searchable`: as for `searchable_chunks`.
     """
-    queryset = Embedding.objects.filter(
-        _searchable(reader=reader, prefix="document__"), model=embedding.model_version()
-    )
+    if searchable is None:
+        searchable = rows_searchable_filter(reader=reader)
+    queryset = Embedding.objects.filter(searchable, model=embedding.model_version())
     if document_ids is not None:
         queryset = queryset.filter(document_id__in=list(document_ids))
     distance = CosineDistance("vector", query_vector.tolist())
@@ -347,8 +357,10 @@ def chunks_search_vector(
     limit: int,
     reader: Reader,
     document_ids: Sequence[int] | None = None,
+    searchable: Q | None = None,
 ) -> list[tuple[int, float]]:
-    """(chunk id, cosine similarity) best first, among the rows `reader` may search.
+    """(chunk id, cosine similarity) best first, among the rows `reader` may search
+    (`searchable`: their filter, when the caller built it: `rows_searchable_filter`).
 
     When those are few (`searchable_rows_count`), they are compared row by row, those nearest
     by their vectors' signs in full (`vector_search_queryset`): cheaper than an index scan
@@ -370,6 +382,7 @@ def chunks_search_vector(
         document_ids=document_ids,
         exact=exact,
         rows=rows or 0,
+        searchable=searchable,
     )
     try:
         sql, params = queryset.query.sql_with_params()
@@ -482,6 +495,7 @@ def chunks_search_lexical(
     reader: Reader,
     document_ids: Sequence[int] | None = None,
     query: LexicalQuery | None = None,
+    searchable: Q | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, lexical score) best first: the summed inverse document frequencies of the
     question's terms each chunk holds.
@@ -489,7 +503,8 @@ def chunks_search_lexical(
     The candidates are the chunks holding one of the question's rarest terms (as many terms,
     rarest first, as hold together at most LEXICAL_CANDIDATE_BUDGET chunks); every term counts
     in their score. A chunk holding only common words scores too little to matter, and
-    leaving them out keeps the cost bounded on a large knowledge base.
+    leaving them out keeps the cost bounded on a large knowledge base. `searchable`: as for
+    `searchable_chunks`.
     """
     reader_required(reader)
     query = query or lexical_query(question, reader=reader)
@@ -499,7 +514,7 @@ def chunks_search_lexical(
     # (re-parsing with "english" would drop stems that happen to be stop words: "other").
     score_sql, score_params = query.score_sql('"knowledge_chunk"."search_vector"')
     rows = (
-        searchable_chunks(reader=reader, document_ids=document_ids)
+        searchable_chunks(reader=reader, document_ids=document_ids, searchable=searchable)
         .filter(
             search_vector=SearchQuery(query.candidate_query(), config="simple", search_type="raw")
         )
@@ -660,13 +675,23 @@ def chunks_search(
     vector_hits: list[tuple[int, float]] = []
     lexical_hits: list[tuple[int, float]] = []
     lexical = lexical_query(query, reader=reader) if mode in ("hybrid", "lexical") else None
+    searchable = rows_searchable_filter(reader=reader)  # built once for both rankings
     if mode in ("hybrid", "vector"):
         vector_hits = chunks_search_vector(
-            query_vector=query_vector, limit=depth, reader=reader, document_ids=document_ids
+            query_vector=query_vector,
+            limit=depth,
+            reader=reader,
+            document_ids=document_ids,
+            searchable=searchable,
         )
     if lexical is not None:
         lexical_hits = chunks_search_lexical(
-            question=query, limit=depth, reader=reader, document_ids=document_ids, query=lexical
+            question=query,
+            limit=depth,
+            reader=reader,
+            document_ids=document_ids,
+            query=lexical,
+            searchable=searchable,
         )
 
     # Each side settles its own ties first: two copies of a passage tie exactly on both sides,
