@@ -67,7 +67,7 @@ from chat.selectors import (
     message_answer_with_citations,
 )
 from chat.socket_limits import CLOSE_TOO_MANY_SOCKETS, socket_admit, socket_release
-from knowledge.access import user_is_staff
+from knowledge.access import Reader, reader_for, user_is_staff
 from knowledge.personal_progress import (
     personal_file_changes,
     personal_files_followable,
@@ -101,6 +101,7 @@ class _Admission:
     throttled: Throttled | None = None  # refused by the rate limit or the flood rule
     locked: bool = False  # the conversation's in-flight lock was taken
     stored: tuple[Message | None, Message | None] = (None, None)  # question, answer
+    reader: Reader | None = None  # the asker's, computed for this message
 
 
 @dataclass
@@ -114,6 +115,7 @@ class _Exchange:
     final_id: str = ""  # the answer's id, once an event named it (answer_start, refusal)
     warning: str = ""
     listed: bool = False  # the sidebar shows the conversation moved up by this question
+    reader: Reader | None = None  # the asker's, computed once for this message
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -311,7 +313,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         renewing = asyncio.ensure_future(self._renew())
         try:
-            await self._answer_locked(**request, stored=admission.stored)
+            await self._answer_locked(**request, stored=admission.stored, reader=admission.reader)
         finally:
             renewing.cancel()
             await self._release()
@@ -336,13 +338,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     def _admit(self, message_id: str | None) -> _Admission:
         """Count the request against the rate limit; unless it is refused (or malformed:
-        `message_id` None), take the conversation's in-flight lock and read the stored
-        question with this id and its answer."""
+        `message_id` None), take the conversation's in-flight lock, read the stored
+        question with this id and its answer, and compute the asker's `Reader` for this message
+        (the pipeline, the withheld checks and the final render use it)."""
         admitted = chat_admit(self.user, lock=None if message_id is None else self._lock)
         if admitted.throttled is not None or not admitted.locked:
             return _Admission(throttled=admitted.throttled)
         stored = exchange_stored(conversation_id=self.conversation_id, question_id=message_id)
-        return _Admission(locked=True, stored=stored)
+        return _Admission(locked=True, stored=stored, reader=reader_for(self.user))
 
     async def _answer_locked(
         self,
@@ -353,6 +356,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         options: AnswerOptions,
         is_private: bool,
         stored: tuple[Message | None, Message | None],
+        reader: Reader | None,
     ) -> None:
         stored_question, previous = stored
         if action == "regenerate" and stored_question is None:
@@ -375,6 +379,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             question_id=message_id,
             question=stored_question.content if stored_question else typed,
             replace_target=f"#msg-{previous.pk}" if previous is not None else "",
+            reader=reader,
         )
         opening = await self._state_html(busy=True)
         if stored_question is None and typed:
@@ -390,6 +395,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 conversation_id=self.conversation_id,
                 is_private=is_private,
                 options=options,
+                reader=reader,
             ):
                 await self._render_event(event.type, event.data)
         except AnswerError as error:
@@ -514,7 +520,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not answer:
             return ""
         known = {answer.reply_to_id: exchange.question} if exchange.question else None
-        view = message_views([answer], user=self.user, can_post=True, questions=known)[0]
+        view = message_views(
+            [answer], user=self.user, can_post=True, questions=known, reader=exchange.reader
+        )[0]
         if exchange.answer_id == str(answer.pk):
             return fragments.message_html(view, oob="true")
         if exchange.replace_target:

@@ -40,6 +40,7 @@ from chat.selectors import (
     ratings_given,
     rows_for_reader,
 )
+from knowledge.access import Reader
 from knowledge.personal import is_personal_file_label
 from knowledge.retrieval import excerpt_of
 from pages import safe_external_url
@@ -460,16 +461,18 @@ def message_views(
     user=None,
     can_post: bool = True,
     questions: dict[uuid.UUID, str] | None = None,
+    reader: Reader | None = None,
 ) -> list[MessageView]:
     """Views of saved messages (citations prefetched or loaded here in one query each), as
     the reader `user` may read them: an answer drawing on a document they may not read is
     withheld (`chat.selectors.messages_withheld`, one query), whether it cites the document or
     was only given it. `questions`: the text of questions the caller already knows, by id (not
-    read again)."""
+    read again). `reader`: `user`'s `Reader`, when the caller computed it for this request."""
     rows = [message_row(message) for message in messages]
     answers = [row.id for row in rows if row.role != Message.Role.USER]
     if answers:
-        rows = rows_for_reader(rows, messages_withheld(user=user, message_ids=answers))
+        withheld = messages_withheld(user=reader or user, message_ids=answers)
+        rows = rows_for_reader(rows, withheld)
     around = surroundings_read(rows, user, questions=questions)
     return [view_of_row(row, around, can_post=can_post) for row in rows]
 

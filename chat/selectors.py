@@ -31,6 +31,7 @@ from chat.answering.citations import citation_is_stale
 from chat.answering.errors import AnswerError
 from chat.answering.followups import Turn
 from chat.models import Citation, Conversation, DocumentGiven, Feedback, Message
+from chat.withheld_sql import withheld_rows
 from knowledge.access import (
     Reader,
     UserLike,
@@ -277,12 +278,9 @@ def _drawn_on(**filters) -> list[QuerySet]:
     return [given, cited]
 
 
-def _document_readable(reader: Reader, *, withdrawn_too: bool = False) -> Exists:
+def _document_readable(reader: Reader) -> Exists:
     """The rule (`documents_readable_filter`) on the document of the citation row annotated
-    `cited_document`; `withdrawn_too`: as if the reader managed documents (only the
-    collection decides)."""
-    if withdrawn_too:
-        reader = replace(reader, can_manage=True)
+    `cited_document`."""
     return Exists(
         Document.objects.filter(
             documents_readable_filter(user=reader), pk=OuterRef("cited_document")
@@ -340,11 +338,12 @@ def messages_withheld(
     (docs/decisions/0130-an-answer-records-what-it-was-given.md).
     """
     reader = reader_for(user)
+    message_ids = None if message_ids is None else list(message_ids)
     filters: dict = {}
     if conversation_id is not None:
         filters["message__conversation_id"] = conversation_id
     if message_ids is not None:
-        filters["message_id__in"] = list(message_ids)
+        filters["message_id__in"] = message_ids
     given, cited = _drawn_on(**filters)
     if reader.is_superuser:
         if not reader.others_files:
@@ -359,18 +358,15 @@ def messages_withheld(
             cited.values_list("message_id", flat=True)
         )
         return dict.fromkeys(drawn, Withheld.ACCESS)
-    given, cited = (
-        rows.annotate(
-            readable=_document_readable(reader),
-            in_collection=_document_readable(reader, withdrawn_too=True),
-            exists=Exists(Document.objects.filter(pk=OuterRef("cited_document"))),
-        )
-        .filter(readable=False)
-        .values_list("message_id", "in_collection", "exists")
-        for rows in (given, cited)
+    # One hand-written statement (chat/withheld_sql.py): compiling the same query with the ORM
+    # cost more CPU than running it (docs/decisions/0151-one-reader-per-question.md).
+    rows = withheld_rows(
+        reader,
+        conversation_id=conversation_id,
+        message_ids=message_ids,
     )
     withheld: dict[uuid.UUID, Withheld] = {}
-    for message_id, in_collection, exists in given.union(cited, all=True):
+    for message_id, in_collection, exists in rows:
         if exists and not in_collection:
             withheld[message_id] = Withheld.ACCESS
         else:
@@ -547,14 +543,17 @@ def message_answer_with_citations(
     )
 
 
-def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
+def conversation_turns_before(
+    question: Message, *, limit: int, asker: Reader | None = None
+) -> list[Turn]:
     """The (at most `limit`) questions asked in `question`'s conversation before it, oldest
     first, each with what became of it: its answer's text, status, search query, cited
     documents and the documents whose text reached it (`DocumentGiven`); an answer its asker
     (the conversation's owner) may not read now (`messages_withheld`) as if it had not been
     answered. One query (the questions, their answers joined, the cited and given documents as
     arrays, the owner), two more when an answer drew on a document (the owner's reader, the
-    answers withheld from them)."""
+    answers withheld from them). `asker`: the `Reader` the request computed for the question's
+    asker, used when they own the conversation (no query for the owner's reader)."""
     messages = connection.ops.quote_name(Message._meta.db_table)
     citations = connection.ops.quote_name(Citation._meta.db_table)
     given = connection.ops.quote_name(DocumentGiven._meta.db_table)
@@ -580,6 +579,7 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
     withheld = _withheld_from_asker(
         rows[0][7] if rows else None,
         [row[0] for row in rows if row[0] is not None and (row[5] or row[6])],
+        asker=asker,
     )
     return [
         _turn(content, status or "", answer or "", search_query or "", cited or (), drew or ())
@@ -590,12 +590,15 @@ def conversation_turns_before(question: Message, *, limit: int) -> list[Turn]:
 
 
 def _withheld_from_asker(
-    owner_id: int | None, answer_ids: list[uuid.UUID]
+    owner_id: int | None, answer_ids: list[uuid.UUID], *, asker: Reader | None = None
 ) -> dict[uuid.UUID, Withheld]:
     """`messages_withheld` of the answers `answer_ids` for the conversation's owner `owner_id`
-    (who asked them): none and no query when there are none."""
+    (who asked them): none and no query when there are none. `asker`: a `Reader` the same
+    request computed, used when it is the owner's (no query for the owner's reader)."""
     if not answer_ids:
         return {}
+    if asker is not None and owner_id is not None and asker.user_id == owner_id:
+        return messages_withheld(user=asker, message_ids=answer_ids)
     owner = get_user_model()(pk=owner_id)  # reader_for reads the user's flags by its pk
     return messages_withheld(user=owner, message_ids=answer_ids)
 

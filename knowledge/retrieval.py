@@ -178,14 +178,23 @@ def searchable_documents(*, reader: Reader) -> QuerySet[Document]:
 
 
 def searchable_chunks(
-    *, reader: Reader, document_ids: Iterable[int] | None = None
+    *, reader: Reader, document_ids: Iterable[int] | None = None, searchable: Q | None = None
 ) -> QuerySet[Chunk]:
     """Chunks of the documents searched for `reader` (optionally only of the given
-    documents)."""
-    queryset = Chunk.objects.filter(_searchable(reader=reader, prefix="document__"))
+    documents). `searchable`: the rows' filter for `reader` already built by the caller
+    (`rows_searchable_filter`, once per search)."""
+    if searchable is None:
+        searchable = rows_searchable_filter(reader=reader)
+    queryset = Chunk.objects.filter(searchable)
     if document_ids is not None:
         queryset = queryset.filter(document_id__in=list(document_ids))
     return queryset
+
+
+def rows_searchable_filter(*, reader: Reader) -> Q:
+    """The filter on chunks and embeddings (their own collection and document columns) of the
+    rows searched for `reader`: built once per search and passed to its queries."""
+    return _searchable(reader=reader, prefix="document__")
 
 
 def knowledge_base_is_empty(*, reader: Reader) -> bool:
@@ -206,6 +215,7 @@ def vector_search_queryset(
     document_ids: Sequence[int] | None = None,
     exact: bool = False,
     rows: int = 0,
+    searchable: Q | None = None,
 ) -> QuerySet[Embedding]:
     """The k-NN query, yielding (chunk id, cosine distance) rows, nearest first.
 
@@ -218,11 +228,11 @@ def vector_search_queryset(
     query's, read from the `embedding_collection_bits` index alone, and the
     `exact_shortlist_size(limit, rows)` nearest of them (ties by chunk id) are compared in full,
     `rows` being how many the reader may search (`searchable_rows_count`). When no more rows
-    than that pass the filters, every one is compared.
+    than that pass the filters, every one is compared. `searchable`: as for `searchable_chunks`.
     """
-    queryset = Embedding.objects.filter(
-        _searchable(reader=reader, prefix="document__"), model=embedding.model_version()
-    )
+    if searchable is None:
+        searchable = rows_searchable_filter(reader=reader)
+    queryset = Embedding.objects.filter(searchable, model=embedding.model_version())
     if document_ids is not None:
         queryset = queryset.filter(document_id__in=list(document_ids))
     distance = CosineDistance("vector", query_vector.tolist())
@@ -347,8 +357,10 @@ def chunks_search_vector(
     limit: int,
     reader: Reader,
     document_ids: Sequence[int] | None = None,
+    searchable: Q | None = None,
 ) -> list[tuple[int, float]]:
-    """(chunk id, cosine similarity) best first, among the rows `reader` may search.
+    """(chunk id, cosine similarity) best first, among the rows `reader` may search
+    (`searchable`: their filter, when the caller built it: `rows_searchable_filter`).
 
     When those are few (`searchable_rows_count`), they are compared row by row, those nearest
     by their vectors' signs in full (`vector_search_queryset`): cheaper than an index scan
@@ -370,6 +382,7 @@ def chunks_search_vector(
         document_ids=document_ids,
         exact=exact,
         rows=rows or 0,
+        searchable=searchable,
     )
     try:
         sql, params = queryset.query.sql_with_params()
@@ -482,6 +495,7 @@ def chunks_search_lexical(
     reader: Reader,
     document_ids: Sequence[int] | None = None,
     query: LexicalQuery | None = None,
+    searchable: Q | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, lexical score) best first: the summed inverse document frequencies of the
     question's terms each chunk holds.
@@ -489,7 +503,8 @@ def chunks_search_lexical(
     The candidates are the chunks holding one of the question's rarest terms (as many terms,
     rarest first, as hold together at most LEXICAL_CANDIDATE_BUDGET chunks); every term counts
     in their score. A chunk holding only common words scores too little to matter, and
-    leaving them out keeps the cost bounded on a large knowledge base.
+    leaving them out keeps the cost bounded on a large knowledge base. `searchable`: as for
+    `searchable_chunks`.
     """
     reader_required(reader)
     query = query or lexical_query(question, reader=reader)
@@ -499,7 +514,7 @@ def chunks_search_lexical(
     # (re-parsing with "english" would drop stems that happen to be stop words: "other").
     score_sql, score_params = query.score_sql('"knowledge_chunk"."search_vector"')
     rows = (
-        searchable_chunks(reader=reader, document_ids=document_ids)
+        searchable_chunks(reader=reader, document_ids=document_ids, searchable=searchable)
         .filter(
             search_vector=SearchQuery(query.candidate_query(), config="simple", search_type="raw")
         )
@@ -565,14 +580,9 @@ def _near(best: float, score: float) -> bool:
     return abs(best - score) <= RECENCY_MARGIN * max(abs(best), abs(score))
 
 
-def recency_tie_break(
-    ranked: Sequence[tuple[int, float]], *, limit: int, days: dict[int, int] | None = None
-) -> list[tuple[int, float]]:
-    """`ranked` ((chunk id, score), best first) with each run of near-equal scores (within
-    RECENCY_MARGIN of the run's best) ordered by the day its document was last updated, most
-    recent first; the order is otherwise kept (a stable sort). Only runs starting within the
-    first `limit` places are looked at (one query, only when there is such a run; `days`
-    keeps the days found, chunk id → ordinal, across calls)."""
+def _tie_runs(ranked: Sequence[tuple[int, float]], limit: int) -> list[tuple[int, int]]:
+    """The runs of near-equal scores of `ranked` (within RECENCY_MARGIN of the run's best),
+    as (begin, end) slices of two places or more, starting within the first `limit`."""
     runs: list[tuple[int, int]] = []
     start = 0
     while start < min(limit, len(ranked)):
@@ -582,14 +592,45 @@ def recency_tie_break(
         if end - start > 1:
             runs.append((start, end))
         start = end
+    return runs
+
+
+def _tied_ids(ranked: Sequence[tuple[int, float]], runs: Sequence[tuple[int, int]]) -> list[int]:
+    return [ranked[i][0] for begin, end in runs for i in range(begin, end)]
+
+
+def _days_read(chunk_ids: Iterable[int], days: dict[int, int]) -> None:
+    """Add to `days` the day (an ordinal, UTC) each chunk's document was last updated, for
+    those of `chunk_ids` not in it yet: one statement (raw SQL: it runs for most questions),
+    none when all are known."""
+    missing = sorted({chunk_id for chunk_id in chunk_ids if chunk_id not in days})
+    if not missing:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_DAYS_SQL, [missing])
+        rows = cursor.fetchall()
+    days.update((pk, moment.astimezone(dt.UTC).date().toordinal()) for pk, moment in rows)
+
+
+_DAYS_SQL = (
+    f"SELECT c.id, d.updated_at FROM {Chunk._meta.db_table} c "
+    f"JOIN {Document._meta.db_table} d ON d.id = c.document_id WHERE c.id = ANY(%s)"
+)
+
+
+def recency_tie_break(
+    ranked: Sequence[tuple[int, float]], *, limit: int, days: dict[int, int] | None = None
+) -> list[tuple[int, float]]:
+    """`ranked` ((chunk id, score), best first) with each run of near-equal scores (within
+    RECENCY_MARGIN of the run's best) ordered by the day its document was last updated, most
+    recent first; the order is otherwise kept (a stable sort). Only runs starting within the
+    first `limit` places are looked at (one query, only when there is such a run whose days
+    are not known yet; `days` keeps the days found, chunk id → ordinal, across calls)."""
+    runs = _tie_runs(ranked, limit)
     if not runs:
         return list(ranked)
     days = {} if days is None else days
-    ids = [ranked[i][0] for begin, end in runs for i in range(begin, end)]
-    missing = [chunk_id for chunk_id in ids if chunk_id not in days]
-    if missing:
-        rows = Chunk.objects.filter(pk__in=missing).values_list("pk", "document__updated_at")
-        days.update((pk, moment.astimezone(dt.UTC).date().toordinal()) for pk, moment in rows)
+    _days_read(_tied_ids(ranked, runs), days)
     result = list(ranked)
     for begin, end in runs:
         result[begin:end] = sorted(result[begin:end], key=lambda pair: -days.get(pair[0], 0))
@@ -634,18 +675,37 @@ def chunks_search(
     vector_hits: list[tuple[int, float]] = []
     lexical_hits: list[tuple[int, float]] = []
     lexical = lexical_query(query, reader=reader) if mode in ("hybrid", "lexical") else None
+    searchable = rows_searchable_filter(reader=reader)  # built once for both rankings
     if mode in ("hybrid", "vector"):
         vector_hits = chunks_search_vector(
-            query_vector=query_vector, limit=depth, reader=reader, document_ids=document_ids
+            query_vector=query_vector,
+            limit=depth,
+            reader=reader,
+            document_ids=document_ids,
+            searchable=searchable,
         )
     if lexical is not None:
         lexical_hits = chunks_search_lexical(
-            question=query, limit=depth, reader=reader, document_ids=document_ids, query=lexical
+            question=query,
+            limit=depth,
+            reader=reader,
+            document_ids=document_ids,
+            query=lexical,
+            searchable=searchable,
         )
 
     # Each side settles its own ties first: two copies of a passage tie exactly on both sides,
     # and each side's order of them (by id) would otherwise decide the fused order.
     days: dict[int, int] = {}
+    # The days of both sides' runs in one statement (the fused ranking's runs are nearly
+    # always among them).
+    _days_read(
+        [
+            *_tied_ids(vector_hits, _tie_runs(vector_hits, len(vector_hits))),
+            *_tied_ids(lexical_hits, _tie_runs(lexical_hits, len(lexical_hits))),
+        ],
+        days,
+    )
     vector_hits = recency_tie_break(vector_hits, limit=len(vector_hits), days=days)
     lexical_hits = recency_tie_break(lexical_hits, limit=len(lexical_hits), days=days)
     similarity = dict(vector_hits)

@@ -53,10 +53,11 @@ class StoredExchange:
 
 @cpu_stage("store")
 def exchange_store(request: ValidatedRequest) -> StoredExchange:
-    """Compute the asker's `Reader` (once for the exchange: the search and the evidence check
-    use it), check the document filter, read the settings, store (or find) the exchange and
-    read the conversation's previous turns (the larger of FOLLOWUP_TURNS and the admin's
-    history turns).
+    """Compute the asker's `Reader` (once for the exchange, unless the request carries it: the
+    search, the evidence check and the withheld check of the earlier turns use it), check the
+    document filter, read the settings, store (or find) the exchange and read the
+    conversation's previous turns (the larger of FOLLOWUP_TURNS and the admin's history
+    turns).
 
     The asker's `file_ids` are attached to the conversation, and the `Reader` then searches the
     asker's files attached to it (chat/attachments.py).
@@ -67,7 +68,8 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     `services.exchange_begin` / `services.exchange_regenerate` raise (someone else's
     conversation, an unknown question to regenerate, a message_id used for something else).
     """
-    reader = reader_for(request.user)
+    asker = request.reader if request.reader is not None else reader_for(request.user)
+    reader = asker
     if request.document_ids:
         unknown = selectors.unknown_document_ids(request.document_ids, reader=reader)
         if unknown:
@@ -102,7 +104,9 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     history = []
     if isinstance(begun, services.ExchangeClaim) and not begun.new:
         history = selectors.conversation_turns_before(
-            begun.question, limit=max(chat_settings.max_history_turns, FOLLOWUP_TURNS)
+            begun.question,
+            limit=max(chat_settings.max_history_turns, FOLLOWUP_TURNS),
+            asker=asker,
         )
     return StoredExchange(
         top_k=top_k,

@@ -97,6 +97,7 @@ from chat.answering.search import query_embed, question_search
 from chat.answering.stage_cpu import cpu_stage, stage_cpu_begin
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.models import Message
+from knowledge.access import Reader
 
 errors_logger = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ async def answer_stream(
     conversation_id: uuid.UUID | str | None = None,
     is_private: bool = False,
     options: AnswerOptions | None = None,
+    reader: Reader | None = None,
 ) -> AsyncIterator[Event]:
     """Answer `question` for `user` as a stream of events (see the module docstring).
 
@@ -135,7 +137,9 @@ async def answer_stream(
     existing conversation of the user, or the id to give a new one (omitted: a new one is
     created); `is_private` applies only when the conversation is created. With
     `options.regenerate` the stored question `message_id` is answered again and `question` is
-    ignored.
+    ignored. `reader`: `user`'s `Reader` when the caller computed it for this request (a
+    WebSocket computes one per message, never per connection); otherwise it is computed once
+    when the exchange is stored.
     """
     exchange = ExchangeTrace(cpu_ms=stage_cpu_begin())
     # 1. Validate.
@@ -146,6 +150,7 @@ async def answer_stream(
         conversation_id=conversation_id,
         is_private=is_private,
         options=options or AnswerOptions(),
+        reader=reader,
     )
     # 2. Store the exchange; the question is embedded meanwhile (CPU, a worker thread) unless
     # it leans on an existing conversation: then it is searched read in context, and embedded
@@ -162,7 +167,7 @@ async def answer_stream(
         if embedded is not None:
             embedded.cancel()
         answer = await stored_answer_wait(stored.begun)
-        for event in await database_sync_to_async(stored_answer_events)(answer, user=user):
+        for event in await database_sync_to_async(stored_answer_events)(answer, user=stored.reader):
             yield exchange.event(event.type, event.data)
         replay_log(exchange, answer, user=user)
         return

@@ -21,6 +21,7 @@ from chat.answering.questions import question_normalize
 from chat.attachments import file_ids_validate
 from chat.ids import uuid_parse
 from knowledge import embedding
+from knowledge.access import Reader
 from knowledge.retrieval import TOP_K_MAX, TOP_K_MIN
 
 MAX_DOCUMENT_IDS = 200
@@ -55,6 +56,9 @@ class ValidatedRequest:
     supplied_vector: np.ndarray | None
     regenerate: bool
     file_ids: list[int] | None = None
+    # The asker's `Reader` when the caller computed it for this request (a WebSocket, once per
+    # message); None: `exchange_store` computes it.
+    reader: Reader | None = None
 
 
 def _top_k_validate(top_k: object) -> int | None:
@@ -112,10 +116,13 @@ def request_validate(
     conversation_id: uuid.UUID | str | None,
     is_private: bool,
     options: AnswerOptions,
+    reader: Reader | None = None,
 ) -> ValidatedRequest:
-    """Every input checked before anything is stored (AnswerError otherwise)."""
+    """Every input checked before anything is stored (AnswerError otherwise). `reader`:
+    `user`'s `Reader`, when the caller computed it for this request."""
     return ValidatedRequest(
         user=user,
+        reader=reader,
         message_id=uuid_parse(message_id, "message_id"),
         conversation_id=(
             None if conversation_id is None else uuid_parse(conversation_id, "conversation_id")

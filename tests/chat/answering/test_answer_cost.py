@@ -12,17 +12,15 @@ import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.routing import URLRouter
-from channels.testing import WebsocketCommunicator
 
 from chat.answering.named_documents import named_document_find
 from chat.answering.named_index import names_index_forget
 from chat.models import Attachment, Conversation
-from chat.routing import websocket_urlpatterns
 from knowledge import embedding, vocabulary
 from knowledge.access import reader_for, reader_of_all_staff
 from knowledge.models import Collection, Document, collection_default_id
 from knowledge.vocabulary import text_search_parse, vocabulary_get
+from tests.support.clients import socket_scoped
 from tests.support.knowledge_base import EXPENSES_TEXTS, LEAVE_TEXTS, document_create
 from tests.support.personal import personal_file_create
 from tests.support.readers import readers_create
@@ -73,11 +71,8 @@ def _library_grow(count: int) -> None:
 
 async def _ask(conversation_id: uuid.UUID, user, question: str):
     payload = {"action": "send", "message": question, "message_id": str(uuid.uuid4())}
+    communicator = await socket_scoped(user, conversation_id)  # its session stored first
     with statements_recorded() as statements:
-        communicator = WebsocketCommunicator(
-            URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
-        )
-        communicator.scope["user"] = user
         connected, _ = await communicator.connect()
         assert connected
         try:
@@ -143,3 +138,16 @@ async def test_a_question_costs_the_same_with_ten_and_ten_thousand_documents(mon
         print(f"{number:3d}. {rows} rows ({before} with 10). {statement[:160]}")
     assert len(large) == len(small)
     assert large.rows == small.rows
+    # The asker's Reader is read once for the message (the socket's admission) and passed to
+    # the search, the earlier turns' withheld check and the final render's
+    # (docs/decisions/0151-one-reader-per-question.md): three times before.
+    for statements in (small, large):
+        assert len([s for s in statements if READER_STATEMENT in s]) == 1
+    assert len(small) <= STATEMENTS_MAX
+
+
+# A fragment of knowledge.access._reader_sql, the Reader's one statement.
+READER_STATEMENT = "WHERE owner_id = u.id),"
+# The follow-up from connect to close, the session and user read again for the message
+# (docs/decisions/0140) included: 33 before the Reader was passed down (0151).
+STATEMENTS_MAX = 31

@@ -43,9 +43,11 @@ MEAL_QUESTION = "What is the daily meal allowance while travelling?"
 # question pays it and the second does not. The answer's record of the documents given to it
 # adds one INSERT before its first word (docs/decisions/0130-an-answer-records-what-it-was-
 # given.md): 25 and 16 before. The socket reads its session and its user again for each
-# message: two statements (docs/decisions/0140).
-WEBSOCKET_MAX = 28
-SSE_MAX = 17
+# message: two statements (docs/decisions/0140). The asker's Reader is read once per message
+# and passed to the withheld checks (docs/decisions/0151-one-reader-per-question.md): 28 and 17
+# before.
+WEBSOCKET_MAX = 27
+SSE_MAX = 16
 
 
 def print_statements(title: str, statements: list[str]) -> None:
