@@ -143,6 +143,7 @@ async def _search_once(
     )
     if result is None:
         return Found(query, contextual, query_vector, [], EMPTY_KB_REFUSAL)
+    exchange.sides_add(result.vector_ms, result.lexical_ms)
     exchange.best_similarity = result.best_similarity
     exchange.retrieved = [(c.chunk_id, c.score, c.similarity) for c in result.chunks]
     decision = await evidence_assess_async(
