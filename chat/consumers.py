@@ -48,7 +48,7 @@ from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.answering.stage_cpu import cpu_stage
 from chat.ids import uuid_parse
 from chat.models import Message
-from chat.presenters import MessageView, message_views, sources_from_event
+from chat.presenters import MessageView, message_views, searched_in, sources_from_event
 from chat.ratelimit import (
     InFlightLock,
     Throttled,
@@ -438,6 +438,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 data.get("citations") or [],
                 str(data.get("evidence") or ""),
                 data.get("searched_document"),
+                data.get("searched_documents") or [],
             )
             await self.send(html)
         elif kind == "refusal":
@@ -451,13 +452,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         citations: list[dict[str, Any]],
         evidence: str,
         searched_document: dict[str, Any] | None,
+        searched_documents: list[dict[str, Any]],
     ) -> str:
         """The sources below the streamed answer and, for weak evidence, its notice above."""
         view = MessageView(
             id=self.exchange.answer_id,
             role=Message.Role.ASSISTANT,
             sources=sources_from_event(citations),
-            searched_document=str((searched_document or {}).get("title") or ""),
+            searched_document=searched_in(
+                str((searched_document or {}).get("title") or ""), searched_documents
+            ),
             evidence=evidence,
         )
         return fragments.sources_html(view) + fragments.evidence_html(view)

@@ -93,6 +93,10 @@ class Message(models.Model):
     searched_document_title = models.CharField(
         max_length=300, blank=True, default="", db_default=""
     )
+    # Every document the question named that the answer was searched in, `[{id, title}]`, the
+    # first being `searched_document_id`/`_title` ("Compare inventory.xlsx and suppliers.csv";
+    # empty when none, and for answers stored before it was recorded).
+    searched_documents = models.JSONField(default=list, blank=True, db_default=[])
     error_code = models.CharField(max_length=50, blank=True)
     # The evidence check's verdict on an answer (assistant messages answered by this version;
     # blank for questions, refusals and earlier answers).

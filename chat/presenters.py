@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -152,7 +152,8 @@ class MessageView:
     my_rating: int | None = None
     can_post: bool = True
     search_query: str = ""  # for an answer: what retrieval searched for
-    searched_document: str = ""  # for an answer: the title of the document its question named
+    # For an answer: the titles of the documents its question named ("A, B").
+    searched_document: str = ""
     mode: str = ""  # the message's Message.Mode ("" while streaming: plain text)
     withheld: str = ""  # a chat.selectors.Withheld reason: `content` is its notice
     evidence: str = ""  # an answer's Message.Evidence ("" while streaming, or not recorded)
@@ -231,6 +232,13 @@ class MessageView:
         return [
             {"label": label, "rephrase": "rephrase" in label.lower()} for label in self.suggestions
         ]
+
+
+def searched_in(title: str, documents: Iterable[dict | tuple[int, str]]) -> str:
+    """ "A, B": the titles of the documents an answer's question named (`documents`,
+    `{id, title}` or (id, title)), else its one searched document's `title`."""
+    titles = [str(d.get("title") or "") if isinstance(d, dict) else str(d[1]) for d in documents]
+    return ", ".join(t for t in titles if t) or title
 
 
 def search_query_shown(search_query: str, question: str) -> str:
@@ -448,7 +456,7 @@ def view_of_row(row: MessageRow, around: Surroundings, *, can_post: bool) -> Mes
         my_rating=around.ratings.get(row.id),
         can_post=can_post,
         search_query=row.search_query,
-        searched_document=row.searched_document_title,
+        searched_document=searched_in(row.searched_document_title, row.searched_documents),
         mode=row.mode,
         withheld=row.withheld,
         evidence=row.evidence,

@@ -226,10 +226,21 @@ class MessageRow:
     searched_document_id: int | None  # the document its question named (named_documents.py)
     searched_document_title: str
     error_code: str
+    # Every document its question named and it was searched in, (id, title) pairs (see
+    # Message.searched_documents): empty for one stored before, or none.
+    searched_documents: tuple[tuple[int, str], ...]
     evidence: str  # Message.Evidence of an answer ("" otherwise)
     created_at: datetime
     citations: tuple[CitationRow, ...]
     withheld: str = ""  # a `Withheld` reason: the row then holds the notice, not the answer
+
+    def __post_init__(self) -> None:
+        # The stored JSON `[{id, title}]` as (id, title) pairs: the row stays hashable.
+        pairs = tuple(
+            (int(d["id"]), str(d["title"])) if isinstance(d, dict) else tuple(d)
+            for d in self.searched_documents or ()
+        )
+        object.__setattr__(self, "searched_documents", pairs)
 
     @property
     def pk(self) -> uuid.UUID:
@@ -386,6 +397,7 @@ def row_withheld(row: MessageRow, reason: Withheld) -> MessageRow:
         search_query="",
         searched_document_id=None,
         searched_document_title="",
+        searched_documents=(),
         citations=(),
         withheld=str(reason),
     )
@@ -461,6 +473,7 @@ def message_row(message: Message) -> MessageRow:
         search_query=message.search_query,
         searched_document_id=message.searched_document_id,
         searched_document_title=message.searched_document_title,
+        searched_documents=tuple(message.searched_documents or ()),
         error_code=message.error_code,
         evidence=message.evidence,
         created_at=message.created_at,

@@ -409,6 +409,7 @@ def answer_finish(
     search_query: str = "",
     error_code: str = "",
     searched_document: tuple[int, str] | None = None,
+    searched_documents: Sequence[dict[str, int | str]] = (),
     evidence: str = "",
     given: Sequence[int] = (),
 ) -> list[Citation] | None:
@@ -423,7 +424,8 @@ def answer_finish(
     complete answer). Returns the stored citations, or None when the answer was already
     finished or no longer exists. A cited chunk deleted meanwhile keeps its snapshot.
     `searched_document`: (id, title) of the document the question named and the answer was
-    searched in alone (chat/answering/named_documents.py).
+    searched in alone (chat/answering/named_documents.py); `searched_documents` every one of
+    them (`{id, title}`), when the question named them.
     """
     fields: dict[str, Any] = {
         "status": status,
@@ -434,6 +436,7 @@ def answer_finish(
         "error_code": error_code,
         "searched_document_id": searched_document[0] if searched_document else None,
         "searched_document_title": searched_document[1] if searched_document else "",
+        "searched_documents": list(searched_documents),
         "evidence": evidence,
         **{name: value for name, value in vars(figures).items() if value is not None},
     }

@@ -123,6 +123,9 @@ class SearchResult:
     chunks: list[RetrievedChunk]
     query_vector: np.ndarray | None
     truncated: bool  # the question was cut to fit the embedding model
+    # Wall-clock ms of each side's ranking (None: that side did not run), for the logs.
+    vector_ms: float | None = None
+    lexical_ms: float | None = None
 
     @property
     def best_similarity(self) -> float | None:
@@ -674,9 +677,13 @@ def chunks_search(
 
     vector_hits: list[tuple[int, float]] = []
     lexical_hits: list[tuple[int, float]] = []
+    timed: dict[str, float] = {}
+    started = time.perf_counter()
     lexical = lexical_query(query, reader=reader) if mode in ("hybrid", "lexical") else None
+    planned = time.perf_counter() - started  # the lexical side's: planning its query
     searchable = rows_searchable_filter(reader=reader)  # built once for both rankings
     if mode in ("hybrid", "vector"):
+        vector_started = time.perf_counter()
         vector_hits = chunks_search_vector(
             query_vector=query_vector,
             limit=depth,
@@ -684,7 +691,9 @@ def chunks_search(
             document_ids=document_ids,
             searchable=searchable,
         )
+        timed["vector_ms"] = round((time.perf_counter() - vector_started) * 1000, 1)
     if lexical is not None:
+        lexical_started = time.perf_counter()
         lexical_hits = chunks_search_lexical(
             question=query,
             limit=depth,
@@ -693,6 +702,7 @@ def chunks_search(
             query=lexical,
             searchable=searchable,
         )
+        timed["lexical_ms"] = round((time.perf_counter() - lexical_started + planned) * 1000, 1)
 
     # Each side settles its own ties first: two copies of a passage tie exactly on both sides,
     # and each side's order of them (by id) would otherwise decide the fused order.
@@ -729,7 +739,7 @@ def chunks_search(
     if missing:
         similarity.update(similarities_for(missing, query_vector))
     if not fused:
-        return SearchResult(chunks=[], query_vector=query_vector, truncated=truncated)
+        return SearchResult(chunks=[], query_vector=query_vector, truncated=truncated, **timed)
     vector_rank = {cid: rank for rank, (cid, _) in enumerate(vector_hits, start=1)}
     lexical_rank = {cid: rank for rank, (cid, _) in enumerate(lexical_hits, start=1)}
 
@@ -766,4 +776,4 @@ def chunks_search(
                 ocr_confidence=chunk.ocr_confidence,
             )
         )
-    return SearchResult(chunks=results, query_vector=query_vector, truncated=truncated)
+    return SearchResult(chunks=results, query_vector=query_vector, truncated=truncated, **timed)

@@ -45,14 +45,22 @@ def sources_data(
     citations: list[dict[str, Any]],
     evidence: str,
     searched_document: dict[str, Any] | None = None,
+    searched_documents: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The data of a `sources` event, live or replayed: `evidence` is the stored answer's
     Message.Evidence ("strong", or "weak": shown with the weak-evidence notice, `docs/product.md
     §4`; "" for an answer stored before the check said); `searched_document` `{id, title}` the
-    document the question named and the answer was found in alone, else None."""
+    document the question named and the answer was found in alone, else None;
+    `searched_documents` every document it named and was answered from (`[searched_document]`
+    when one, `[]` when none)."""
     return {
         "message_id": message_id,
         "evidence": evidence,
         "citations": citations,
         "searched_document": searched_document,
+        "searched_documents": (
+            searched_documents
+            if searched_documents is not None
+            else ([searched_document] if searched_document else [])
+        ),
     }

@@ -16,6 +16,7 @@ Retrieval does not use any of this: it runs on every question (chat/answering/fo
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from chat.answering.grounding import as_data, token_estimate
 from chat.answering.llm import ChatMessage, LLMBackend, LLMError
 
 logger = logging.getLogger(__name__)
+summary_logger = logging.getLogger("sourced.summary")
 
 # Never fewer turns than this in the window: the last two user messages are always kept
 # (docs/decisions/0029-generative-conversation-memory.md).
@@ -125,10 +127,28 @@ async def memory_summary(
         sorted({*memory.summary_given, *(d for turn in turns for d in turn.given_document_ids)})
     )
     newest_folded = memory.unfolded[-1][0]
-    await database_sync_to_async(services.conversation_summary_store)(
+    stored = await database_sync_to_async(services.conversation_summary_store)(
         covers_question_id=newest_folded, content=summary, given=given
     )
-    logger.info(
-        "conversation summarised: %s turns folded, up to question %s", len(turns), newest_folded
+    summary_log(
+        message_id=stored.pk, covers=newest_folded, turns_folded=len(turns), chars=len(summary)
     )
     return summary, given
+
+
+def summary_log(*, message_id: object, covers: object, turns_folded: int, chars: int) -> None:
+    """One structured `chat.summary` line on the `sourced.summary` logger when a summary is
+    written: the summary message's id, the question it covers up to, how many turns it folded
+    in and its length in characters; never its text (`docs/product.md §10`)."""
+    summary_logger.info(
+        json.dumps(
+            {
+                "event": "chat.summary",
+                "message": str(message_id),
+                "covers": str(covers),
+                "turns_folded": turns_folded,
+                "chars": chars,
+            },
+            sort_keys=True,
+        )
+    )

@@ -1,10 +1,12 @@
 """A question that names a document the asker may read ("What does the refund policy say
 about digital products?", "In the staff handbook, how is overtime paid?"): which one.
 
-`named_document_find(question, reader=...)` compares the question's words with the names of
+`named_documents_find(question, reader=...)` compares the question's words with the names of
 the documents searched for `reader` (`knowledge.retrieval.searchable_documents`: only those,
 so a document the asker may not read is never matched and a name changes nothing for them),
-and returns the named document or None. A document's names are its title and its file's name
+and returns the named documents, best first (at most MAX_NAMED, each named by its own words:
+"Compare inventory.xlsx and suppliers.csv" names two); `named_document_find` the best one or
+None. A document's names are its title and its file's name
 (the uploaded file's original name, else the last part of its source), without extension.
 
 A name is matched when (all three):
@@ -20,11 +22,12 @@ A name is matched when (all three):
 - the question refers to it as a document: the run is followed by a word such as "say(s)",
   "state(s)", "mention(s)", "cover(s)", "document", "file", "pdf", "deck", "sheet"; or preceded
   by "according to", "per", "check", "see", "read", "consult", "search", or by "in", "from",
-  "under", "within", "inside", "using" when the words matched hold a word for a kind of
-  document ("policy", "handbook", "FAQ", "guide", "deck"…) or a file extension follows them
-  ("in the staff handbook", never "in Victoria"); articles and possessives ("the", "our")
-  and one other word ("per the employee handbook") may stand between; or the run opens the
-  question followed by ":" or "-" ("Staff handbook: …").
+  "under", "within", "inside", "using", "compare", "between", "and", "vs", "with" when the
+  words matched hold a word for a kind of document ("policy", "handbook", "FAQ", "guide",
+  "deck"…) or a file extension follows them ("in the staff handbook", never "in Victoria");
+  articles and possessives ("the", "our") and one other word ("per the employee handbook")
+  may stand between; or the run opens the question followed by ":" or "-" ("Staff
+  handbook: …").
 
 The best match (highest coverage, then fewest other words, then the lower document id) wins.
 Why these rules, and the threshold's figures:
@@ -37,7 +40,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from chat.answering.named_index import NamesIndex, names_index_get
@@ -49,6 +52,8 @@ from knowledge.retrieval import searchable_documents
 # Share of a name's weight the matched words must cover, chosen on folds of demo/eval/named.json
 # (docs/decisions/0037-a-question-that-names-a-document.md).
 NAME_COVERAGE = 0.5
+# At most this many documents named by one question are searched ("Compare A, B and C").
+MAX_NAMED = 3
 # Words of at least this many letters match with one edit (a small typo).
 TYPO_MIN_LENGTH = 5
 
@@ -67,7 +72,11 @@ _ARTICLES = _word_set("the a an our my your their this that company company's")
 _CUES_BEFORE = _word_set("per check see read consult search")
 # ... and words that do so only for a name that says it is a document ("in the staff handbook"
 # but not "in Victoria").
-_PLACES_BEFORE = _word_set("in from under within inside using")
+# A list of names counts too ("compare the refund policy and the staff handbook",
+# "inventory.xlsx vs suppliers.csv").
+_PLACES_BEFORE = _word_set(
+    "in from under within inside using compare comparing between and vs versus with"
+)
 _DOCUMENT_WORDS = _word_set(
     "policy handbook faq guide guideline manual deck slide presentation report minute memo "
     "spreadsheet sheet workbook document doc file pdf note wiki handout brochure playbook "
@@ -99,6 +108,8 @@ class NamedDocument:
     id: int
     title: str
     coverage: float
+    # Where the question names it: (start, end) character offsets of the words matched.
+    span: tuple[int, int] = field(default=(0, 0), compare=False)
 
     def as_dict(self) -> dict[str, int | str]:
         return {"id": self.id, "title": self.title}
@@ -199,11 +210,13 @@ def _best_named(
     weight: Callable[[str], float],
     shared: Callable[[int, list[str]], bool],
     coverage: float,
-) -> NamedDocument | None:
-    """The best of `candidates` (id, title as shown, names) that `question` names: `weight` of
-    a name word, `shared(id, words)` whether another of the asker's documents holds all those
-    words (the module docstring's rules)."""
-    best: tuple[float, int, int, NamedDocument] | None = None
+    most: int = 1,
+) -> list[NamedDocument]:
+    """The best of `candidates` (id, title as shown, names) that `question` names, at most
+    `most` of them, best first, each named by a run of words no better one's run overlaps:
+    `weight` of a name word, `shared(id, words)` whether another of the asker's documents
+    holds all those words (the module docstring's rules)."""
+    matches: list[tuple[tuple[float, int, int], int, int, NamedDocument]] = []
     for document_id, title, names in candidates:
         for name in names:
             wanted = name_words(name)
@@ -233,10 +246,26 @@ def _best_named(
                 if not _referred_to(question, words, start, end, matched):
                     continue
                 key = (share, -len(wanted), -document_id)
-                if best is None or key > best[:3]:
-                    found = NamedDocument(id=document_id, title=title, coverage=share)
-                    best = (*key, found)
-    return best[3] if best is not None else None
+                found = NamedDocument(
+                    id=document_id,
+                    title=title,
+                    coverage=share,
+                    span=(words[start].start, words[end - 1].end),
+                )
+                matches.append((key, start, end, found))
+    matches.sort(key=lambda match: match[0], reverse=True)
+    chosen: list[NamedDocument] = []
+    taken: list[tuple[int, int]] = []
+    for _key, start, end, found in matches:
+        if len(chosen) >= most:
+            break
+        if any(found.id == other.id for other in chosen):
+            continue
+        if any(start < other_end and other_start < end for other_start, other_end in taken):
+            continue
+        chosen.append(found)
+        taken.append((start, end))
+    return chosen
 
 
 def _content_words(question: str) -> tuple[list[_Word], list[int]]:
@@ -249,11 +278,24 @@ def named_document_match(
 ) -> NamedDocument | None:
     """The document of `documents` that `question` names (the module docstring's rules), or
     None. Pure: `documents` are the asker's (the caller selects them)."""
+    found = named_documents_match(question, documents, coverage=coverage, most=1)
+    return found[0] if found else None
+
+
+def named_documents_match(
+    question: str,
+    documents: Sequence[DocumentNames],
+    *,
+    coverage: float = NAME_COVERAGE,
+    most: int = MAX_NAMED,
+) -> list[NamedDocument]:
+    """The documents of `documents` that `question` names, best first, at most `most` (the
+    module docstring's rules). Pure: `documents` are the asker's (the caller selects them)."""
     if not documents:
-        return None
+        return []
     words, content = _content_words(question)
     if not content:
-        return None
+        return []
     vocabularies = [{w for name in d.names for w in name_words(name)} for d in documents]
     frequency: dict[str, int] = {}
     for vocabulary in vocabularies:
@@ -278,25 +320,37 @@ def named_document_match(
         if vocabulary & matching
     ]
     return _best_named(
-        question, words, content, candidates, weight=weight, shared=shared, coverage=coverage
+        question,
+        words,
+        content,
+        candidates,
+        weight=weight,
+        shared=shared,
+        coverage=coverage,
+        most=most,
     )
 
 
 def _indexed_match(
-    question: str, index: NamesIndex, reader: Reader, *, coverage: float = NAME_COVERAGE
-) -> NamedDocument | None:
+    question: str,
+    index: NamesIndex,
+    reader: Reader,
+    *,
+    coverage: float = NAME_COVERAGE,
+    most: int = MAX_NAMED,
+) -> list[NamedDocument]:
     """`named_document_match` over the documents `reader` searches, read from `index`: only
     the documents whose names hold a word of the question (or one edit from one) are looked
     at, and a word's weight comes from the index's counts of the reader's collections."""
     words, content = _content_words(question)
     if not content:
-        return None
+        return []
     searched_files = [
         index.documents[pk] for pk in sorted(reader.searched_file_ids) if pk in index.documents
     ]
     total = index.total(reader, searched_files)
     if not total:
-        return None
+        return []
     frequencies: dict[str, int] = {}
 
     def frequency(word: str) -> int:
@@ -335,8 +389,47 @@ def _indexed_match(
                 seen.add(pk)
                 candidates.append((pk, document.title, document.names))
     return _best_named(
-        question, words, content, candidates, weight=weight, shared=shared, coverage=coverage
+        question,
+        words,
+        content,
+        candidates,
+        weight=weight,
+        shared=shared,
+        coverage=coverage,
+        most=most,
     )
+
+
+def question_about(question: str, named: NamedDocument, others: Iterable[NamedDocument]) -> str:
+    """`question` as asked of `named` alone: the names of the `others` it names left out, and
+    the file extensions written after a name ("Compare inventory.xlsx and suppliers.csv:
+    lead times" asked of suppliers.csv: "Compare and suppliers: lead times")."""
+    spans = sorted(other.span for other in others if other.id != named.id and other.span[1])
+    kept, at = [], 0
+    for start, end in spans:
+        kept.append(question[at:start])
+        extension = _EXTENSION.match(question, end)
+        at = extension.end() if extension else end
+    kept.append(question[at:])
+    return re.sub(r"\s+", " ", _EXTENSION.sub("", "".join(kept))).strip()
+
+
+def searched_documents_of(
+    document_id: int | None, title: str, stored: object
+) -> list[dict[str, int | str]]:
+    """The `searched_documents` of an answer's events and of the API, `[{id, title}]`, from the
+    stored message's fields (`stored`: its list of `{id, title}` or of (id, title) pairs; an
+    answer stored before the list was: its one searched document); empty when its question
+    named none."""
+    if isinstance(stored, list | tuple) and stored:
+        return [
+            {"id": int(d["id"]), "title": str(d["title"])}
+            if isinstance(d, dict)
+            else {"id": int(d[0]), "title": str(d[1])}
+            for d in stored
+        ]
+    one = searched_document_of(document_id, title)
+    return [one] if one is not None else []
 
 
 def searched_document_of(document_id: int | None, title: str) -> dict[str, int | str] | None:
@@ -372,14 +465,15 @@ def _file_stem(source: str, original_name: object) -> str:
 
 
 @cpu_stage("named")
-def named_document_find(
+def named_documents_find(
     question: str, *, reader: Reader, within: Sequence[int] | None = None
-) -> NamedDocument | None:
-    """The document searched for `reader` that `question` names, or None; with `within`, only
-    one of those documents (the request's document filter). Read from the process's index of
-    the available documents' names (chat/answering/named_index.py: no statement but its
-    fingerprint's, every RECHECK_SECONDS), kept to what `reader` searches; the document found
-    is confirmed searched for `reader` in the database (one statement, only when one is
+) -> list[NamedDocument]:
+    """The documents searched for `reader` that `question` names, best first, at most
+    MAX_NAMED ("Compare inventory.xlsx and suppliers.csv": both); with `within`, only among
+    those documents (the request's document filter). Read from the process's index of the
+    available documents' names (chat/answering/named_index.py: no statement but its
+    fingerprint's, every RECHECK_SECONDS), kept to what `reader` searches; the documents found
+    are confirmed searched for `reader` in the database (one statement, only when one is
     found), so a document withdrawn or moved since the index was read is never named."""
     index = names_index_get(
         name_words=name_words, file_stem=_file_stem, typo_min_length=TYPO_MIN_LENGTH
@@ -392,7 +486,21 @@ def named_document_find(
             document = index.documents.get(pk)
             if document is not None and document.searched_by(reader):
                 documents.append(DocumentNames(document.id, document.title, document.names))
-        found = named_document_match(question, documents)
-    if found is None or not searchable_documents(reader=reader).filter(pk=found.id).exists():
-        return None
-    return found
+        found = named_documents_match(question, documents)
+    if not found:
+        return []
+    confirmed = set(
+        searchable_documents(reader=reader)
+        .filter(pk__in=[d.id for d in found])
+        .values_list("pk", flat=True)
+    )
+    return [d for d in found if d.id in confirmed]
+
+
+def named_document_find(
+    question: str, *, reader: Reader, within: Sequence[int] | None = None
+) -> NamedDocument | None:
+    """The document searched for `reader` that `question` names best (`named_documents_find`'s
+    first), or None."""
+    found = named_documents_find(question, reader=reader, within=within)
+    return found[0] if found else None

@@ -277,6 +277,7 @@ async def answer_stream(
                 if found.searched_document
                 else None
             ),
+            searched_documents=[d.as_dict() for d in found.searched_documents],
             evidence=evidence,
         )
         if citations is None:
@@ -289,6 +290,7 @@ async def answer_stream(
                 [citation_as_dict(c, stale=False) for c in citations],
                 str(evidence),
                 found.searched_document.as_dict() if found.searched_document else None,
+                [d.as_dict() for d in found.searched_documents],
             ),
         )
         yield exchange.event("answer_end", {"message_id": ids["message_id"], "status": str(status)})

@@ -14,7 +14,7 @@ from chat import selectors, services
 from chat.answering.citations import citation_as_dict
 from chat.answering.errors import AnswerError
 from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, sources_data
-from chat.answering.named_documents import searched_document_of
+from chat.answering.named_documents import searched_document_of, searched_documents_of
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.models import Message
 from knowledge.access import UserLike
@@ -102,6 +102,11 @@ def stored_answer_events(answer: Message, *, user: UserLike) -> list[Event]:
                 citations,
                 str(answer.evidence),
                 searched_document_of(answer.searched_document_id, answer.searched_document_title),
+                searched_documents_of(
+                    answer.searched_document_id,
+                    answer.searched_document_title,
+                    answer.searched_documents,
+                ),
             ),
         )
     )

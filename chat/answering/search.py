@@ -6,7 +6,10 @@ A question that names a document the asker may read (chat/answering/named_docume
 searched as any question first (refused as any question when nothing the asker may read
 holds the answer); when that finds an answer, it is taken from the named document instead
 when that document holds one as close (within NAMED_MARGIN)
-(docs/decisions/0037-a-question-that-names-a-document.md).
+(docs/decisions/0037-a-question-that-names-a-document.md). A question naming two or more
+("Compare inventory.xlsx and suppliers.csv") is searched in each of them, each search checked
+for evidence, and answered from the best passages of each that passes
+(docs/decisions/0167-two-named-documents-compared.md).
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ from chat.answering.exchange import StoredExchange
 from chat.answering.extractive import sentence_vectors_preload
 from chat.answering.followups import SearchPlan, search_plan_in_context, unknown_own_terms
 from chat.answering.generative import search_plan_generative
-from chat.answering.named_documents import NamedDocument, named_document_find
+from chat.answering.named_documents import (
+    NamedDocument,
+    named_documents_find,
+    question_about,
+)
 from chat.answering.request import ValidatedRequest
 from chat.answering.stage_cpu import cpu_stage
 from chat.answering.trace import ExchangeTrace
@@ -63,6 +70,9 @@ class Found:
     refusal: Refusal | None
     # The document the question named, when the answer was found in it alone.
     searched_document: NamedDocument | None = None
+    # Every document the question named that the answer was found in (two or more named:
+    # `searched_document` is the first of them).
+    searched_documents: tuple[NamedDocument, ...] = ()
     # The evidence check's reason for this search (None: nothing was searched).
     evidence: Reason | None = None
 
@@ -133,6 +143,7 @@ async def _search_once(
     )
     if result is None:
         return Found(query, contextual, query_vector, [], EMPTY_KB_REFUSAL)
+    exchange.sides_add(result.vector_ms, result.lexical_ms)
     exchange.best_similarity = result.best_similarity
     exchange.retrieved = [(c.chunk_id, c.score, c.similarity) for c in result.chunks]
     decision = await evidence_assess_async(
@@ -231,7 +242,7 @@ async def _prefer_named(
     within NAMED_MARGIN (cosine) of the best found everywhere; `found` unchanged otherwise. No
     second search when everything `found` qualifies is from that document."""
     if all(chunk.document_id == named.id for chunk in found.qualifying):
-        return replace(found, searched_document=named)
+        return replace(found, searched_document=named, searched_documents=(named,))
     in_named = await _search_once(
         exchange,
         question=question,
@@ -246,7 +257,60 @@ async def _prefer_named(
         _best_similarity(found.qualifying) - NAMED_MARGIN
     ):
         return found
-    return replace(in_named, searched_document=named)
+    return replace(in_named, searched_document=named, searched_documents=(named,))
+
+
+def _interleaved(lists: Sequence[Sequence[RetrievedChunk]]) -> list[RetrievedChunk]:
+    """The chunks of `lists` by rank: every list's first, then every list's second, ..."""
+    merged: list[RetrievedChunk] = []
+    for rank in range(max((len(chunks) for chunks in lists), default=0)):
+        merged.extend(chunks[rank] for chunks in lists if rank < len(chunks))
+    return merged
+
+
+async def _search_each_named(
+    exchange: ExchangeTrace,
+    named: Sequence[NamedDocument],
+    *,
+    question: str,
+    plan: SearchPlan,
+    vector: np.ndarray,
+    request: ValidatedRequest,
+    stored: StoredExchange,
+) -> Found | None:
+    """The question searched in each document it names (two or more), as asked of that
+    document alone (`question_about`: the other names left out), each search checked for
+    evidence on its own; the passages of those that pass, the best of each first
+    (`_interleaved`), with the documents they come from; None when none passes."""
+    answered: list[tuple[NamedDocument, Found]] = []
+    for document in named:
+        within = _narrowed(request.document_ids, [document.id])
+        if not within:
+            continue
+        query = question_about(plan.query, document, named)
+        query_vector = vector if query == plan.query else (await query_embed(query))[0]
+        in_named = await _search_once(
+            exchange,
+            question=question,
+            query=query,
+            query_vector=query_vector,
+            contextual=plan.contextual,
+            plan=plan,
+            document_ids=within,
+            stored=stored,
+        )
+        if in_named.refusal is None and in_named.qualifying:
+            answered.append((document, in_named))
+    if not answered:
+        return None
+    return replace(
+        answered[0][1],
+        query=plan.query,
+        query_vector=vector,
+        qualifying=_interleaved([found.qualifying for _, found in answered])[: stored.top_k],
+        searched_document=answered[0][0],
+        searched_documents=tuple(document for document, _ in answered),
+    )
 
 
 async def question_search(
@@ -262,7 +326,8 @@ async def question_search(
     more before refusing. A question naming a document the asker may read (and that the
     request's document filter keeps) and answered so is answered from that document when it
     holds a passage as close (`_prefer_named`; `Found.searched_document` then says
-    which)."""
+    which). A question naming two or more is searched in each of them first
+    (`_search_each_named`), and as any question when none of them holds an answer."""
     started = time.perf_counter()
     plan = SearchPlan(query=question)
     if stored.history:
@@ -284,22 +349,40 @@ async def question_search(
         vector, truncated = await query_embed(question)
     if truncated:
         exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)
-    named = await database_sync_to_async(named_document_find)(
+    named = await database_sync_to_async(named_documents_find)(
         question, reader=stored.reader, within=request.document_ids
     )
-    found = await _search_everywhere(
-        exchange,
-        question=question,
-        plan=plan,
-        vector=vector,
-        embedded=embedded,
-        request=request,
-        stored=stored,
-    )
-    if named is not None and found.refusal is None:
-        found = await _prefer_named(
-            exchange, found, named, question=question, plan=plan, vector=vector, stored=stored
+    found = None
+    if len(named) > 1:
+        found = await _search_each_named(
+            exchange,
+            named,
+            question=question,
+            plan=plan,
+            vector=vector,
+            request=request,
+            stored=stored,
         )
+    if found is None:
+        found = await _search_everywhere(
+            exchange,
+            question=question,
+            plan=plan,
+            vector=vector,
+            embedded=embedded,
+            request=request,
+            stored=stored,
+        )
+        if len(named) == 1 and found.refusal is None:
+            found = await _prefer_named(
+                exchange,
+                found,
+                named[0],
+                question=question,
+                plan=plan,
+                vector=vector,
+                stored=stored,
+            )
     exchange.retrieval_ms = round((time.perf_counter() - started) * 1000, 1)
     exchange.search_query, exchange.contextual = found.query, found.contextual
     exchange.evidence = found.evidence or exchange.evidence  # what is answered or refused: why

@@ -28,6 +28,10 @@ class ExchangeTrace:
     started: float = field(default_factory=time.perf_counter)
     first_event_ms: float | None = None
     retrieval_ms: float | None = None
+    # Each side's ranking time (knowledge.retrieval.SearchResult), summed over the exchange's
+    # searches (a fallback or a named document's is a second one); None: that side never ran.
+    vector_ms: float | None = None
+    lexical_ms: float | None = None
     best_similarity: float | None = None
     evidence: str | None = None  # the evidence decision's reason (evidence_signals.Reason)
     search_query: str = ""
@@ -39,6 +43,13 @@ class ExchangeTrace:
     cpu_ms: dict[str, float] = field(default_factory=dict)  # stage → CPU ms (stage_cpu.py)
     # The last retrieval's ranked chunks: (chunk id, fused score, cosine similarity).
     retrieved: list[tuple[int, float, float | None]] = field(default_factory=list)
+
+    def sides_add(self, vector_ms: float | None, lexical_ms: float | None) -> None:
+        """Count one search's per-side times (`SearchResult.vector_ms`, `.lexical_ms`)."""
+        if vector_ms is not None:
+            self.vector_ms = round((self.vector_ms or 0.0) + vector_ms, 1)
+        if lexical_ms is not None:
+            self.lexical_ms = round((self.lexical_ms or 0.0) + lexical_ms, 1)
 
     def warn(self, text: str) -> None:
         self.warning = f"{self.warning} {text}" if self.warning else text
@@ -73,6 +84,8 @@ def exchange_log(exchange: ExchangeTrace, **fields: Any) -> None:
     record = {
         "event": "chat.exchange",
         "retrieval_ms": exchange.retrieval_ms,
+        "vector_ms": exchange.vector_ms,
+        "lexical_ms": exchange.lexical_ms,
         "best_similarity": (
             None if exchange.best_similarity is None else round(exchange.best_similarity, 4)
         ),

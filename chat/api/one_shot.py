@@ -34,6 +34,7 @@ def answer_body(events: list[Event]) -> dict[str, Any]:
         "evidence": sources.get("evidence", ""),
         "citations": sources.get("citations", []),
         "searched_document": sources.get("searched_document"),
+        "searched_documents": sources.get("searched_documents") or [],
         "warning": " ".join(warnings) or None,
     }
 

@@ -99,13 +99,16 @@ Ask a question. The answer streams as **Server-Sent Events** (`text/event-stream
   citation marker ` [n]`.
 - `sources` `{message_id, evidence, citations: [{n, chunk_id, chunk_index, document_id, title,
   page, section, sheet, cells, ocr_confidence, url, excerpt, text, similarity, stale}],
-  searched_document}` — once, after the
+  searched_document, searched_documents}` — once, after the
   text: exactly the cited chunks. `evidence` is `"weak"` when the evidence cleared the check
   only narrowly: the documents may not answer the question directly (show the answer with a
   notice, as the page does); `"strong"` otherwise. `searched_document` `{id, title}` when your
   message named a document you may read ("In the staff handbook, …", "What does the refund
   policy say …") and the answer was found in it alone; null otherwise (no document named, or
   the named one did not hold the answer and everything you may read was searched).
+  `searched_documents` `[{id, title}]`: every document your message named and the answer was
+  searched in ("Compare inventory.xlsx and suppliers.csv": both, each cited when it holds
+  an answer; `searched_document` is the first), `[]` when none.
 - `answer_end` `{message_id, status}` — last (`complete`).
 - `error` `{code, message}` — last, if answering failed after it started
   (`upstream-unavailable` when the language model broke off; the partial answer is kept).
@@ -147,7 +150,8 @@ SSE_EXAMPLE = (
     'leave", "sheet": null, "cells": null, "ocr_confidence": null, "url": "/documents/3/", '
     '"excerpt": "Full-time '
     'employees receive…", "text": "…", '
-    '"similarity": 0.71, "stale": false}], "searched_document": null}\n\n'
+    '"similarity": 0.71, "stale": false}], "searched_document": null, '
+    '"searched_documents": []}\n\n'
     'event: answer_end\ndata: {"message_id": "9f1c…", "status": "complete"}\n\n'
 )
 

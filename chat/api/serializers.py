@@ -311,6 +311,11 @@ class OneShotAnswerSerializer(serializers.Serializer):
     evidence = serializers.CharField(help_text='"strong", or "weak" (show it with a notice).')
     citations = CitationSerializer(many=True)
     searched_document = SearchedDocumentSerializer(allow_null=True)
+    searched_documents = SearchedDocumentSerializer(
+        many=True,
+        help_text="Every document the question named and the answer was searched in "
+        "(`searched_document` is the first); empty when none.",
+    )
     warning = serializers.CharField(
         allow_null=True, help_text="The stream's `warning` events' messages, else null."
     )
@@ -396,6 +401,11 @@ class MessageSerializer(serializers.Serializer):
         help_text='Answers whose question named a document the reader may read ("In the staff '
         'handbook, …"), found in that document alone: `{id, title}`. Null otherwise.'
     )
+    searched_documents = serializers.SerializerMethodField(
+        help_text="Answers: every document the question named and the answer was searched in "
+        '("Compare inventory.xlsx and suppliers.csv": both), `searched_document` first. '
+        "Empty otherwise."
+    )
     evidence = serializers.CharField(
         help_text='Answers: "weak" when the documents may not answer the question directly '
         '(the answer is shown with a notice), "strong" otherwise. Empty for questions, '
@@ -415,6 +425,16 @@ class MessageSerializer(serializers.Serializer):
         from chat.answering.named_documents import searched_document_of
 
         return searched_document_of(message.searched_document_id, message.searched_document_title)
+
+    @extend_schema_field(SearchedDocumentSerializer(many=True))
+    def get_searched_documents(self, message) -> list[dict]:
+        from chat.answering.named_documents import searched_documents_of
+
+        return searched_documents_of(
+            message.searched_document_id,
+            message.searched_document_title,
+            message.searched_documents,
+        )
 
     def get_citations(self, message) -> list[dict]:
         from chat.answering.citations import citation_as_dict

@@ -15,6 +15,8 @@
     lastQuestion: "",
     lastPayload: null,
     stickToBottom: true,
+    newChat: null, /* the new chat's main area, fetched ahead (prefetchNewChat) */
+    shownPath: "", /* the address shown after a new chat in place */
   };
 
   function $(selector, root) {
@@ -124,6 +126,7 @@
     link.removeAttribute("aria-disabled");
     link.removeAttribute("role");
     link.classList.remove("btn-disabled");
+    prefetchNewChat();
   }
 
   function afterFirstSend() {
@@ -189,6 +192,7 @@
     var url = el.getAttribute("data-conversation-url");
     if (url && window.location.pathname !== url) {
       window.history.replaceState(null, "", url);
+      if (state.shownPath) state.shownPath = url;
     }
     var title = $("[data-conversation-title]");
     if (title && url) document.title = title.textContent.trim() + " · Sourced";
@@ -693,6 +697,77 @@
     if (input && document.activeElement === input) input.select();
   });
 
+  /* ---------------------------------------------------------------- new chat */
+
+  /* "New chat" from an open conversation without a page load: the new chat's main area
+     (what the link's page would show: an empty composer, a socket to a new conversation id)
+     is fetched ahead, once the page is idle, and swapped in on the click (htmx closes the old
+     conversation's socket and opens the new one's), the address becoming the link's. The
+     link stays a plain link: without script, while an answer streams, or before the fetch
+     has come back, it loads the page (docs/decisions/0165-clear-conversation-and-the-page-details.md). */
+  function prefetchNewChat() {
+    var link = $("#new-chat-button");
+    state.newChat = null;
+    if (!link || !$("#chat") || !window.fetch || !window.DOMParser) return;
+    var url = link.getAttribute("data-href");
+    window
+      .fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (response) {
+        return response.ok && !response.redirected ? response.text() : null;
+      })
+      .then(function (html) {
+        if (!html) return;
+        var page = new DOMParser().parseFromString(html, "text/html");
+        var main = page.getElementById("main");
+        if (main && main.querySelector("#chat[data-new='true']")) {
+          state.newChat = { url: url, title: page.title, html: main.innerHTML };
+        }
+      })
+      .catch(function () {
+        state.newChat = null;
+      });
+  }
+
+  function newChatShow(event) {
+    var ready = state.newChat;
+    if (!ready || state.busy || !window.htmx || event.button !== 0) return;
+    if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    state.newChat = null;
+    state.socket = null;
+    state.lastQuestion = "";
+    state.lastPayload = null;
+    state.recalled = false;
+    window.htmx.swap($("#main"), ready.html, { swapStyle: "innerHTML" });
+    window.history.pushState({ newChat: true }, "", ready.url);
+    state.shownPath = window.location.pathname;
+    document.title = ready.title;
+    $all("#conversation-list [aria-current='page']").forEach(function (item) {
+      item.removeAttribute("aria-current");
+      item.classList.remove("menu-active", "font-medium");
+    });
+    var link = $("#new-chat-button");
+    link.removeAttribute("href");
+    link.setAttribute("role", "link");
+    link.setAttribute("aria-disabled", "true");
+    link.classList.add("btn-disabled");
+    autosize();
+    updateControls();
+    updateSettingsSummary();
+    focusComposer();
+  }
+
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest("#new-chat-button[href]");
+    if (link) newChatShow(event);
+  });
+
+  /* Back or forward after a new chat shown in place: the page of that address (a move
+     within the page, to a #fragment, changes nothing). */
+  window.addEventListener("popstate", function () {
+    if (state.shownPath && window.location.pathname !== state.shownPath) window.location.reload();
+  });
+
   /* ---------------------------------------------------------------- page load */
 
   function init() {
@@ -708,6 +783,9 @@
     if ($("#messages")) scrollToBottom();
     var highlighted = $("[data-highlighted]");
     if (highlighted) highlighted.scrollIntoView({ block: "center", behavior: "instant" });
+    if ($("#new-chat-button[href]")) {
+      (window.requestIdleCallback || window.setTimeout)(prefetchNewChat);
+    }
   }
 
   if (document.readyState === "loading") {

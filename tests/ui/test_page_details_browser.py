@@ -19,9 +19,9 @@ from tests.support.live_server import daphne_server, database_url_of
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("db_reads")]
 
 USERS = ("gail", "hugo")
-# The seed's 100 ms is not met by a page load on a loaded machine: the test bounds what it
-# measures and prints it (docs/decisions/0165-clear-conversation-and-the-page-details.md).
-NEW_CHAT_BUDGET_MS = 1000
+# The seed's 100 ms: New chat is shown in place, from a page fetched ahead
+# (docs/decisions/0165-clear-conversation-and-the-page-details.md).
+NEW_CHAT_BUDGET_MS = 100
 
 
 SOURCE = "test:page-details-browser/leave"
@@ -132,37 +132,82 @@ def test_a_reader_of_a_shared_conversation_gets_no_clear_action(pages, live):
 
 
 def test_new_chat_shows_an_empty_composer_measured_from_the_click(pages, live):
-    """From the click on "New chat" to the first paint of the new chat, whose composer is
-    empty, by the browser's own clock (the click's time kept across the navigation): printed,
-    and bounded by NEW_CHAT_BUDGET_MS."""
+    """From the click on "New chat" in an open conversation to the frame painted after the
+    new chat is shown in place (no page load: its main area was fetched ahead), whose
+    composer is empty, by the browser's own clock: printed, and bounded by
+    NEW_CHAT_BUDGET_MS. The new chat has its own conversation id and address, the sidebar
+    highlights nothing, and Back shows the conversation again."""
     conversation_id = _conversation("hugo", "Timed")
     page = pages.open("hugo", f"/c/{conversation_id}/")
     timings = []
     for _ in range(5):
+        page.goto(f"/c/{conversation_id}/")
+        link = page.get_by_role("link", name="New chat")
+        assert link.get_attribute("href") == "/"  # the plain link, without script
+        page.wait_for_function(  # the new chat's page, fetched ahead once the page is idle
+            """() => performance.getEntriesByType('resource').some(
+                 e => e.initiatorType === 'fetch' && new URL(e.name).pathname === '/'
+                      && e.responseEnd > 0)"""
+        )
         page.evaluate(
-            """() => document.getElementById('new-chat-button').addEventListener('click', () => {
-                 const now = performance.timeOrigin + performance.now();
-                 sessionStorage.setItem('clicked', String(now));
-               }, {capture: true, once: true})"""
+            """() => {
+                 window.newChatShown = null;
+                 const main = document.getElementById('main');
+                 document.getElementById('new-chat-button').addEventListener('click', () => {
+                   const clicked = performance.now();
+                   const seen = new MutationObserver(() => {
+                     const input = document.querySelector("#chat[data-new='true'] #composer-input");
+                     if (!input) return;
+                     seen.disconnect();
+                     requestAnimationFrame(() => setTimeout(() => {
+                       window.newChatShown = {ms: performance.now() - clicked,
+                                              composer: input.value,
+                                              visible: !!input.offsetParent};
+                     }));
+                   });
+                   seen.observe(main, {childList: true, subtree: true});
+                 }, {capture: true, once: true});
+               }"""
         )
-        with page.expect_navigation():
-            page.get_by_role("link", name="New chat").click()
-        page.locator("#composer-input").wait_for()
-        shown = page.evaluate(
-            """() => new Promise(resolve => requestAnimationFrame(() => {
-                 const paint = performance.getEntriesByName('first-contentful-paint')[0];
-                 const at = performance.timeOrigin + (paint ? paint.startTime : performance.now());
-                 resolve({ms: at - Number(sessionStorage.getItem('clicked')),
-                          composer: document.getElementById('composer-input').value,
-                          visible: !!document.getElementById('composer-input').offsetParent});
-               }))"""
-        )
+        link.click()
+        page.wait_for_function("() => window.newChatShown !== null")
+        shown = page.evaluate("() => window.newChatShown")  # still the same document: no load
         assert shown["composer"] == "" and shown["visible"]
         timings.append(shown["ms"])
-        page.goto(f"/c/{conversation_id}/")
+    assert page.evaluate("() => location.pathname") == "/"
+    assert page.locator("#chat").get_attribute("data-conversation-id") != conversation_id
+    assert page.locator("#conversation-list [aria-current='page']").count() == 0
+    assert page.get_by_role("link", name="New chat").get_attribute("aria-disabled") == "true"
+    page.go_back()
+    page.wait_for_url(f"**/c/{conversation_id}/")
+    page.locator('#messages [data-role="user"]').first.wait_for()
+    assert page.locator('#messages [data-role="user"]').count() == 2
     median = statistics.median(timings)
     print(f"new chat to an empty composer: {sorted(round(t, 1) for t in timings)} ms")
     assert 0 < median < NEW_CHAT_BUDGET_MS, timings
+
+
+def test_a_question_after_a_new_chat_in_place_starts_a_new_conversation(pages, live):
+    """The new chat shown in place asks on its own socket: its first question makes a new
+    conversation (its address, its sidebar entry), the one left untouched."""
+    conversation_id = _conversation("gail", "Left behind")
+    page = pages.open("gail", f"/c/{conversation_id}/")
+    page.wait_for_function(
+        """() => performance.getEntriesByType('resource').some(
+             e => e.initiatorType === 'fetch' && new URL(e.name).pathname === '/'
+                  && e.responseEnd > 0)"""
+    )
+    page.evaluate("() => { window.samePage = true; }")
+    page.get_by_role("link", name="New chat").click()
+    new_id = page.locator("#chat[data-new='true']").get_attribute("data-conversation-id")
+    page.locator("#composer-input").fill("How many days of annual leave do I get?")
+    page.locator("#composer-input").press("Enter")
+    page.wait_for_url(f"**/c/{new_id}/", timeout=30_000)
+    page.wait_for_function(IDLE, timeout=30_000)
+    assert page.evaluate("() => window.samePage") is True  # no page was loaded
+    assert "25 days" in page.locator("#messages").inner_text()
+    assert page.locator(f"#sidebar-{new_id}").count() == 1
+    assert new_id != conversation_id and _messages_of(conversation_id) == 4
 
 
 def _generative(on: bool) -> None:

@@ -1,6 +1,7 @@
 """The structured log lines besides the exchange's own (`docs/product.md §10`): the exchange
-line's retrieval figures, one `chat.retrieval` line (chunk ids and scores, no text) and one
-`chat.rate_limit` line per request turned away."""
+line's retrieval figures (with each side's time), one `chat.retrieval` line (chunk ids and
+scores, no text), one `chat.rate_limit` line per request turned away and one `chat.summary`
+line per conversation summary written (no text)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import json
 import logging
 
 import pytest
+from asgiref.sync import sync_to_async
 
-from chat.models import Citation
+from chat.answering import breaker
+from chat.models import ChatSettings, Citation, Message
 from chat.ratelimit import chat_throttled, search_rate_limited
 from tests.support.answers import collect
+from tests.support.openai_server import Scripted, openai_server
 
 LEAVE_QUESTION = "How many days of annual leave do full-time employees get?"
 
@@ -46,6 +50,59 @@ async def test_the_exchange_line_has_the_retrieval_figures_and_a_retrieval_line_
     # an extractive answer has no prompt
     assert (exchange["prompt_chars"], exchange["tokens_out"]) == (None, None)
     assert set(retrieval) == {"event", "message", "chunk_ids", "scores", "similarities"}
+    # each side of the hybrid search timed (ms), within the retrieval's whole time
+    assert exchange["vector_ms"] > 0 and exchange["lexical_ms"] > 0
+    assert exchange["vector_ms"] + exchange["lexical_ms"] <= exchange["retrieval_ms"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_summary_written_is_one_summary_line_without_its_text(
+    policies_kb, staff_user, settings, caplog
+):
+    caplog.set_level(logging.INFO)
+    summary = "The user asked about annual leave: full-time staff get 25 days."
+    await sync_to_async(breaker.circuit_reset)()  # the breaker lives in the shared cache
+    with openai_server() as server:
+        settings.LLM_BACKEND, settings.LLM_BASE_URL = "openai", server.base_url
+        settings.LLM_MODEL, settings.LLM_API_KEY, settings.LLM_TIMEOUT_S = "m", "k", 5
+        await ChatSettings.objects.aupdate_or_create(
+            pk=1,
+            defaults={"generation_mode": ChatSettings.Mode.GENERATIVE, "max_history_turns": 2},
+        )
+        server.script(
+            Scripted(pieces=["Full-time employees receive 25 days [1]."]),
+            Scripted(pieces=["Five days carry over [1]."]),
+            Scripted(pieces=["The meal allowance is 45 euros [1]."]),
+            Scripted(pieces=[summary]),  # the fourth question first folds the first turn
+            Scripted(pieces=["Passwords need 14 characters [1]."]),
+        )
+        conversation_id = None
+        for question in (
+            LEAVE_QUESTION,
+            "How many days of leave can I carry over?",
+            "What is the daily meal allowance while travelling?",
+            "How long must passwords be?",
+        ):
+            events = await collect(
+                user=staff_user, question=question, conversation_id=conversation_id
+            )
+            conversation_id = events[0].data["conversation_id"]
+
+    stored = await Message.objects.aget(
+        conversation_id=conversation_id, role=Message.Role.SYSTEM_SUMMARY
+    )
+    assert _lines(caplog, "sourced.summary") == [
+        {
+            "event": "chat.summary",
+            "message": str(stored.pk),
+            "covers": str(stored.reply_to_id),
+            "turns_folded": 1,
+            "chars": len(summary),
+        }
+    ]
+    assert not any(
+        "25 days" in r.getMessage() for r in caplog.records if r.name == "sourced.summary"
+    )
 
 
 @pytest.mark.django_db
