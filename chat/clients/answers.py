@@ -113,6 +113,7 @@ class AnswerFold:
     warnings: list[str] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
     searched_document: dict[str, Any] | None = None
+    searched_documents: list[dict[str, Any]] = field(default_factory=list)
     error: dict[str, str] | None = None
 
     def add(self, event: Event) -> None:
@@ -132,6 +133,7 @@ class AnswerFold:
         elif event.type == "sources":
             self.citations = [client_citation(c, self.base_url) for c in data["citations"]]
             self.searched_document = data.get("searched_document")
+            self.searched_documents = list(data.get("searched_documents") or [])
             self.outcome = "weak_evidence" if data.get("evidence") == "weak" else "answered"
         elif event.type == "error":
             self.outcome = "error"
@@ -161,6 +163,7 @@ class AnswerFold:
             "outcome": self.outcome,
             "citations": self.citations,
             "searched_document": self.searched_document,
+            "searched_documents": self.searched_documents,
             "search_query": self.search_query,
             "warnings": [w for w in self.warnings if w],
             "suggestions": self.suggestions,

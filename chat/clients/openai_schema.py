@@ -107,6 +107,11 @@ class SourcedExtensionSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=["answered", "weak_evidence", "refused"])
     citations = ClientCitationSerializer(many=True)
     searched_document = serializers.DictField(allow_null=True)
+    searched_documents = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Every document the question named and the "
+        "answer was found in ({id, title}); searched_document is the first.",
+    )
     search_query = serializers.CharField()
     warnings = serializers.ListField(child=serializers.CharField())
     suggestions = serializers.ListField(child=serializers.CharField())

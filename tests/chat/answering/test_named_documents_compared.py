@@ -154,3 +154,21 @@ async def test_the_websocket_shows_both_files(files, staff_user):
 
     sources = [f for f in fragments if "data-searched-document" in f]
     assert sources and "Searched in: Inventory, Suppliers" in sources[0]
+
+
+async def test_the_other_clients_structured_answer_names_both_files(files, staff_user):
+    """The OpenAI API's `sourced` field and MCP's `ask` result are folded from the same events
+    (chat.clients.answers.AnswerFold): both files are named there too."""
+    from chat.clients.answers import AnswerFold
+
+    events = await collect(user=staff_user, question=QUESTION, message_id=uuid.uuid4())
+    fold = AnswerFold()
+    for event in events:
+        fold.add(event)
+
+    structured = fold.extension()
+    assert structured["searched_document"]["id"] == files["inventory"].pk
+    assert [d["id"] for d in structured["searched_documents"]] == [
+        files["inventory"].pk,
+        files["suppliers"].pk,
+    ]
