@@ -23,7 +23,7 @@ from knowledge.access import (
     UserLike,
 )
 from knowledge.models import Document
-from knowledge.retrieval import not_expired
+from knowledge.search_scope import not_expired
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from chat.services import (
 )
 from chat.transcript import conversation_transcript
 from knowledge.access import UserLike, reader_for
-from knowledge.retrieval import knowledge_base_is_empty, searchable_documents
+from knowledge.search_scope import knowledge_base_is_empty, searchable_documents
 from pages import no_access, sidebar_context, staff_required
 from pages.client_input import client_int
 
