@@ -37,7 +37,8 @@ from chat.answering.terms import STOP_WORDS
 from chat.models import EvidenceCalibration
 from knowledge import embedding
 from knowledge.access import Reader, reader_of_all_staff
-from knowledge.retrieval import chunks_search, searchable_chunks
+from knowledge.retrieval import chunks_search
+from knowledge.search_scope import searchable_chunks
 from knowledge.sentences import answerable_sentences
 from knowledge.vocabulary import knowledge_base_fingerprint, vocabulary_scope
 

@@ -22,17 +22,18 @@ Stop only resets their own page.
 Each socket does its database work on a thread of its own, as Django gives each HTTP request
 one (docs/decisions/0045-a-thread-per-socket.md). Why HTML fragments rather than events:
 docs/decisions/0044-html-fragments-over-the-socket.md.
+
+This module holds the socket itself; the composer's JSON is read in chat/socket_request.py and
+what the socket renders from the database in chat/socket_render.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext
@@ -45,13 +46,10 @@ from accounts.sessions import Standing, session_standing
 from chat import fragments
 from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
-from chat.answering.stage_cpu import cpu_stage
-from chat.ids import uuid_parse
 from chat.models import Message
-from chat.presenters import MessageView, message_views, searched_in, sources_from_event
+from chat.presenters import MessageView
 from chat.ratelimit import (
     InFlightLock,
-    Throttled,
     chat_admit,
     in_flight_holder,
     in_flight_release,
@@ -60,20 +58,18 @@ from chat.ratelimit import (
 )
 from chat.selectors import (
     ConversationAccess,
-    answer_id_of,
     conversation_access_by_id,
-    conversation_get,
     exchange_stored,
-    message_answer_with_citations,
 )
 from chat.socket_limits import CLOSE_TOO_MANY_SOCKETS, socket_admit, socket_release
+from chat.socket_render import conversation_fragments, final_html, sources_html
+from chat.socket_request import Admission, Exchange, request_from
 from knowledge.access import Reader, reader_for, user_is_staff
 from knowledge.personal_progress import (
     personal_file_changes,
     personal_files_followable,
     personal_files_settled,
 )
-from pages.client_input import client_int
 
 logger = logging.getLogger(__name__)
 
@@ -96,28 +92,6 @@ FILES_RETRY_SECONDS = 2.0
 FAILED_MESSAGE = "Something went wrong while answering. Please try again."
 
 
-@dataclass(frozen=True)
-class _Admission:
-    throttled: Throttled | None = None  # refused by the rate limit or the flood rule
-    locked: bool = False  # the conversation's in-flight lock was taken
-    stored: tuple[Message | None, Message | None] = (None, None)  # question, answer
-    reader: Reader | None = None  # the asker's, computed for this message
-
-
-@dataclass
-class _Exchange:
-    """What the running answer has shown so far."""
-
-    question_id: str
-    question: str = ""  # its text, when known (what the search query is compared with)
-    replace_target: str = ""  # selector of the answer this one replaces (regenerate, retry)
-    answer_id: str = ""  # set once the answer's bubble is on the page
-    final_id: str = ""  # the answer's id, once an event named it (answer_start, refusal)
-    warning: str = ""
-    listed: bool = False  # the sidebar shows the conversation moved up by this question
-    reader: Reader | None = None  # the asker's, computed once for this message
-
-
 class ChatConsumer(AsyncWebsocketConsumer):
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         # Every thread-sensitive call of this socket (Channels' connection clean-up before each
@@ -129,7 +103,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.user = self.scope.get("user")
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
         self.task: asyncio.Task | None = None
-        self.exchange: _Exchange | None = None
+        self.exchange: Exchange | None = None
         self.access: str | None = None
         self.stop_looked_up = -STOP_LOOKUP_SECONDS  # monotonic time of the last holder lookup
         self.followed: set[int] = set()  # the owner's files being read, whose end is sent
@@ -208,7 +182,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
             return
         try:
-            request: dict[str, Any] | AnswerError = self._request_from(payload, action)
+            request: dict[str, Any] | AnswerError = request_from(payload, action)
         except AnswerError as error:
             request = error  # refused in the task, after the rate limit counted it
         self.task = asyncio.create_task(self._answer(request))
@@ -228,44 +202,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
         forbidden = standing == Standing.FORBIDDEN
         await self.close(code=CLOSE_FORBIDDEN if forbidden else CLOSE_UNAUTHENTICATED)
         return False
-
-    def _request_from(self, payload: dict[str, Any], action: str) -> dict[str, Any]:
-        """The composer's JSON as `_answer_locked`'s arguments: the message id parsed, the
-        options read from the form's strings; the question and the options' ranges are left to
-        the answering core (docs/decisions/0050-questions-and-options-checked-once-by-the-core.md).
-
-        Raises AnswerError: a malformed message id (400) or document filter (422)."""
-        message_id = str(uuid_parse(payload.get("message_id"), "message_id"))
-        top_k = payload.get("top_k")
-        if top_k in ("", None):
-            top_k = None
-        else:
-            with contextlib.suppress(ValueError):  # not a number: refused by the core
-                top_k = client_int(top_k)
-        document_ids = payload.get("document_ids") or None
-        if isinstance(document_ids, (str, int)):
-            document_ids = [document_ids]
-        if document_ids is not None:
-            try:
-                document_ids = [client_int(pk, minimum=1) for pk in document_ids]
-            except (TypeError, ValueError):
-                raise AnswerError.validation(
-                    "document_ids", "The document filter is malformed."
-                ) from None
-        # The question is cleaned and checked by the answering core (`question_normalize`),
-        # as for the API: what is shown in its bubble until then is what was typed.
-        question = None if action == "regenerate" else payload.get("message")
-        return {
-            "action": action,
-            "question": question,
-            "message_id": message_id,
-            "options": AnswerOptions(
-                top_k=top_k,
-                document_ids=document_ids,
-                file_ids=payload.get("file_ids") or None,  # checked by the core
-            ),
-            "is_private": payload.get("is_private") in (True, "true", "on", "1"),
-        }
 
     async def _refuse(self, text: str) -> None:
         await self.send(fragments.notice_html(text) + await self._state_html(busy=False))
@@ -336,16 +272,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except DatabaseError:
             logger.warning("The in-flight lock of a conversation could not be released")
 
-    def _admit(self, message_id: str | None) -> _Admission:
+    def _admit(self, message_id: str | None) -> Admission:
         """Count the request against the rate limit; unless it is refused (or malformed:
         `message_id` None), take the conversation's in-flight lock, read the stored
         question with this id and its answer, and compute the asker's `Reader` for this message
         (the pipeline, the withheld checks and the final render use it)."""
         admitted = chat_admit(self.user, lock=None if message_id is None else self._lock)
         if admitted.throttled is not None or not admitted.locked:
-            return _Admission(throttled=admitted.throttled)
+            return Admission(throttled=admitted.throttled)
         stored = exchange_stored(conversation_id=self.conversation_id, question_id=message_id)
-        return _Admission(locked=True, stored=stored, reader=reader_for(self.user))
+        return Admission(locked=True, stored=stored, reader=reader_for(self.user))
 
     async def _answer_locked(
         self,
@@ -375,7 +311,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 top_k=options.top_k, document_ids=options.document_ids, regenerate=True
             )
         typed = question if isinstance(question, str) else ""  # checked by the core
-        self.exchange = _Exchange(
+        self.exchange = Exchange(
             question_id=message_id,
             question=stored_question.content if stored_question else typed,
             replace_target=f"#msg-{previous.pk}" if previous is not None else "",
@@ -434,7 +370,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         elif kind == "answer_delta" and exchange.answer_id:
             await self.send(fragments.delta_html(exchange.answer_id, str(data.get("text", ""))))
         elif kind == "sources" and exchange.answer_id:
-            html = await database_sync_to_async(self._sources_html)(
+            html = await database_sync_to_async(sources_html)(
+                exchange.answer_id,
                 data.get("citations") or [],
                 str(data.get("evidence") or ""),
                 data.get("searched_document"),
@@ -445,26 +382,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             exchange.final_id = str(data.get("message_id") or "")
             await self._send_listing()
         # answer_end, refusal and error end the stream: the final render follows.
-
-    @cpu_stage("render")
-    def _sources_html(
-        self,
-        citations: list[dict[str, Any]],
-        evidence: str,
-        searched_document: dict[str, Any] | None,
-        searched_documents: list[dict[str, Any]],
-    ) -> str:
-        """The sources below the streamed answer and, for weak evidence, its notice above."""
-        view = MessageView(
-            id=self.exchange.answer_id,
-            role=Message.Role.ASSISTANT,
-            sources=sources_from_event(citations),
-            searched_document=searched_in(
-                str((searched_document or {}).get("title") or ""), searched_documents
-            ),
-            evidence=evidence,
-        )
-        return fragments.sources_html(view) + fragments.evidence_html(view)
 
     async def _send_listing(self) -> None:
         html = await self._listing_html()
@@ -478,22 +395,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         exchange = self.exchange
         if exchange is None or exchange.listed:
             return ""
-        html = await database_sync_to_async(self._conversation_fragments)()
+        html = await database_sync_to_async(conversation_fragments)(
+            self.user, self.conversation_id, new=self.access == "new"
+        )
         if html:
             exchange.listed = True
             if self.access == "new":
                 self.access = "owner"
         return html
-
-    @cpu_stage("render")
-    def _conversation_fragments(self) -> str:
-        header = ""
-        if self.access == "new":  # the question created it (if it exists: not refused)
-            conversation = conversation_get(self.conversation_id)
-            if conversation is None:
-                return ""
-            header = fragments.conversation_header_html(conversation, user=self.user)
-        return header + fragments.conversation_list_html(self.user, active_id=self.conversation_id)
 
     async def _send_final(self) -> None:
         """The answer rendered whole from the database, in place of what streamed; when that
@@ -503,7 +412,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if exchange is None:
             return
         try:
-            html = await database_sync_to_async(self._final_html)(exchange)
+            html = await database_sync_to_async(final_html)(
+                exchange, user=self.user, conversation_id=self.conversation_id
+            )
             html += await self._listing_html()  # stopped or refused before any answer started
         except Exception:
             logger.exception("Rendering the end of an answer failed")
@@ -512,26 +423,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         self.exchange = None
         await self.send(html + await self._state_html(busy=False))
-
-    @cpu_stage("render")
-    def _final_html(self, exchange: _Exchange) -> str:
-        """The exchange's answer, looked up in this socket's conversation only (after a Stop
-        the question id may be the client's, naming any conversation's), as the user may
-        read it (`message_views` withholds)."""
-        in_here = self.conversation_id
-        answer_id = exchange.final_id or answer_id_of(exchange.question_id, conversation_id=in_here)
-        answer = answer_id and message_answer_with_citations(answer_id, conversation_id=in_here)
-        if not answer:
-            return ""
-        known = {answer.reply_to_id: exchange.question} if exchange.question else None
-        view = message_views(
-            [answer], user=self.user, can_post=True, questions=known, reader=exchange.reader
-        )[0]
-        if exchange.answer_id == str(answer.pk):
-            return fragments.message_html(view, oob="true")
-        if exchange.replace_target:
-            return fragments.message_html(view, oob=f"outerHTML:{exchange.replace_target}")
-        return fragments.append_to_messages(fragments.message_html(view))
 
     async def _state_html(self, *, busy: bool) -> str:
         url = ""

@@ -17,7 +17,8 @@ from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVect
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from chat.models import Conversation, Message
-from chat.selectors import conversations_visible_to, messages_withheld_filter
+from chat.selectors import conversations_visible_to
+from chat.withheld import messages_withheld_filter
 from knowledge.access import Reader, reader_for
 
 SEARCH_MAX_CHARS = 200
@@ -117,7 +118,7 @@ def conversations_search(
     it (case-insensitively) or any message (question or answer) of which `user` may read
     matches its words (`message_text_matches`: full-text, English stemming, through the
     message's GIN index). Someone else's private conversations are never included, whatever
-    matches; an answer withheld from `user` (`chat.selectors.messages_withheld_filter`, in the
+    matches; an answer withheld from `user` (`chat.withheld.messages_withheld_filter`, in the
     same SQL) never matches. `reader`: `user`'s `Reader`, when the caller has computed it."""
     conversations = conversations_visible_to(user)
     query = query_clean(query)

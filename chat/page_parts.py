@@ -20,7 +20,7 @@ from chat.fragments import message_html
 from chat.models import Message
 from chat.presenters import surroundings_read, view_of_row
 from chat.render_cache import RenderCache, row_chars
-from chat.selectors import MessageRow
+from chat.transcript import MessageRow
 
 # Room for about 20 200-message conversations per process (docs/decisions/0046-render-cache.md).
 RENDERED_MESSAGES_MAX_CHARS = 25_000_000
@@ -33,7 +33,7 @@ def transcript_html(
     """The messages of a conversation (`rows`, in order) as its page shows them, as UTF-8:
     each the partial of `message_html` without an out-of-band swap (see `page_with_parts`).
 
-    `rows` are as the reader may read them (`chat.selectors.conversation_transcript`): a row
+    `rows` are as the reader may read them (`chat.transcript.conversation_transcript`): a row
     withheld from them holds the notice, not the answer, so it is another key than the full
     row and a rendering is never served to a reader it is withheld from
     (docs/decisions/0080-withheld-answers.md).

@@ -28,18 +28,12 @@ from django.utils.safestring import SafeString, mark_safe
 
 from chat.answering.citations import WORD_JOINER
 from chat.answering.evidence import WEAK_EVIDENCE_CARD, WEAK_EVIDENCE_NOTICE
+from chat.documents import documents_file_state
 from chat.markdown import markdown_html
 from chat.models import Message
-from chat.selectors import (
-    CitationRow,
-    MessageRow,
-    documents_file_state,
-    message_row,
-    messages_text,
-    messages_withheld,
-    ratings_given,
-    rows_for_reader,
-)
+from chat.selectors import messages_text, ratings_given
+from chat.transcript import CitationRow, MessageRow, message_row, rows_for_reader
+from chat.withheld import messages_withheld
 from knowledge.access import Reader
 from knowledge.personal import is_personal_file_label
 from knowledge.retrieval import excerpt_of
@@ -155,7 +149,7 @@ class MessageView:
     # For an answer: the titles of the documents its question named ("A, B").
     searched_document: str = ""
     mode: str = ""  # the message's Message.Mode ("" while streaming: plain text)
-    withheld: str = ""  # a chat.selectors.Withheld reason: `content` is its notice
+    withheld: str = ""  # a chat.withheld.Withheld reason: `content` is its notice
     evidence: str = ""  # an answer's Message.Evidence ("" while streaming, or not recorded)
 
     @property
@@ -396,7 +390,7 @@ def _source_of(citation: CitationRow, documents: dict[int, bool], content: str =
 class Surroundings:
     """What the views of some messages need besides the messages themselves."""
 
-    documents: dict[int, bool]  # see chat.selectors.documents_file_state
+    documents: dict[int, bool]  # see chat.documents.documents_file_state
     questions: dict[Any, str]  # question id → text, for the answers among the messages
     ratings: dict[Any, int]  # message id → the reader's rating
 
@@ -473,7 +467,7 @@ def message_views(
 ) -> list[MessageView]:
     """Views of saved messages (citations prefetched or loaded here in one query each), as
     the reader `user` may read them: an answer drawing on a document they may not read is
-    withheld (`chat.selectors.messages_withheld`, one query), whether it cites the document or
+    withheld (`chat.withheld.messages_withheld`, one query), whether it cites the document or
     was only given it. `questions`: the text of questions the caller already knows, by id (not
     read again). `reader`: `user`'s `Reader`, when the caller computed it for this request."""
     rows = [message_row(message) for message in messages]

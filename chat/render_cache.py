@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
-from chat.selectors import MessageRow
+from chat.transcript import MessageRow
 
 
 class RenderCache:

@@ -34,7 +34,6 @@ from chat.selectors import (
     ConversationAccess,
     conversation_access,
     conversation_get_for,
-    conversation_transcript,
     message_get_for,
     question_last_asked_by,
 )
@@ -47,8 +46,9 @@ from chat.services import (
     conversation_rename,
     feedback_give,
 )
+from chat.transcript import conversation_transcript
 from knowledge.access import UserLike, reader_for
-from knowledge.retrieval import knowledge_base_is_empty, searchable_documents
+from knowledge.search_scope import knowledge_base_is_empty, searchable_documents
 from pages import no_access, sidebar_context, staff_required
 from pages.client_input import client_int
 

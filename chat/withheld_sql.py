@@ -1,4 +1,4 @@
-"""The rows behind `chat.selectors.messages_withheld` for a reader of some collections, in one
+"""The rows behind `chat.withheld.messages_withheld` for a reader of some collections, in one
 hand-written statement: what each message drew on (its `DocumentGiven` record and its
 citations) that the reader may not read, with whether the document is in a collection they
 read and whether it still exists (docs/decisions/0151-one-reader-per-question.md).

@@ -70,7 +70,7 @@ class Reader:
     own_file_ids: frozenset[int] = frozenset()
     searched_file_ids: frozenset[int] = frozenset()
     # Someone else's personal file exists: only then can an answer be withheld from a
-    # superuser (chat.selectors.messages_withheld), so only then does it cost them a query.
+    # superuser (chat.withheld.messages_withheld), so only then does it cost them a query.
     others_files: bool = False
 
     @property

@@ -12,8 +12,8 @@ scope (one round trip: its searchable documents' count, id sum and latest `updat
 highest chunk id) is re-read at most every RECHECK_SECONDS and a change triggers a rebuild —
 new, re-ingested, deleted, disabled, re-enabled, moved or expiring documents all change it. It is
 the scope's whole vocabulary, also when a question is restricted to some documents.
-Hybrid retrieval (knowledge/retrieval.py) weights the question's full-text terms by these
-document frequencies on every search, so a process's first search builds it.
+Hybrid retrieval (its lexical side, knowledge/lexical_search.py) weights the question's full-text
+terms by these document frequencies on every search, so a process's first search builds it.
 
 A question's terms come from the same parser and the same `english` configuration that built the
 chunks' vectors (`ts_debug`), so a term is "known" exactly when the full-text search could match

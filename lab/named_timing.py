@@ -44,7 +44,7 @@ def main() -> None:
     )
     from knowledge.access import OPERATOR
     from knowledge.models import Document
-    from knowledge.retrieval import searchable_documents
+    from knowledge.search_scope import searchable_documents
     from lab.evaluation.isolated import isolated_database
 
     with isolated_database("sourced_named_timing"):

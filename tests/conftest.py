@@ -16,7 +16,7 @@ def _vocabulary_fresh():
     counts of rows a reader may search, kept for ROWS_COUNT_SECONDS, are counted again, and the
     index of the documents' names (chat/answering/named_index.py) is checked again."""
     from chat.answering.named_index import names_index_forget
-    from knowledge.retrieval import searchable_rows_forget
+    from knowledge.vector_search import searchable_rows_forget
     from knowledge.vocabulary import vocabulary_recheck
 
     vocabulary_recheck()

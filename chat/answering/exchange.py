@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from channels.db import database_sync_to_async
 from django.db import DatabaseError
 
-from chat import selectors, services
+from chat import services
 from chat.answering.errors import AnswerError
 from chat.answering.evidence import chat_settings_get, evidence_threshold
 from chat.answering.followups import Turn
@@ -26,7 +26,9 @@ from chat.answering.request import ValidatedRequest
 from chat.answering.stage_cpu import cpu_stage
 from chat.answering.trace import ExchangeTrace
 from chat.attachments import attachments_add, reader_in_conversation, unknown_file_ids
+from chat.documents import unknown_document_ids
 from chat.models import Message
+from chat.turns import conversation_turns_before
 from knowledge.access import Reader, reader_for
 from knowledge.retrieval import RetrievedChunk
 
@@ -71,7 +73,7 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     asker = request.reader if request.reader is not None else reader_for(request.user)
     reader = asker
     if request.document_ids:
-        unknown = selectors.unknown_document_ids(request.document_ids, reader=reader)
+        unknown = unknown_document_ids(request.document_ids, reader=reader)
         if unknown:
             message = f"Unknown document ids: {', '.join(map(str, unknown))}."
             raise AnswerError("not-found", message, details={"document_ids": [message]})
@@ -103,7 +105,7 @@ def exchange_store(request: ValidatedRequest) -> StoredExchange:
     reader = reader_in_conversation(reader, conversation_id=begun.conversation.pk)
     history = []
     if isinstance(begun, services.ExchangeClaim) and not begun.new:
-        history = selectors.conversation_turns_before(
+        history = conversation_turns_before(
             begun.question,
             limit=max(chat_settings.max_history_turns, FOLLOWUP_TURNS),
             asker=asker,

@@ -23,10 +23,11 @@ from collections.abc import Sequence
 
 from channels.db import database_sync_to_async
 
-from chat import selectors, services
+from chat import services
 from chat.answering.followups import Turn
 from chat.answering.grounding import as_data, token_estimate
 from chat.answering.llm import ChatMessage, LLMBackend, LLMError
+from chat.turns import conversation_memory
 
 logger = logging.getLogger(__name__)
 summary_logger = logging.getLogger("sourced.summary")
@@ -105,7 +106,7 @@ async def memory_summary(
     summary and the turns it folds in drew on, stored as its record
     (docs/decisions/0130-an-answer-records-what-it-was-given.md). A model failure keeps the
     previous summary (logged)."""
-    memory = await database_sync_to_async(selectors.conversation_memory)(question_id, window=window)
+    memory = await database_sync_to_async(conversation_memory)(question_id, window=window)
     if not memory.unfolded:
         return memory.summary, memory.summary_given
     turns = [turn for _, turn in memory.unfolded]

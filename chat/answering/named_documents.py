@@ -2,7 +2,7 @@
 about digital products?", "In the staff handbook, how is overtime paid?"): which one.
 
 `named_documents_find(question, reader=...)` compares the question's words with the names of
-the documents searched for `reader` (`knowledge.retrieval.searchable_documents`: only those,
+the documents searched for `reader` (`knowledge.search_scope.searchable_documents`: only those,
 so a document the asker may not read is never matched and a name changes nothing for them),
 and returns the named documents, best first (at most MAX_NAMED, each named by its own words:
 "Compare inventory.xlsx and suppliers.csv" names two); `named_document_find` the best one or
@@ -47,7 +47,7 @@ from chat.answering.named_index import NamesIndex, names_index_get
 from chat.answering.stage_cpu import cpu_stage
 from knowledge.access import Reader
 from knowledge.personal import personal_file_label
-from knowledge.retrieval import searchable_documents
+from knowledge.search_scope import searchable_documents
 
 # Share of a name's weight the matched words must cover, chosen on folds of demo/eval/named.json
 # (docs/decisions/0037-a-question-that-names-a-document.md).

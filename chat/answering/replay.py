@@ -17,6 +17,7 @@ from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, s
 from chat.answering.named_documents import searched_document_of, searched_documents_of
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.models import Message
+from chat.withheld import Withheld, messages_withheld
 from knowledge.access import UserLike
 
 POLL_SECONDS = 0.1
@@ -49,11 +50,11 @@ async def stored_answer_wait(existing: services.ExchangeExisting) -> Message:
 def stored_answer_events(answer: Message, *, user: UserLike) -> list[Event]:
     """The events of a stored assistant message, as its first request streamed them (the
     content as a single delta), for `user` (the asker, as they may read now): an answer
-    withheld from them (`selectors.messages_withheld`) is replayed as its notice, with no
+    withheld from them (`messages_withheld`) is replayed as its notice, with no
     citations, search query or warning. Expects conversation and citations (with
     chunk__document) to be loaded, e.g. by `selectors.message_answer_with_citations`."""
     conversation = answer.conversation
-    withheld = selectors.messages_withheld(user=user, message_ids=[answer.pk]).get(answer.pk)
+    withheld = messages_withheld(user=user, message_ids=[answer.pk]).get(answer.pk)
     if withheld is not None:
         return _withheld_events(answer, withheld)
     ids = {
@@ -116,7 +117,7 @@ def stored_answer_events(answer: Message, *, user: UserLike) -> list[Event]:
     return events
 
 
-def _withheld_events(answer: Message, withheld: selectors.Withheld) -> list[Event]:
+def _withheld_events(answer: Message, withheld: Withheld) -> list[Event]:
     ids = {
         "conversation_id": str(answer.conversation_id),
         "message_id": str(answer.pk),

@@ -46,7 +46,8 @@ from chat.answering.trace import ExchangeTrace
 from chat.models import Message
 from knowledge import embedding
 from knowledge.access import Reader
-from knowledge.retrieval import RetrievedChunk, SearchResult, chunks_search, knowledge_base_is_empty
+from knowledge.retrieval import RetrievedChunk, SearchResult, chunks_search
+from knowledge.search_scope import knowledge_base_is_empty
 
 # A named document's answer is taken when its best passage is at most this much (cosine) below
 # the best found among everything: 0, chosen on folds of demo/eval/named.json (a larger margin

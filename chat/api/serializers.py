@@ -438,7 +438,7 @@ class MessageSerializer(serializers.Serializer):
 
     def get_citations(self, message) -> list[dict]:
         from chat.answering.citations import citation_as_dict
-        from chat.selectors import MessageRow
+        from chat.transcript import MessageRow
 
         if isinstance(message, MessageRow):  # each citation row knows whether it is stale
             return [citation_as_dict(c, stale=c.stale) for c in message.citations]

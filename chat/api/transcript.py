@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from chat.api import serializers as s
 from chat.models import Conversation, Message
 from chat.render_cache import RenderCache, row_chars
-from chat.selectors import MessageRow
+from chat.transcript import MessageRow
 
 # Room for about 20 200-message conversations per process (docs/decisions/0046-render-cache.md).
 MESSAGE_JSON_MAX_CHARS = 12_000_000

@@ -38,10 +38,12 @@ from chat.api.errors import (
 )
 from chat.api.one_shot import answer_json
 from chat.api.transcript import message_list_json, renders_compact_json
+from chat.documents import documents_list
 from chat.history import conversations_page
 from chat.ids import uuid_parse
 from chat.models import Feedback
 from chat.ratelimit import Throttled, search_rate_limited, throttled_message
+from chat.transcript import conversation_transcript
 from knowledge.access import reader_for
 from knowledge.retrieval import chunks_search
 
@@ -198,7 +200,7 @@ class ConversationMessagesApi(APIView):
             request.user, uuid_parse(conversation_id, "conversation_id")
         )
         services.answers_release_stale(conversation=conversation)
-        messages = selectors.conversation_transcript(conversation, user=reader_for(request.user))
+        messages = conversation_transcript(conversation, user=reader_for(request.user))
         if renders_compact_json(request):
             return HttpResponse(
                 message_list_json(conversation, messages, request=request),
@@ -237,7 +239,7 @@ class MessageFeedbackApi(APIView):
 class DocumentListApi(APIView):
     @schema.documents_list
     def get(self, request: Request) -> Response:
-        documents = selectors.documents_list(request.user)
+        documents = documents_list(request.user)
         return Response(s.DocumentListSerializer({"documents": documents}).data)
 
 

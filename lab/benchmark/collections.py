@@ -22,7 +22,8 @@ from knowledge import embedding
 from knowledge.access import OPERATOR, Reader, reader_for
 from knowledge.collections import collection_create
 from knowledge.models import Chunk, Document
-from knowledge.retrieval import chunks_search, searchable_rows_forget
+from knowledge.retrieval import chunks_search
+from knowledge.vector_search import searchable_rows_forget
 from knowledge.vocabulary import vocabulary_get
 from lab.benchmark.corpus import RETRIEVAL_TOP_K, SYNTHETIC_PREFIX, bulk_indexes_rebuilt
 from lab.benchmark.stats import latency_summary
@@ -188,6 +189,6 @@ def _p95_ratio(summaries: dict[str, dict[str, float]], name: str) -> float | Non
 
 
 def _chunks_of(reader: Reader) -> int:
-    from knowledge.retrieval import searchable_chunks
+    from knowledge.search_scope import searchable_chunks
 
     return searchable_chunks(reader=reader).count()

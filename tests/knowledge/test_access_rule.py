@@ -35,7 +35,8 @@ from knowledge.collections import (
     documents_move,
 )
 from knowledge.models import Chunk, Collection, Document, Embedding
-from knowledge.retrieval import searchable_chunks, searchable_documents, vector_search_queryset
+from knowledge.search_scope import searchable_chunks, searchable_documents
+from knowledge.vector_search import vector_search_queryset
 from tests.support.knowledge_base import basis, document_create
 
 pytestmark = pytest.mark.django_db

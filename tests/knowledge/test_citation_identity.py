@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from chat.models import Citation, Conversation
-from chat.selectors import citation_fresh
+from chat.transcript import citation_fresh
 from knowledge import embedding
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.services import document_ingest, document_process

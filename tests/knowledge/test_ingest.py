@@ -14,7 +14,7 @@ from knowledge import embedding
 from knowledge.access import OPERATOR
 from knowledge.chunking import embedding_input
 from knowledge.models import Chunk, Document, Embedding, SentenceVector
-from knowledge.retrieval import searchable_chunks
+from knowledge.search_scope import searchable_chunks
 from knowledge.services import (
     document_ingest,
     document_process,

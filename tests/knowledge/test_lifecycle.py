@@ -15,12 +15,9 @@ from django.utils import timezone
 
 from knowledge.access import OPERATOR
 from knowledge.models import Chunk, Document
-from knowledge.retrieval import (
-    RECENCY_MARGIN,
-    chunks_search,
-    knowledge_base_is_empty,
-    recency_tie_break,
-)
+from knowledge.ranking import RECENCY_MARGIN, recency_tie_break
+from knowledge.retrieval import chunks_search
+from knowledge.search_scope import knowledge_base_is_empty
 from knowledge.services import document_ingest
 from tests.support.knowledge_base import basis, document_create, unit
 from tests.support.spreadsheets import inventory_xlsx

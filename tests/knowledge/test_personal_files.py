@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from chat.models import Conversation
-from chat.selectors import Withheld, messages_withheld
+from chat.withheld import Withheld, messages_withheld
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.personal import personal_files_purge_expired
 from knowledge.services.lifecycle import documents_purge_expired

@@ -23,7 +23,8 @@ from django.utils import timezone
 
 from knowledge.access import OPERATOR
 from knowledge.models import Chunk, Document, Embedding
-from knowledge.retrieval import chunks_search, searchable_chunks
+from knowledge.retrieval import chunks_search
+from knowledge.search_scope import searchable_chunks
 from knowledge.selectors import document_is_stalled
 from knowledge.services import document_ingest, document_process, documents_reprocess
 from tests.support.live_server import BASE_DIR, LOG_DIR, database_url_of

@@ -8,19 +8,15 @@ import numpy as np
 import pytest
 from django.db import connection, transaction
 
-from knowledge import embedding, retrieval, vocabulary
+from knowledge import embedding, lexical_search, retrieval, vocabulary
 from knowledge.access import OPERATOR
+from knowledge.lexical_search import LexicalQuery, LexicalTerm, chunks_search_lexical, lexical_query
 from knowledge.models import Document
-from knowledge.retrieval import (
-    LexicalQuery,
-    LexicalTerm,
-    chunks_search,
-    chunks_search_lexical,
+from knowledge.ranking import reciprocal_rank_fusion, scores_fuse
+from knowledge.retrieval import chunks_search
+from knowledge.search_scope import knowledge_base_is_empty
+from knowledge.vector_search import (
     chunks_search_vector,
-    knowledge_base_is_empty,
-    lexical_query,
-    reciprocal_rank_fusion,
-    scores_fuse,
     vector_search_queryset,
     vector_search_settings,
 )
@@ -361,7 +357,7 @@ def test_lexical_candidates_come_from_the_rarest_terms_within_the_budget():
 
 def test_chunks_holding_only_common_terms_are_left_out_of_the_lexical_candidates(monkeypatch):
     document = document_create(title="Leave policy", texts=PARENTAL_TEXTS)
-    monkeypatch.setattr(retrieval, "LEXICAL_CANDIDATE_BUDGET", 1)
+    monkeypatch.setattr(lexical_search, "LEXICAL_CANDIDATE_BUDGET", 1)
 
     hits = chunks_search_lexical(reader=OPERATOR, question="paternity leave", limit=10)
     hybrid = chunks_search(reader=OPERATOR, query="paternity leave", top_k=3)

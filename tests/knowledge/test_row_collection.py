@@ -11,11 +11,12 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from knowledge import embedding, retrieval
+from knowledge import embedding, vector_search
 from knowledge.access import OPERATOR, reader_for
 from knowledge.collections import collection_create, collection_default, documents_move
 from knowledge.models import Chunk, Document, Embedding
-from knowledge.retrieval import chunks_search, chunks_search_vector
+from knowledge.retrieval import chunks_search
+from knowledge.vector_search import chunks_search_vector
 from tests.support.knowledge_base import (
     EXPENSES_TEXTS,
     LEAVE_TEXTS,
@@ -129,11 +130,11 @@ def test_a_reader_of_few_rows_is_searched_row_by_row_with_the_same_ranking(
     reader = reader_for(django_user_model.objects.create_user(username="staff", is_staff=True))
     vector = embedding.embed_texts(["How many days of annual leave do I get?"])[0]
 
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_ROWS", 0)
-    assert not retrieval.exact_search_suits(reader=reader)
+    monkeypatch.setattr(vector_search, "EXACT_SEARCH_MAX_ROWS", 0)
+    assert not vector_search.exact_search_suits(reader=reader)
     through_index = _ranked(reader, vector)
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_ROWS", 1000)
-    assert retrieval.exact_search_suits(reader=reader)
+    monkeypatch.setattr(vector_search, "EXACT_SEARCH_MAX_ROWS", 1000)
+    assert vector_search.exact_search_suits(reader=reader)
     row_by_row = _ranked(reader, vector)
 
     assert row_by_row == through_index
@@ -150,7 +151,7 @@ def test_the_row_by_row_plan_does_not_use_the_vector_index(django_user_model, re
     vector = embedding.embed_texts(["annual leave"])[0]
 
     def plan(exact: bool) -> str:
-        queryset = retrieval.vector_search_queryset(
+        queryset = vector_search.vector_search_queryset(
             query_vector=vector, limit=5, reader=reader, exact=exact
         )
         sql, params = queryset.query.sql_with_params()
@@ -164,7 +165,7 @@ def test_the_row_by_row_plan_does_not_use_the_vector_index(django_user_model, re
 
 
 def test_an_operator_is_always_searched_through_the_index():
-    assert not retrieval.exact_search_suits(reader=OPERATOR)
+    assert not vector_search.exact_search_suits(reader=OPERATOR)
 
 
 def test_every_embedding_carries_its_vectors_signs(restricted):
@@ -181,7 +182,7 @@ def test_the_row_by_row_search_compares_in_full_the_rows_nearest_by_their_signs(
     document_create(title="Pay", texts=EXPENSES_TEXTS, collection=restricted)
     reader = reader_for(django_user_model.objects.create_user(username="staff", is_staff=True))
     vector = embedding.embed_texts(["Who approves travel expenses?"])[0]
-    monkeypatch.setattr(retrieval, "EXACT_SHORTLIST_FACTOR", 1)
+    monkeypatch.setattr(vector_search, "EXACT_SHORTLIST_FACTOR", 1)
     limit = 3
 
     signs = "".join("1" if value > 0 else "0" for value in vector.tolist())
@@ -195,7 +196,7 @@ def test_the_row_by_row_search_compares_in_full_the_rows_nearest_by_their_signs(
     shortlist = by_signs[:limit]
     nearest = sorted(shortlist, key=lambda row: -float(np.asarray(row[1]) @ vector))[:limit]
 
-    found = retrieval.vector_search_queryset(
+    found = vector_search.vector_search_queryset(
         query_vector=vector, limit=limit, reader=reader, exact=True
     )
     assert {chunk_id for chunk_id, _ in found} == {row[0] for row in nearest}
@@ -208,7 +209,7 @@ def test_the_row_by_row_shortlist_reads_the_signs_index_alone(django_user_model)
     document_create(title="Pay", texts=LEAVE_TEXTS, collection=restricted)
     reader = reader_for(django_user_model.objects.create_user(username="staff", is_staff=True))
     vector = embedding.embed_texts(["annual leave"])[0]
-    queryset = retrieval.vector_search_queryset(
+    queryset = vector_search.vector_search_queryset(
         query_vector=vector, limit=5, reader=reader, exact=True
     )
     sql, params = queryset.query.sql_with_params()
@@ -225,10 +226,10 @@ def test_the_row_by_row_shortlist_reads_the_signs_index_alone(django_user_model)
 
 
 def test_the_shortlist_grows_with_the_rows_searched():
-    factor, share = retrieval.EXACT_SHORTLIST_FACTOR, retrieval.EXACT_SHORTLIST_SHARE
-    assert retrieval.exact_shortlist_size(40, 0) == factor * 40
+    factor, share = vector_search.EXACT_SHORTLIST_FACTOR, vector_search.EXACT_SHORTLIST_SHARE
+    assert vector_search.exact_shortlist_size(40, 0) == factor * 40
     many = int(2 * factor * 40 / share)
-    assert retrieval.exact_shortlist_size(40, many) == 2 * factor * 40
+    assert vector_search.exact_shortlist_size(40, many) == 2 * factor * 40
 
 
 def test_the_rows_a_reader_may_search_are_counted_up_to_the_row_by_row_bound(
@@ -239,10 +240,10 @@ def test_the_rows_a_reader_may_search_are_counted_up_to_the_row_by_row_bound(
     reader = reader_for(django_user_model.objects.create_user(username="staff", is_staff=True))
     readable = Embedding.objects.exclude(collection=restricted).count()
 
-    assert retrieval.searchable_rows_count(reader=reader) == readable
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_ROWS", readable - 1)
-    assert retrieval.searchable_rows_count(reader=reader) is None
-    assert retrieval.searchable_rows_count(reader=OPERATOR) is None
+    assert vector_search.searchable_rows_count(reader=reader) == readable
+    monkeypatch.setattr(vector_search, "EXACT_SEARCH_MAX_ROWS", readable - 1)
+    assert vector_search.searchable_rows_count(reader=reader) is None
+    assert vector_search.searchable_rows_count(reader=OPERATOR) is None
 
 
 def test_a_count_of_searchable_rows_is_kept_for_a_while_and_only_chooses_the_plan(
@@ -250,21 +251,21 @@ def test_a_count_of_searchable_rows_is_kept_for_a_while_and_only_chooses_the_pla
 ):
     document_create(title="Leave", texts=LEAVE_TEXTS)
     reader = reader_for(django_user_model.objects.create_user(username="staff", is_staff=True))
-    counted = retrieval.searchable_rows_count(reader=reader)
+    counted = vector_search.searchable_rows_count(reader=reader)
     document_create(title="Expenses", texts=EXPENSES_TEXTS)
     vector = embedding.embed_texts(["Who approves travel expenses?"])[0]
 
     with CaptureQueriesContext(connection) as queries:
-        assert retrieval.searchable_rows_count(reader=reader) == counted  # kept: no query
+        assert vector_search.searchable_rows_count(reader=reader) == counted  # kept: no query
     assert len(queries) == 0
     # The stale count never hides a row: the new document's rows are searched.
     expenses = set(Chunk.objects.filter(document__title="Expenses").values_list("pk", flat=True))
     assert set(_ranked(reader, vector, limit=3)) & expenses
 
-    monkeypatch.setattr(retrieval, "ROWS_COUNT_SECONDS", 0.0)
-    assert retrieval.searchable_rows_count(reader=reader) == Embedding.objects.count()
-    retrieval.searchable_rows_forget()
+    monkeypatch.setattr(vector_search, "ROWS_COUNT_SECONDS", 0.0)
+    assert vector_search.searchable_rows_count(reader=reader) == Embedding.objects.count()
+    vector_search.searchable_rows_forget()
     monkeypatch.undo()
     with CaptureQueriesContext(connection) as queries:
-        retrieval.searchable_rows_count(reader=reader)
+        vector_search.searchable_rows_count(reader=reader)
     assert len(queries) == 1

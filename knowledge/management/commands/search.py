@@ -8,14 +8,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from knowledge.access import OPERATOR
 from knowledge.models import Document
-from knowledge.retrieval import (
-    MODES,
-    TOP_K_DEFAULT,
-    chunks_search,
-    excerpt_of,
-    knowledge_base_is_empty,
-    validate_top_k,
-)
+from knowledge.retrieval import MODES, TOP_K_DEFAULT, chunks_search, excerpt_of, validate_top_k
+from knowledge.search_scope import knowledge_base_is_empty
 
 EXCERPT_CHARS = 160
 

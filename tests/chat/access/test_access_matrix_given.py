@@ -25,7 +25,7 @@ from chat.answering import breaker
 from chat.answering.generative import NOT_GROUNDED_NOTICE
 from chat.answering.pipeline import answer_stream
 from chat.models import ChatSettings, Conversation, Message
-from chat.selectors import Withheld
+from chat.withheld import Withheld
 from knowledge.collections import collection_create
 from tests.support.answers import collect
 from tests.support.clients import fragments_until_idle, socket_for

@@ -17,7 +17,7 @@ from django.db import connection
 from django.test import Client
 
 from chat.models import Conversation, Feedback
-from chat.selectors import Withheld, messages_withheld
+from chat.withheld import Withheld, messages_withheld
 from knowledge.access import (
     OPERATOR,
     document_readable,

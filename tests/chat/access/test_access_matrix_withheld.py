@@ -18,7 +18,8 @@ from django.test import Client
 from django.utils import timezone
 
 from chat.models import Conversation, Feedback
-from chat.selectors import Withheld, conversation_transcript, messages_withheld
+from chat.transcript import conversation_transcript
+from chat.withheld import Withheld, messages_withheld
 from knowledge.collections import collection_create
 from knowledge.models import collection_default_id
 from tests.support.conversations import exchange_create
@@ -297,7 +298,7 @@ def test_withheld_messages_are_decided_in_one_query_for_a_whole_conversation(
 
 
 def test_a_follow_up_remembers_only_the_answers_its_asker_may_read_now(people, shared):
-    from chat.selectors import conversation_memory, conversation_turns_before
+    from chat.turns import conversation_memory, conversation_turns_before
 
     conversation = shared["conversation"]
     asked, _ = exchange_create(conversation, question="And for Grade 8?", answer="")

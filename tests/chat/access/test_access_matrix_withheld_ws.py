@@ -12,7 +12,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from chat.models import Conversation
-from chat.selectors import Withheld
+from chat.withheld import Withheld
 from knowledge.collections import collection_create
 from tests.support.clients import fragments_until_idle, socket_for
 from tests.support.conversations import exchange_create

@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from chat.models import DocumentGiven
-from chat.selectors import Withheld, messages_withheld
+from chat.withheld import Withheld, messages_withheld
 from knowledge.collections import collection_create
 from knowledge.models import Collection, Document, collection_personal_id
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Citation, Conversation, DocumentGiven, Message
-from chat.selectors import Withheld, messages_withheld
+from chat.withheld import Withheld, messages_withheld
 from knowledge.access import reader_for
 from knowledge.models import Collection, Document
 from tests.support.knowledge_base import document_create

@@ -29,6 +29,7 @@ from chat.answering.grounding import SYSTEM_PROMPT
 from chat.answering.memory import SUMMARY_PROMPT
 from chat.answering.pipeline import answer_stream
 from chat.models import ChatSettings, Conversation, Message
+from chat.transcript import conversation_transcript
 from tests.support.answers import collect
 from tests.support.knowledge_base import document_create
 from tests.support.openai_server import Scripted, openai_server
@@ -370,10 +371,7 @@ async def test_turns_beyond_the_window_are_folded_into_a_stored_summary(
                 "content", "reply_to__content"
             )
         )
-        shown = [
-            row.role
-            for row in selectors.conversation_transcript(conversation, user=conversation.owner)
-        ]
+        shown = [row.role for row in conversation_transcript(conversation, user=conversation.owner)]
         return summaries, shown
 
     summaries, shown = await sync_to_async(stored)()

@@ -175,12 +175,12 @@ def test_unknown_api_path_and_wrong_method_are_enveloped(api):
 
 @pytest.mark.django_db
 def test_a_crash_is_a_500_in_the_envelope(api, monkeypatch):
-    from chat import selectors
+    from chat.api import views
 
     def boom(*args, **kwargs):
         raise RuntimeError("database on fire")
 
-    monkeypatch.setattr(selectors, "documents_list", boom)
+    monkeypatch.setattr(views, "documents_list", boom)
     api.raise_request_exception = False
     error = assert_envelope(api.get("/api/documents"), 500, "internal")
     assert "fire" not in error["message"]

@@ -12,13 +12,10 @@ from django.test import Client
 
 from chat.answering.errors import AnswerError
 from chat.models import Citation, Conversation, Feedback, Message
-from chat.selectors import (
-    conversation_messages,
-    conversation_transcript,
-    conversation_turns_before,
-    exchange_stored,
-)
+from chat.selectors import conversation_messages, exchange_stored
 from chat.services import exchange_begin, exchange_regenerate, feedback_give
+from chat.transcript import conversation_transcript
+from chat.turns import conversation_turns_before
 from knowledge.collections import collection_create
 from knowledge.models import Document
 from tests.support.conversations import exchange_create

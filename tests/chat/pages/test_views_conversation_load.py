@@ -13,7 +13,8 @@ from rest_framework.renderers import JSONRenderer
 from chat.api.serializers import MessageListSerializer
 from chat.models import Conversation, Feedback, Message
 from chat.render_cache import RenderCache
-from chat.selectors import conversation_messages, conversation_transcript, message_row
+from chat.selectors import conversation_messages
+from chat.transcript import conversation_transcript, message_row
 from knowledge.access import Reader
 from knowledge.models import Chunk, Document
 from tests.support.conversations import exchange_create

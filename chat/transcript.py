@@ -1,0 +1,199 @@
+"""A conversation's messages as plain rows (`MessageRow`, `CitationRow`) as a reader may read
+them: the transcript the pages, the API and the socket render, withheld answers replaced by their
+notice, and the stale check of citations in SQL (`citation_fresh`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from datetime import datetime
+
+from django.db.models import (
+    BooleanField,
+    ExpressionWrapper,
+    F,
+    Q,
+)
+
+from chat.answering.citations import citation_is_stale
+from chat.models import Citation, Conversation, Message
+from chat.withheld import Withheld, messages_withheld
+from knowledge.access import (
+    UserLike,
+)
+from knowledge.models import Document
+from knowledge.search_scope import not_expired
+
+
+@dataclass(frozen=True, slots=True)
+class CitationRow:
+    """A stored citation as a plain value (what the API and the page show of it)."""
+
+    n: int
+    chunk_id: int | None
+    chunk_id_snapshot: int | None
+    document_id_snapshot: int | None
+    document_title: str
+    page: int | None
+    section: str | None
+    sheet: str | None
+    cells: str | None
+    ocr_confidence: float | None
+    url: str
+    text: str
+    similarity: float
+    chunk_index: int | None
+    stale: bool  # see citation_is_stale
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """A stored message and its citations as a plain, hashable value: equal rows show the
+    same, so a row is also the key of what was rendered from it."""
+
+    id: uuid.UUID
+    role: str
+    content: str
+    status: str
+    reply_to_id: uuid.UUID | None
+    mode: str
+    suggestions: tuple[str, ...]
+    warning: str
+    search_query: str
+    searched_document_id: int | None  # the document its question named (named_documents.py)
+    searched_document_title: str
+    error_code: str
+    # Every document its question named and it was searched in, (id, title) pairs (see
+    # Message.searched_documents): empty for one stored before, or none.
+    searched_documents: tuple[tuple[int, str], ...]
+    evidence: str  # Message.Evidence of an answer ("" otherwise)
+    created_at: datetime
+    citations: tuple[CitationRow, ...]
+    withheld: str = ""  # a `Withheld` reason: the row then holds the notice, not the answer
+
+    def __post_init__(self) -> None:
+        # The stored JSON `[{id, title}]` as (id, title) pairs: the row stays hashable.
+        pairs = tuple(
+            (int(d["id"]), str(d["title"])) if isinstance(d, dict) else tuple(d)
+            for d in self.searched_documents or ()
+        )
+        object.__setattr__(self, "searched_documents", pairs)
+
+    @property
+    def pk(self) -> uuid.UUID:
+        return self.id
+
+
+# Columns read, in the order of the rows' fields.
+_MESSAGE_COLUMNS = tuple(
+    f.name for f in fields(MessageRow) if f.name not in {"citations", "withheld"}
+)
+_CITATION_COLUMNS = tuple(f.name for f in fields(CitationRow) if f.name != "stale")
+_SUGGESTIONS = _MESSAGE_COLUMNS.index("suggestions")
+
+
+def _suggestions(value: object) -> tuple[str, ...]:
+    return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+
+def row_withheld(row: MessageRow, reason: Withheld) -> MessageRow:
+    """`row` as shown to a reader it is withheld from: the notice for text, and nothing of the
+    answer (no citations, search query, searched document, warning or suggestions)."""
+    return replace(
+        row,
+        content=reason.notice,
+        mode="",
+        suggestions=(),
+        warning="",
+        search_query="",
+        searched_document_id=None,
+        searched_document_title="",
+        searched_documents=(),
+        citations=(),
+        withheld=str(reason),
+    )
+
+
+def rows_for_reader(
+    rows: Sequence[MessageRow], withheld: dict[uuid.UUID, Withheld]
+) -> list[MessageRow]:
+    """`rows`, those of `withheld` replaced by what their reader sees (`row_withheld`)."""
+    return [row_withheld(row, withheld[row.id]) if row.id in withheld else row for row in rows]
+
+
+def citation_fresh() -> ExpressionWrapper:
+    """SQL for "not stale" (`citation_is_stale` in the database): the cited chunk still
+    exists with the very text cited, in an enabled, ready, unexpired document. NULL (not
+    fresh) when the chunk is gone: its columns come from LEFT JOINs on primary keys."""
+    return ExpressionWrapper(
+        Q(
+            not_expired("chunk__document__"),
+            chunk__text=F("text"),
+            chunk__document__enabled=True,
+            chunk__document__status=Document.Status.READY,
+        ),
+        output_field=BooleanField(),
+    )
+
+
+def conversation_transcript(conversation: Conversation, *, user: UserLike) -> list[MessageRow]:
+    """The conversation's messages in order with their citations, as rows, as `user` may read
+    them: an answer drawing on a document `user` may not read is withheld (`row_withheld`).
+    Three queries of plain values whatever the length (no model instances, the stale check done
+    in SQL), none more for a superuser."""
+    cited: dict[uuid.UUID, list[CitationRow]] = {}
+    citations = (
+        Citation.objects.filter(message__conversation=conversation)
+        .annotate(fresh=citation_fresh())
+        .order_by("message_id", "n")
+        .values_list("message_id", *_CITATION_COLUMNS, "fresh")
+    )
+    for message_id, *values, fresh in citations:
+        cited.setdefault(message_id, []).append(CitationRow(*values, stale=not fresh))
+    messages = (
+        conversation.messages.exclude(role__in=Message.HIDDEN_ROLES)
+        .order_by("created_at", "id")
+        .values_list(*_MESSAGE_COLUMNS)
+    )
+    rows = [
+        MessageRow(
+            *values[:_SUGGESTIONS],
+            _suggestions(values[_SUGGESTIONS]),
+            *values[_SUGGESTIONS + 1 :],
+            citations=tuple(cited.get(values[0], ())),
+        )
+        for values in messages
+    ]
+    answered = any(row.role == Message.Role.ASSISTANT for row in rows)
+    withheld = messages_withheld(user=user, conversation_id=conversation.pk) if answered else {}
+    return rows_for_reader(rows, withheld)
+
+
+def message_row(message: Message) -> MessageRow:
+    """The row of a message instance (its citations loaded, ideally prefetched with
+    `citations_with_source_state`, else one query here)."""
+    return MessageRow(
+        id=message.pk,
+        role=message.role,
+        content=message.content,
+        status=message.status,
+        reply_to_id=message.reply_to_id,
+        mode=message.mode,
+        suggestions=_suggestions(message.suggestions),
+        warning=message.warning,
+        search_query=message.search_query,
+        searched_document_id=message.searched_document_id,
+        searched_document_title=message.searched_document_title,
+        searched_documents=tuple(message.searched_documents or ()),
+        error_code=message.error_code,
+        evidence=message.evidence,
+        created_at=message.created_at,
+        citations=tuple(
+            CitationRow(
+                *(getattr(citation, column) for column in _CITATION_COLUMNS),
+                stale=citation_is_stale(citation),
+            )
+            for citation in sorted(message.citations.all(), key=lambda c: c.n)
+        ),
+    )
