@@ -232,7 +232,8 @@ def test_no_view_skips_the_csrf_check_unless_it_does_its_own():
     session request; a token request needs none) and POST /api/chat (chat.api.authentication
     does the same check); and the admin's upload, exempt only so that its size-limiting upload
     handler is installed before the body is read, which then checks the token itself
-    (tests/knowledge/test_admin_upload_limits.py proves the check)."""
+    (tests/knowledge/test_admin_upload_limits.py proves the check); and the OpenAI-compatible
+    API under v1/, which reads an API token only, never the session (the next test)."""
     checks_its_own = {"admin/knowledge/document/add/"}
     exempt = [
         route
@@ -240,8 +241,23 @@ def test_no_view_skips_the_csrf_check_unless_it_does_its_own():
         if getattr(view, "csrf_exempt", False)
     ]
     assert exempt and all(
-        route.startswith("api/") or route in checks_its_own for route in exempt
+        route.startswith(("api/", "v1/")) or route in checks_its_own for route in exempt
     ), exempt
+
+
+@pytest.mark.django_db(transaction=True)  # the API's async views close their connections
+def test_the_openai_api_ignores_a_signed_in_session(staff_user):
+    """v1/ is exempt from the CSRF check because a browser's session never answers there: a
+    signed-in staff member's cookie without an API token gets 401, as a stranger does."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(staff_user)
+    body = {"model": "sourced", "messages": [{"role": "user", "content": "Annual leave?"}]}
+    for response in (
+        client.get("/v1/models"),
+        client.post("/v1/chat/completions", body, content_type="application/json"),
+    ):
+        assert response.status_code == 401, response.content
+        assert response.json()["error"]["type"] == "authentication_error"
 
 
 @pytest.mark.django_db
