@@ -10,7 +10,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from chat.answering.errors import AnswerError
+from chat.errors import AnswerError
 from chat.models import Attachment, Conversation
 from chat.selectors import conversation_get_for
 from chat.services import conversation_check_owner

@@ -44,8 +44,8 @@ from django.urls import reverse
 
 from accounts.sessions import Standing, session_standing
 from chat import fragments
-from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions, answer_stream
+from chat.errors import AnswerError
 from chat.models import Message
 from chat.presenters import MessageView
 from chat.ratelimit import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from chat.answering.errors import AnswerError
+from chat.errors import AnswerError
 
 # The form the schema's "uuid" format names: 8-4-4-4-12 hexadecimal digits (either case).
 _CANONICAL = re.compile(

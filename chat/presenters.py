@@ -26,8 +26,8 @@ from django.urls import reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from chat.answering.citations import WORD_JOINER
 from chat.answering.evidence import WEAK_EVIDENCE_CARD, WEAK_EVIDENCE_NOTICE
+from chat.citations import WORD_JOINER
 from chat.documents import documents_file_state
 from chat.markdown import markdown_html
 from chat.models import Message

@@ -20,7 +20,7 @@ from django.db.models import (
 )
 from django.db.models.functions import RowNumber
 
-from chat.answering.errors import AnswerError
+from chat.errors import AnswerError
 from chat.models import Citation, Conversation, Feedback, Message
 from chat.withheld import messages_withheld, messages_withheld_filter
 

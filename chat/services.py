@@ -23,9 +23,9 @@ from django.db.models import AutoField, Model, QuerySet
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
-from chat.answering.citations import citation_build
-from chat.answering.errors import AnswerError
 from chat.answering.questions import conversation_title_from, text_clean
+from chat.citations import citation_build
+from chat.errors import AnswerError
 from chat.models import Citation, Conversation, DocumentGiven, Feedback, Message
 from chat.selectors import ConversationAccess, conversation_access
 from knowledge.models import Chunk

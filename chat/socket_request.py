@@ -8,8 +8,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from chat.answering.errors import AnswerError
 from chat.answering.pipeline import AnswerOptions
+from chat.errors import AnswerError
 from chat.ids import uuid_parse
 from chat.models import Message
 from chat.ratelimit import Throttled

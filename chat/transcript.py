@@ -16,7 +16,7 @@ from django.db.models import (
     Q,
 )
 
-from chat.answering.citations import citation_is_stale
+from chat.citations import citation_is_stale
 from chat.models import Citation, Conversation, Message
 from chat.withheld import Withheld, messages_withheld
 from knowledge.access import (

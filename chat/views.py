@@ -20,10 +20,10 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from accounts.selectors import preferences_of
-from chat.answering.errors import AnswerError
 from chat.answering.evidence import chat_settings_get
 from chat.answering.generative import model_health
 from chat.attachments import conversation_attachments
+from chat.errors import AnswerError
 from chat.fragments import conversation_renamed_html, conversation_title_html, sidebar_item_html
 from chat.history import conversations_search, history_items, query_clean
 from chat.models import ChatSettings, Conversation, Feedback, Message

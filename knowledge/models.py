@@ -217,7 +217,7 @@ class Document(models.Model):
     def url(self) -> str:
         """The link to the original given in the document's metadata (`metadata["url"]`, e.g.
         an intranet page set in the admin), else "". Not the stored file: without a URL a
-        citation links to the app's document page (`chat.answering.citations.document_link`),
+        citation links to the app's document page (`chat.citations.document_link`),
         which offers the file."""
         return self.metadata.get("url", "") if isinstance(self.metadata, dict) else ""
 

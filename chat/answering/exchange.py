@@ -18,7 +18,6 @@ from channels.db import database_sync_to_async
 from django.db import DatabaseError
 
 from chat import services
-from chat.answering.errors import AnswerError
 from chat.answering.evidence import chat_settings_get, evidence_threshold
 from chat.answering.followups import Turn
 from chat.answering.generative import answering_mode
@@ -27,6 +26,7 @@ from chat.answering.stage_cpu import cpu_stage
 from chat.answering.trace import ExchangeTrace
 from chat.attachments import attachments_add, reader_in_conversation, unknown_file_ids
 from chat.documents import unknown_document_ids
+from chat.errors import AnswerError
 from chat.models import Message
 from chat.turns import conversation_turns_before
 from knowledge.access import Reader, reader_for

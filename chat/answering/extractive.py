@@ -45,8 +45,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from chat.answering.answer_types import answer_matches, expected_answer
-from chat.answering.citations import quoted_markers_neutralize
 from chat.answering.terms import terms
+from chat.citations import quoted_markers_neutralize
 from knowledge import embedding
 from knowledge.parsers.spreadsheets import range_parse
 from knowledge.retrieval import RetrievedChunk

@@ -23,8 +23,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from chat.answering.citations import quoted_markers_neutralize
 from chat.answering.llm import ChatMessage
+from chat.citations import quoted_markers_neutralize
 from knowledge.retrieval import RetrievedChunk
 
 logger = logging.getLogger("sourced.citations")

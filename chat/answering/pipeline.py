@@ -79,7 +79,6 @@ from django.db import InterfaceError, OperationalError
 
 from chat import services
 from chat.answering.answerers import Answerer, AnswerFailed, AnswerRequest, ExtractiveAnswerer
-from chat.answering.citations import citation_as_dict
 from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, sources_data
 from chat.answering.evidence_signals import WEAK_REASONS
 from chat.answering.exchange import (
@@ -96,6 +95,7 @@ from chat.answering.request import embedding_validate as _embedding_validate  # 
 from chat.answering.search import query_embed, question_search
 from chat.answering.stage_cpu import cpu_stage, stage_cpu_begin
 from chat.answering.trace import ExchangeTrace, exchange_log
+from chat.citations import citation_as_dict
 from chat.models import Message
 from knowledge.access import Reader
 

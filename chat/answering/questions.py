@@ -7,7 +7,7 @@ import unicodedata
 
 from django.conf import settings
 
-from chat.answering.errors import AnswerError
+from chat.errors import AnswerError
 
 TITLE_MAX_CHARS = 80
 TITLE_FALLBACK = "New conversation"

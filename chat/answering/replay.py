@@ -11,11 +11,11 @@ from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 
 from chat import selectors, services
-from chat.answering.citations import citation_as_dict
-from chat.answering.errors import AnswerError
 from chat.answering.events import INTERNAL_ERROR_MESSAGE, Event, refusal_data, sources_data
 from chat.answering.named_documents import searched_document_of, searched_documents_of
 from chat.answering.trace import ExchangeTrace, exchange_log
+from chat.citations import citation_as_dict
+from chat.errors import AnswerError
 from chat.models import Message
 from chat.withheld import Withheld, messages_withheld
 from knowledge.access import UserLike

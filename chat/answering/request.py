@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 from django.contrib.auth.base_user import AbstractBaseUser
 
-from chat.answering.errors import AnswerError
 from chat.answering.questions import question_normalize
 from chat.attachments import file_ids_validate
+from chat.errors import AnswerError
 from chat.ids import uuid_parse
 from knowledge import embedding
 from knowledge.access import Reader

@@ -10,7 +10,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from rest_framework import authentication, exceptions
 
 from accounts.selectors import TokenExpired, TokenInvalid, TokenSignInStale, api_token_user
-from chat.answering.errors import AnswerError
+from chat.errors import AnswerError
 from chat.ratelimit import Throttled, chat_throttled
 from knowledge.access import user_is_staff
 

@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions
 from rest_framework.views import set_rollback
 
-from chat.answering.errors import AnswerError
+from chat.errors import AnswerError
 
 API_PREFIX = "/api/"
 CODE_OF_STATUS = {

@@ -17,11 +17,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat.answering.errors import AnswerError
 from chat.api.errors import error_response, rate_limited_response
 from chat.api.schema import error_responses
 from chat.api.serializers import PresentUUIDField
 from chat.attachments import personal_file_add, personal_file_remove
+from chat.errors import AnswerError
 from chat.ratelimit import files_upload_rate_limited
 from knowledge.models import Document
 from knowledge.personal import PersonalFileError, personal_file_get, personal_file_state

@@ -15,9 +15,9 @@ from typing import Any
 
 from django.http import HttpResponse, JsonResponse
 
-from chat.answering.errors import AnswerError
 from chat.answering.events import Event
 from chat.api.errors import answer_error_response, error_response
+from chat.errors import AnswerError
 
 
 def answer_body(events: list[Event]) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from chat.answering.errors import AnswerError
 from chat.api.errors import CODE_OF_STATUS, MALFORMED_UUID
+from chat.errors import AnswerError
 from chat.history import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, ConversationCursor, CursorInvalid
 from chat.ids import uuid_parse
 from chat.selectors import ConversationAccess, conversation_access
@@ -437,7 +437,7 @@ class MessageSerializer(serializers.Serializer):
         )
 
     def get_citations(self, message) -> list[dict]:
-        from chat.answering.citations import citation_as_dict
+        from chat.citations import citation_as_dict
         from chat.transcript import MessageRow
 
         if isinstance(message, MessageRow):  # each citation row knows whether it is stale

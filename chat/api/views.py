@@ -23,7 +23,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat import selectors, services
-from chat.answering.errors import AnswerError
 from chat.answering.events import Event
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.answering.questions import text_clean
@@ -39,6 +38,7 @@ from chat.api.errors import (
 from chat.api.one_shot import answer_json
 from chat.api.transcript import message_list_json, renders_compact_json
 from chat.documents import documents_list
+from chat.errors import AnswerError
 from chat.history import conversations_page
 from chat.ids import uuid_parse
 from chat.models import Feedback

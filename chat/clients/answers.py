@@ -18,11 +18,11 @@ from urllib.parse import urlencode
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.urls import NoReverseMatch, reverse
 
-from chat.answering.errors import AnswerError
 from chat.answering.events import Event
 from chat.answering.evidence import WEAK_EVIDENCE_NOTICE
 from chat.answering.questions import question_normalize
 from chat.api.authentication import token_user
+from chat.errors import AnswerError
 from chat.models import Conversation, Message
 from knowledge.access import user_is_staff
 
@@ -64,7 +64,7 @@ def location_of(citation: dict[str, Any]) -> str:
 
 
 def client_citation(citation: dict[str, Any], base_url: str = "") -> dict[str, Any]:
-    """A stored citation (`chat.answering.citations.citation_as_dict`) as these clients get it:
+    """A stored citation (`chat.citations.citation_as_dict`) as these clients get it:
     without the passage's full text (`excerpt` is its beginning), with `location` and `link`."""
     return {
         "n": citation["n"],

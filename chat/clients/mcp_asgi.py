@@ -23,10 +23,10 @@ from django.db import InterfaceError, OperationalError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from chat.answering.errors import AnswerError
 from chat.clients.answers import staff_token_user
 from chat.clients.mcp_server import USER_KEY, mcp_server
 from chat.clients.openai_format import UNAVAILABLE_MESSAGE
+from chat.errors import AnswerError
 
 PATH = "/mcp"
 

@@ -23,11 +23,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from pydantic import BaseModel, Field
 
-from chat.answering.errors import AnswerError
 from chat.answering.pipeline import answer_stream
 from chat.answering.questions import text_clean
 from chat.api.authentication import staff_throttled
 from chat.clients.answers import AnswerFold, location_of, passage_link, staff_token_user
+from chat.errors import AnswerError
 from chat.ratelimit import search_rate_limited, throttled_message
 from knowledge.access import documents_readable, reader_for
 from knowledge.models import Document

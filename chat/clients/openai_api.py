@@ -27,7 +27,6 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from chat.answering.errors import AnswerError
 from chat.answering.events import Event
 from chat.answering.pipeline import AnswerOptions, answer_stream
 from chat.api.authentication import staff_throttled
@@ -40,6 +39,7 @@ from chat.clients.answers import (
     message_id_for,
     staff_token_user,
 )
+from chat.errors import AnswerError
 from chat.ratelimit import Throttled, throttled_message
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.http import JsonResponse
 
-from chat.answering.errors import STATUS_OF_CODE, AnswerError
 from chat.clients.answers import AnswerFold
+from chat.errors import STATUS_OF_CODE, AnswerError
 
 MODEL_ID = "sourced"
 MODEL_CREATED = 1767225600  # 2026-01-01: the model's listed creation time, stable

@@ -11,9 +11,9 @@ from argparse import ArgumentParser
 import anyio
 from django.core.management.base import BaseCommand, CommandError
 
-from chat.answering.errors import AnswerError
 from chat.clients.answers import staff_token_user
 from chat.clients.mcp_server import mcp_server, stdio_base_url, stdio_token
+from chat.errors import AnswerError
 
 
 class Command(BaseCommand):

@@ -184,7 +184,7 @@ async def test_another_users_shared_conversation_lends_its_context_to_nobody(
     """Only the owner posts to a conversation, so another user's follow-up can never be read in
     its context: posting there is forbidden and stores nothing, and the user's own new
     conversation is searched with its own (empty) context only."""
-    from chat.answering.errors import AnswerError
+    from chat.errors import AnswerError
 
     shared_id = uuid.uuid4()
     await collect(user=staff_user, question=LISBON, conversation_id=shared_id)

@@ -10,8 +10,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat import fragments, presenters
-from chat.answering.citations import quoted_markers_neutralize
 from chat.answering.grounding import source_entry
+from chat.citations import quoted_markers_neutralize
 from chat.models import Message
 from chat.selectors import message_answer_with_citations
 from tests.support.answers import collect

@@ -13,11 +13,11 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat import selectors, services
-from chat.answering.citations import citation_as_dict
-from chat.answering.errors import AnswerError
 from chat.answering.evidence import EMPTY_KB_MESSAGE, NO_EVIDENCE_MESSAGE
 from chat.answering.evidence_signals import PASSAGE_MARGIN, WEAK_SUPPORT_MARGIN
 from chat.answering.pipeline import AnswerOptions, answer_stream
+from chat.citations import citation_as_dict
+from chat.errors import AnswerError
 from chat.models import ChatSettings, Citation, Conversation, Message
 from knowledge import embedding
 from knowledge.access import OPERATOR

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chat.answering.errors import AnswerError
 from chat.answering.questions import conversation_title_from, question_normalize
+from chat.errors import AnswerError
 
 
 def test_title_of_a_long_first_message_is_cut_at_a_word_without_a_dangling_short_word():

@@ -580,8 +580,8 @@ def test_search_query_longer_than_a_url_carries_is_refused(api, policies_kb):
 
 
 def test_an_embedding_of_huge_or_tiny_numbers_is_still_a_direction():
-    from chat.answering.errors import AnswerError
     from chat.answering.pipeline import _embedding_validate
+    from chat.errors import AnswerError
 
     for scale in (1e200, 1e-200):
         vector = _embedding_validate([scale] * 192 + [0.0] * 192)

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from chat.answering.errors import AnswerError
+from chat.errors import AnswerError
 from chat.models import Citation, Conversation, Feedback, Message
 from chat.selectors import conversation_messages, exchange_stored
 from chat.services import exchange_begin, exchange_regenerate, feedback_give
