@@ -4,7 +4,6 @@ load and server memory, measured on this machine in a throwaway database."""
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 from django.conf import settings
@@ -17,6 +16,7 @@ from lab.benchmark.run import BenchOptions, bench_run
 from lab.benchmark.server import ServerError
 from lab.benchmark.stats import int_list_parse
 from lab.evaluation.dataset import DatasetError, dataset_load
+from lab.evaluation.logs import per_exchange_logs_quiet
 from lab.evaluation.runner import IngestionFailed
 
 MAX_CHUNKS = 2_000_000
@@ -140,8 +140,6 @@ class Command(BaseCommand):
         except DatasetError as exc:
             raise CommandError(str(exc)) from exc
 
-        # One log line per exchange would bury the report.
-        logging.getLogger("sourced.exchange").setLevel(logging.WARNING)
         run_options = BenchOptions(
             sizes=sizes,
             concurrency=concurrency,
@@ -153,7 +151,9 @@ class Command(BaseCommand):
             while_reading=options["while_reading"],
         )
         try:
-            figures = bench_run(dataset, run_options, say=self.stderr.write)
+            # One log line per exchange would bury the report.
+            with per_exchange_logs_quiet():
+                figures = bench_run(dataset, run_options, say=self.stderr.write)
         except IngestionFailed as exc:
             raise CommandError(f"Ingestion failed: {exc}") from exc
         except (ServerError, ClientError) as exc:

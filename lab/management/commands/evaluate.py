@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from chat.calibration import calibration_refresh
 from chat.models import ChatSettings
 from lab.evaluation.dataset import Dataset, DatasetError, DatasetQuestion, dataset_load
 from lab.evaluation.isolated import isolated_database
+from lab.evaluation.logs import per_exchange_logs_quiet
 from lab.evaluation.runner import (
     IngestionFailed,
     dataset_evaluate,
@@ -88,8 +88,7 @@ class Command(BaseCommand):
             raise CommandError(f"Cannot write {options['json']}: no such folder.")
 
         # One log line per exchange would bury the table; the figures say it all.
-        logging.getLogger("sourced.exchange").setLevel(logging.WARNING)
-        with isolated_database("sourced_eval"):
+        with per_exchange_logs_quiet(), isolated_database("sourced_eval"):
             try:
                 documents, chunks, seconds = dataset_ingest(dataset)
             except IngestionFailed as exc:

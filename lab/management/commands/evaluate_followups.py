@@ -23,6 +23,7 @@ from lab.evaluation.followup_kinds import (
     kinds_table,
 )
 from lab.evaluation.isolated import isolated_database
+from lab.evaluation.logs import per_exchange_logs_quiet
 from lab.evaluation.runner import IngestionFailed, dataset_evaluate, dataset_ingest, folds_assign
 
 
@@ -71,7 +72,10 @@ class Command(BaseCommand):
         questions = dataset.questions[: options["limit"] or None]
         runs = {}
         reasons = ExchangeReasons()
-        with isolated_database("sourced_eval"):
+        # The exchange lines are read (ExchangeReasons); the other per-exchange lines would
+        # bury the table.
+        quiet = per_exchange_logs_quiet(keep=("sourced.exchange",))
+        with quiet, isolated_database("sourced_eval"):
             try:
                 dataset_ingest(dataset)
             except IngestionFailed as exc:
