@@ -347,12 +347,13 @@ def test_lost_connection_keeps_the_partial_answer_and_retry_answers_again(pages)
         }"""
     )
     page.evaluate("window.__sockets.at(-1).close(4000, 'network gone')")  # the line drops
-    alert = page.get_by_role("alert").filter(has_text="Connection lost")
+    # The notice under the answer (a toast says it too, with a Retry of its own).
+    alert = page.locator('[role="alert"][data-connection-error]').filter(has_text="Connection lost")
     alert.wait_for()
     partial = page.locator('#messages [data-role="assistant"] .answer-body').last.inner_text()
     assert partial.strip()  # what arrived stays on the page
     page.wait_for_function("() => window.__sockets.at(-1).readyState === 1")  # reconnected
-    page.get_by_role("button", name="Retry").click()
+    alert.get_by_role("button", name="Retry").click()
     alert.wait_for(state="detached")
     page.wait_for_function(IDLE, timeout=30_000)
     answers = page.locator('#messages [data-role="assistant"]')
