@@ -271,15 +271,7 @@ def _plan_apply(
             collection=collection,
             sync_root=plan.root,
         )
-        for outcome in outcomes:
-            if outcome.action == "new":
-                report.added += 1
-            elif outcome.action == "updated":
-                report.updated += 1
-            elif outcome.action == "unchanged":  # changed back since the plan was made
-                plan.unchanged += 1
-            else:
-                report.failed.append((outcome.source, outcome.error))
+        outcomes_count(outcomes, report=report)
     report.removed = _documents_remove(plan.gone, root=plan.root)
     return report
 
@@ -360,6 +352,20 @@ def _run_start(*, root: str, folder: Source | None, trigger: str) -> SyncRun:
     if folder is None:
         folder = Source.objects.filter(location=root).first()
     return SyncRun.objects.create(root=root, source=folder, trigger=trigger)
+
+
+def outcomes_count(outcomes, *, report: SyncReport) -> None:
+    """Add the ingestion outcomes of a sync's new and changed files to `report`: added,
+    updated, failed, or unchanged after all (changed back since the plan was made)."""
+    for outcome in outcomes:
+        if outcome.action == "new":
+            report.added += 1
+        elif outcome.action == "updated":
+            report.updated += 1
+        elif outcome.action == "unchanged":
+            report.plan.unchanged += 1
+        else:
+            report.failed.append((outcome.source, outcome.error))
 
 
 def _run_finish(

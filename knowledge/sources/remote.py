@@ -41,6 +41,7 @@ from knowledge.services.sync import (
     _folder_locked,
     _run_finish,
     _run_start,
+    outcomes_count,
 )
 from knowledge.signals import knowledge_changed_send
 
@@ -263,15 +264,7 @@ def remote_apply(
             collection=collection,
             sync_root=plan.root,
         )
-        for outcome in outcomes:
-            if outcome.action == "new":
-                report.added += 1
-            elif outcome.action == "updated":
-                report.updated += 1
-            elif outcome.action == "unchanged":
-                plan.unchanged += 1
-            else:
-                report.failed.append((outcome.source, outcome.error))
+        outcomes_count(outcomes, report=report)
     for document_id, metadata in plan.refreshed:
         with transaction.atomic():
             document = (
