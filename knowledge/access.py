@@ -22,8 +22,9 @@ The rule comes in four forms, all computed from the same `Reader`:
 - `documents_readable_filter(user=..., prefix=...)`: a `Q` for a queryset of documents or of
   rows reaching a document (`prefix="document__"` for chunks, `"chunk__document__"` for
   embeddings); `documents_readable(user=...)` is that queryset of documents.
-- `readable_documents_sql(user=..., document_id=...)`: the same filter as an SQL condition
-  with its parameters, for raw SQL (the condition Django's compiler makes of the `Q`).
+- `readable_documents_sql(user=..., document_id=...)` and `rows_searchable_sql(reader=...,
+  alias=...)`: the same filter as an SQL condition with its parameters, for raw SQL (written
+  out, not compiled from the `Q`: they run for every question; tests compare the forms).
 - `document_readable(user=..., document=...)`: the predicate for one document in hand.
 
 Nothing is kept between calls: a `Reader` lives as long as the request that computed it, so
@@ -40,7 +41,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser, Group, Permission
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Q, QuerySet, Subquery
 from django.utils import timezone
@@ -293,16 +293,64 @@ def readable_documents_sql(*, user: UserLike, document_id: str = "document_id") 
     and its parameters, for raw SQL to put in its WHERE before it ranks.
 
     `"FALSE"` for anyone who reads nothing, else `<document_id> IN (SELECT id FROM
-    knowledge_document WHERE …)`, the subquery compiled by Django from the same filter as the
-    queryset (the parameters are its `%s` placeholders, in order).
+    knowledge_document WHERE …)`: the conditions of `documents_readable_filter`, written out
+    (the collections and files as arrays, so the text is the same for every reader of a kind;
+    `tests/knowledge/test_access_rule.py` checks both forms select the same documents). Built
+    without the ORM: it runs in every withheld check (docs/decisions/0152-…).
     """
     reader = reader_for(user)
-    queryset = Document.objects.filter(documents_readable_filter(user=reader)).order_by()
-    try:
-        sql, params = queryset.values("id").query.sql_with_params()
-    except EmptyResultSet:
+    if reader.reads_nothing:
         return "FALSE", []
-    return f"{document_id} IN ({sql})", list(params)
+    document = connection.ops.quote_name(Document._meta.db_table)
+    params: list = []
+    if reader.is_superuser:
+        organisation = f"NOT ({document}.collection_id IN ({_PERSONAL_COLLECTIONS_SQL}))"
+    else:
+        organisation = f"{document}.collection_id = ANY(%s::bigint[])"
+        params.append(sorted(reader.collection_ids))
+        if not reader.can_manage:
+            organisation = f"({organisation} AND {_AVAILABLE_SQL.format(alias=document)})"
+            params += _available_params()
+    if reader.own_file_ids:
+        organisation = f"({organisation} OR {document}.id = ANY(%s::bigint[]))"
+        params.append(sorted(reader.own_file_ids))
+    return f"{document_id} IN (SELECT {document}.id FROM {document} WHERE {organisation})", params
+
+
+def rows_searchable_sql(*, reader: Reader, alias: str) -> tuple[str, list]:
+    """`documents_readable_filter(searching=True)` on the rows of a chunk or embedding table
+    (`alias`: its name or alias in the caller's query), which carry their document's
+    collection (`collection_id`) and id (`document_id`): an SQL condition and its parameters,
+    for the retrieval queries, written out as `readable_documents_sql` is (the same tests
+    compare it with the `Q` form). Withdrawn documents are tested as a subquery of the few
+    withdrawn ones, so the scans never join the documents (0078)."""
+    document = connection.ops.quote_name(Document._meta.db_table)
+    params: list = []
+    if reader.is_superuser:
+        organisation = f"NOT ({alias}.collection_id IN ({_PERSONAL_COLLECTIONS_SQL}))"
+    else:
+        organisation = f"{alias}.collection_id = ANY(%s::bigint[])"
+        params.append(sorted(reader.collection_ids))
+    if reader.searched_file_ids:
+        organisation = f"({organisation} OR {alias}.document_id = ANY(%s::bigint[]))"
+        params.append(sorted(reader.searched_file_ids))
+    withdrawn = f"SELECT U0.id FROM {document} U0 WHERE NOT {_AVAILABLE_SQL.format(alias='U0')}"
+    return (
+        f"({organisation} AND NOT ({alias}.document_id IN ({withdrawn})))",
+        [*params, *_available_params()],
+    )
+
+
+_PERSONAL_COLLECTIONS_SQL = f"SELECT U0.id FROM {Collection._meta.db_table} U0 WHERE U0.is_personal"  # noqa: S608
+# `documents_available_filter()` on a document row `alias`: enabled, ready, not expired.
+_AVAILABLE_SQL = (
+    "({alias}.enabled AND {alias}.status = %s AND ({alias}.expires_at IS NULL "
+    "OR ({alias}.expires_at > %s AND {alias}.expires_at IS NOT NULL)))"
+)
+
+
+def _available_params() -> list:
+    return [str(Document.Status.READY), timezone.now()]
 
 
 def document_readable(*, user: UserLike, document: Document) -> bool:

@@ -9,12 +9,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.contrib.postgres.search import SearchQuery
-from django.db.models import FloatField, Q
-from django.db.models.expressions import RawSQL
+from django.db import connection
 
-from knowledge.access import Reader
-from knowledge.search_scope import reader_required, searchable_chunks
+from knowledge.access import Reader, rows_searchable_sql
+from knowledge.models import Chunk
+from knowledge.search_scope import reader_required
 from knowledge.vocabulary import Vocabulary, text_search_parse, vocabulary_get
 
 # Lexical candidates: the chunks holding the question's rarest terms, as many terms as hold
@@ -114,31 +113,38 @@ def chunks_search_lexical(
     reader: Reader,
     document_ids: Sequence[int] | None = None,
     query: LexicalQuery | None = None,
-    searchable: Q | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, lexical score) best first: the summed inverse document frequencies of the
-    question's terms each chunk holds.
+    question's terms each chunk holds, among the chunks `reader` may search
+    (`knowledge.access.rows_searchable_sql`), of `document_ids` when given.
 
     The candidates are the chunks holding one of the question's rarest terms (as many terms,
     rarest first, as hold together at most LEXICAL_CANDIDATE_BUDGET chunks); every term counts
     in their score. A chunk holding only common words scores too little to matter, and
-    leaving them out keeps the cost bounded on a large knowledge base. `searchable`: as for
-    `searchable_chunks`.
+    leaving them out keeps the cost bounded on a large knowledge base. The statement is
+    written out, not built with the ORM: it runs for every question (docs/decisions/0152-…).
     """
     reader_required(reader)
+    if document_ids is not None and not document_ids:
+        return []
     query = query or lexical_query(question, reader=reader)
     if query is None:
         return []
+    table = Chunk._meta.db_table
     # The lexemes are already stemmed by the english parse; "simple" keeps them as they are
     # (re-parsing with "english" would drop stems that happen to be stop words: "other").
-    score_sql, score_params = query.score_sql('"knowledge_chunk"."search_vector"')
-    rows = (
-        searchable_chunks(reader=reader, document_ids=document_ids, searchable=searchable)
-        .filter(
-            search_vector=SearchQuery(query.candidate_query(), config="simple", search_type="raw")
-        )
-        .annotate(rank=RawSQL(score_sql, score_params, output_field=FloatField()))
-        .order_by("-rank", "id")
-        .values_list("id", "rank")[:limit]
+    score_sql, score_params = query.score_sql(f"{table}.search_vector")
+    searchable, params = rows_searchable_sql(reader=reader, alias=table)
+    where = searchable
+    if document_ids is not None:
+        where += f" AND {table}.document_id = ANY(%s::bigint[])"
+        params.append(sorted(int(pk) for pk in document_ids))
+    sql = (
+        f"SELECT {table}.id, {score_sql} AS rank FROM {table} WHERE {where} "
+        f"AND {table}.search_vector @@ to_tsquery('simple'::regconfig, %s) "
+        f"ORDER BY 2 DESC, 1 ASC LIMIT {int(limit)}"
     )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*score_params, *params, query.candidate_query()])
+        rows = cursor.fetchall()
     return [(chunk_id, float(rank)) for chunk_id, rank in rows]

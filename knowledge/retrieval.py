@@ -51,11 +51,12 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
+from django.db import connection
 
 from knowledge import embedding
-from knowledge.access import Reader, document_is_personal
+from knowledge.access import Reader
 from knowledge.lexical_search import chunks_search_lexical, lexical_query
-from knowledge.models import Chunk
+from knowledge.models import Chunk, Document
 from knowledge.personal import personal_file_label
 from knowledge.ranking import (
     days_read,
@@ -66,8 +67,13 @@ from knowledge.ranking import (
     tie_runs,
     tied_ids,
 )
-from knowledge.search_scope import reader_required, rows_searchable_filter
-from knowledge.vector_search import candidate_depth, chunks_search_vector, similarities_for
+from knowledge.search_scope import reader_required
+from knowledge.vector_search import (
+    candidate_depth,
+    chunks_search_vector,
+    similarities_for,
+    vector_text,
+)
 
 Mode = Literal["hybrid", "vector", "lexical"]
 MODES: tuple[str, ...] = ("hybrid", "vector", "lexical")
@@ -166,15 +172,11 @@ def chunks_search(
     started = time.perf_counter()
     lexical = lexical_query(query, reader=reader) if mode in ("hybrid", "lexical") else None
     planned = time.perf_counter() - started  # the lexical side's: planning its query
-    searchable = rows_searchable_filter(reader=reader)  # built once for both rankings
+    vector = vector_text(query_vector)  # the question's vector as text, for every query
     if mode in ("hybrid", "vector"):
         vector_started = time.perf_counter()
         vector_hits = chunks_search_vector(
-            query_vector=query_vector,
-            limit=depth,
-            reader=reader,
-            document_ids=document_ids,
-            searchable=searchable,
+            query_vector=vector, limit=depth, reader=reader, document_ids=document_ids
         )
         timed["vector_ms"] = round((time.perf_counter() - vector_started) * 1000, 1)
     if lexical is not None:
@@ -185,7 +187,6 @@ def chunks_search(
             reader=reader,
             document_ids=document_ids,
             query=lexical,
-            searchable=searchable,
         )
         timed["lexical_ms"] = round((time.perf_counter() - lexical_started + planned) * 1000, 1)
 
@@ -214,7 +215,7 @@ def chunks_search(
     elif mode == "hybrid":
         # Lexical-only candidates need their cosine to be fused (one query).
         lexical_only = [cid for cid, _ in lexical_hits if cid not in similarity]
-        similarity.update(similarities_for(lexical_only, query_vector))
+        similarity.update(similarities_for(lexical_only, vector))
         ranked = scores_fuse(vector_hits, lexical_hits, similarity)
     else:
         ranked = lexical_hits
@@ -222,7 +223,7 @@ def chunks_search(
     # Lexical-only hits: their cosine similarity (the evidence check needs every chunk's).
     missing = [cid for cid, _ in fused if cid not in similarity]
     if missing:
-        similarity.update(similarities_for(missing, query_vector))
+        similarity.update(similarities_for(missing, vector))
     if not fused:
         return SearchResult(chunks=[], query_vector=query_vector, truncated=truncated, **timed)
     vector_rank = {cid: rank for rank, (cid, _) in enumerate(vector_hits, start=1)}
@@ -231,34 +232,53 @@ def chunks_search(
     # The ranking queries and this read are separate statements: a document re-ingested in
     # between has replaced the chunks they found (new ids). Those are left out of this answer
     # rather than failing it; the next search finds the new chunks.
-    chunks = Chunk.objects.select_related("document").in_bulk([cid for cid, _ in fused])
-    results = []
-    for chunk_id, score in fused:
-        chunk = chunks.get(chunk_id)
-        if chunk is None:
-            continue
-        results.append(
-            RetrievedChunk(
-                chunk_id=chunk.id,
-                document_id=chunk.document_id,
-                document_title=(
-                    personal_file_label(chunk.document.title)
-                    if document_is_personal(chunk.document)
-                    else chunk.document.title
-                ),
-                document_url=chunk.document.url,
-                chunk_index=chunk.index,
-                page=chunk.page,
-                section=chunk.section,
-                text=chunk.text,
-                excerpt=excerpt_of(chunk.text),
-                similarity=similarity.get(chunk_id),
-                score=score,
-                vector_rank=vector_rank.get(chunk_id),
-                lexical_rank=lexical_rank.get(chunk_id),
-                sheet=chunk.sheet,
-                cells=chunk.cells,
-                ocr_confidence=chunk.ocr_confidence,
-            )
+    chunks = _chunks_read([cid for cid, _ in fused])
+    results = [
+        RetrievedChunk(
+            **chunks[chunk_id],
+            similarity=similarity.get(chunk_id),
+            score=score,
+            vector_rank=vector_rank.get(chunk_id),
+            lexical_rank=lexical_rank.get(chunk_id),
         )
+        for chunk_id, score in fused
+        if chunk_id in chunks
+    ]
     return SearchResult(chunks=results, query_vector=query_vector, truncated=truncated, **timed)
+
+
+def _chunks_read(chunk_ids: Sequence[int]) -> dict[int, dict]:
+    """The fields of `RetrievedChunk` that come from the database, by chunk id, for those of
+    `chunk_ids` that exist: one statement, written out (it runs for every question)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CHUNKS_SQL, [sorted(chunk_ids)])
+        rows = cursor.fetchall()
+    chunks = {}
+    for row in rows:
+        (chunk_id, document_id, title, owner_id, url, index, page, section, text) = row[:9]
+        chunks[chunk_id] = {
+            "chunk_id": chunk_id,
+            "document_id": document_id,
+            "document_title": personal_file_label(title) if owner_id is not None else title,
+            "document_url": url or "",
+            "chunk_index": index,
+            "page": page,
+            "section": section,
+            "text": text,
+            "excerpt": excerpt_of(text),
+            "sheet": row[9],
+            "cells": row[10],
+            "ocr_confidence": row[11],
+        }
+    return chunks
+
+
+# A personal file's title is shown as its label (`document_is_personal`: an owner is set); the
+# link is the document's `url` (its metadata's "url", `Document.url`).
+_CHUNKS_SQL = (
+    "SELECT c.id, c.document_id, d.title, d.owner_id, "
+    "CASE WHEN jsonb_typeof(d.metadata) = 'object' THEN d.metadata ->> 'url' END, "
+    "c.index, c.page, c.section, c.text, c.sheet, c.cells, c.ocr_confidence "
+    f"FROM {Chunk._meta.db_table} c JOIN {Document._meta.db_table} d ON d.id = c.document_id "
+    "WHERE c.id = ANY(%s::bigint[])"
+)

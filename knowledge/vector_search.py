@@ -13,17 +13,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
-from django.contrib.postgres.expressions import ArraySubquery
-from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import BooleanField, F, FloatField, Func, Q, QuerySet, Value
-from django.db.models.functions import Cast
-from pgvector.django import BitField, CosineDistance, HammingDistance
+from django.db.models import Q
 
 from knowledge import embedding
-from knowledge.access import Reader
+from knowledge.access import Reader, rows_searchable_sql
 from knowledge.models import Embedding
-from knowledge.search_scope import rows_searchable_filter
 
 # A reader who may search at most this many embeddings is searched exactly, row by row, not
 # through the HNSW index (docs/decisions/0077-the-collection-on-every-searched-row.md).
@@ -43,17 +38,18 @@ def candidate_depth(top_k: int) -> int:
     return max(4 * top_k, 40)
 
 
-def vector_search_queryset(
+def vector_search_sql(
     *,
-    query_vector: np.ndarray,
+    query_vector: np.ndarray | str,
     limit: int,
     reader: Reader,
     document_ids: Sequence[int] | None = None,
     exact: bool = False,
     rows: int = 0,
-    searchable: Q | None = None,
-) -> QuerySet[Embedding]:
-    """The k-NN query, yielding (chunk id, cosine distance) rows, nearest first.
+) -> tuple[str, list]:
+    """The k-NN query, yielding (chunk id, cosine distance) rows, nearest first, as SQL and its
+    parameters (written out, not built with the ORM: it runs for every question,
+    docs/decisions/0152-…). `query_vector`: the vector, or its text (`vector_text`).
 
     By default `ORDER BY vector <=> q LIMIT limit`, the shape the HNSW index serves; it must
     run under the HNSW scan settings: `chunks_search_vector` sends them in the same query
@@ -64,42 +60,54 @@ def vector_search_queryset(
     query's, read from the `embedding_collection_bits` index alone, and the
     `exact_shortlist_size(limit, rows)` nearest of them (ties by chunk id) are compared in full,
     `rows` being how many the reader may search (`searchable_rows_count`). When no more rows
-    than that pass the filters, every one is compared. `searchable`: as for `searchable_chunks`.
+    than that pass the filters, every one is compared. The rows are those `reader` may search
+    (`knowledge.access.rows_searchable_sql`), of the current embedding model, and of
+    `document_ids` when given.
     """
-    if searchable is None:
-        searchable = rows_searchable_filter(reader=reader)
-    queryset = Embedding.objects.filter(searchable, model=embedding.model_version())
+    vector = query_vector if isinstance(query_vector, str) else vector_text(query_vector)
+    table = Embedding._meta.db_table
+    model = embedding.model_version()
+    alias = "V0" if exact else table
+    searchable, params = rows_searchable_sql(reader=reader, alias=alias)
+    where = f"{searchable} AND {alias}.model = %s"
+    params.append(model)
     if document_ids is not None:
-        queryset = queryset.filter(document_id__in=list(document_ids))
-    distance = CosineDistance("vector", query_vector.tolist())
-    if exact:
-        shortlist = (
-            queryset.annotate(bits_distance=HammingDistance("vector_bits", _signs(query_vector)))
-            .order_by("bits_distance", "chunk_id")
-            .values("chunk_id")[: exact_shortlist_size(limit, rows)]
+        where += f" AND {alias}.document_id = ANY(%s::bigint[])"
+        params.append(sorted(int(pk) for pk in document_ids))
+    limit = int(limit)
+    if not exact:
+        sql = (
+            f"SELECT {table}.chunk_id, ({table}.vector <=> %s::vector) AS distance "
+            f"FROM {table} WHERE {where} ORDER BY 2 ASC LIMIT {limit}"
         )
-        # `= ANY(ARRAY(shortlist))`: the shortlist runs once, and the rows compared in full are
-        # read through one index scan of them all rather than a join probing row by row.
-        among_shortlist = Func(
-            F("chunk_id"),
-            ArraySubquery(shortlist),
-            arg_joiner=" = ANY(",
-            template="%(expressions)s)",
-            output_field=BooleanField(),
-        )
-        queryset = Embedding.objects.filter(among_shortlist, model=embedding.model_version())
-        distance = distance + Value(0.0, output_field=FloatField())
-    return (
-        queryset.annotate(distance=distance)
-        .order_by("distance")
-        .values_list("chunk_id", "distance")[:limit]
+        return sql, [vector, *params]
+    # `= ANY(ARRAY(shortlist))`: the shortlist runs once, and the rows compared in full are
+    # read through one index scan of them all rather than a join probing row by row. `+ 0.0`:
+    # the distance as an expression the HNSW index cannot serve.
+    signs = query_vector_signs(vector)
+    shortlist = (
+        f"SELECT V0.chunk_id FROM {table} V0 WHERE {where} "
+        f"ORDER BY (V0.vector_bits <~> %s::bit({len(signs)})) ASC, 1 ASC "
+        f"LIMIT {exact_shortlist_size(limit, rows)}"
     )
+    sql = (
+        f"SELECT {table}.chunk_id, (({table}.vector <=> %s::vector) + 0.0) AS distance "
+        f"FROM {table} WHERE {table}.chunk_id = ANY(ARRAY({shortlist})) "
+        f"AND {table}.model = %s ORDER BY 2 ASC LIMIT {limit}"
+    )
+    return sql, [vector, *params, signs, model]
 
 
-def _signs(vector: np.ndarray) -> Cast:
-    """`vector`'s signs as the database's `binary_quantize` writes them: 1 where positive."""
-    bits = "".join("1" if value > 0 else "0" for value in vector.tolist())
-    return Cast(Value(bits), BitField(length=len(bits)))
+def vector_text(vector: np.ndarray) -> str:
+    """`vector` as pgvector's text form, `[x,y,…]` (once per question: both queries that need
+    the question's vector take it as text)."""
+    return "[" + ",".join(map(str, vector.tolist())) + "]"
+
+
+def query_vector_signs(vector: str) -> str:
+    """The signs of a vector given as text (`vector_text`), as the database's `binary_quantize`
+    writes them: 1 where positive."""
+    return "".join("1" if float(value) > 0 else "0" for value in vector.strip("[]").split(","))
 
 
 def exact_shortlist_size(limit: int, rows: int) -> int:
@@ -189,17 +197,16 @@ def vector_search_settings(*, limit: int) -> None:
 
 def chunks_search_vector(
     *,
-    query_vector: np.ndarray,
+    query_vector: np.ndarray | str,
     limit: int,
     reader: Reader,
     document_ids: Sequence[int] | None = None,
-    searchable: Q | None = None,
 ) -> list[tuple[int, float]]:
-    """(chunk id, cosine similarity) best first, among the rows `reader` may search
-    (`searchable`: their filter, when the caller built it: `rows_searchable_filter`).
+    """(chunk id, cosine similarity) best first, among the rows `reader` may search.
+    `query_vector`: the vector, or its text (`vector_text`).
 
     When those are few (`searchable_rows_count`), they are compared row by row, those nearest
-    by their vectors' signs in full (`vector_search_queryset`): cheaper than an index scan
+    by their vectors' signs in full (`vector_search_sql`): cheaper than an index scan
     that must pass over the many rows the reader may not search. Otherwise
     through the HNSW index, which applies WHERE filters after the index scan, so a filter could
     starve the result; pgvector's iterative scan keeps scanning until `limit` rows pass the
@@ -209,21 +216,18 @@ def chunks_search_vector(
     round trip instead of five (BEGIN, two SETs, the query, COMMIT). Inside a caller's
     transaction they last, as before, until that transaction ends.
     """
+    if document_ids is not None and not document_ids:
+        return []
     rows = searchable_rows_count(reader=reader, document_ids=document_ids)
     exact = rows is not None
-    queryset = vector_search_queryset(
+    sql, params = vector_search_sql(
         query_vector=query_vector,
         limit=limit,
         reader=reader,
         document_ids=document_ids,
         exact=exact,
         rows=rows or 0,
-        searchable=searchable,
     )
-    try:
-        sql, params = queryset.query.sql_with_params()
-    except EmptyResultSet:  # an empty document filter
-        return []
     # Several statements in one string with parameters: psycopg's client-side binding cursor
     # (Django's default) sends them as one simple query. With the database option
     # `server_side_binding` on, PostgreSQL refuses several statements in one prepared query.
@@ -240,14 +244,18 @@ def chunks_search_vector(
     return [(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
 
 
-def similarities_for(chunk_ids: Sequence[int], query_vector: np.ndarray) -> dict[int, float]:
+def similarities_for(chunk_ids: Sequence[int], query_vector: np.ndarray | str) -> dict[int, float]:
     """Cosine similarity of the question to each given chunk that has a current embedding
-    (for lexical-only hits), in one query."""
+    (for lexical-only hits), in one query. `query_vector`: the vector, or its text."""
     if not chunk_ids:
         return {}
-    rows = (
-        Embedding.objects.filter(chunk_id__in=list(chunk_ids), model=embedding.model_version())
-        .annotate(distance=CosineDistance("vector", query_vector.tolist()))
-        .values_list("chunk_id", "distance")
-    )
+    vector = query_vector if isinstance(query_vector, str) else vector_text(query_vector)
+    table = Embedding._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT chunk_id, vector <=> %s::vector FROM {table} "
+            "WHERE chunk_id = ANY(%s::bigint[]) AND model = %s",
+            [vector, sorted(int(pk) for pk in chunk_ids), embedding.model_version()],
+        )
+        rows = cursor.fetchall()
     return {chunk_id: 1.0 - float(distance) for chunk_id, distance in rows}

@@ -26,6 +26,8 @@ from knowledge.access import (
     documents_withdrawn,
     readable_documents_sql,
     reader_for,
+    reader_searching,
+    rows_searchable_sql,
     user_manages_documents,
 )
 from knowledge.collections import (
@@ -36,8 +38,9 @@ from knowledge.collections import (
 )
 from knowledge.models import Chunk, Collection, Document, Embedding
 from knowledge.search_scope import searchable_chunks, searchable_documents
-from knowledge.vector_search import vector_search_queryset
+from knowledge.vector_search import vector_search_sql
 from tests.support.knowledge_base import basis, document_create
+from tests.support.personal import personal_file_create
 
 pytestmark = pytest.mark.django_db
 
@@ -154,6 +157,34 @@ def test_the_filter_reaches_chunks_and_embeddings_through_their_document(readers
 
     assert set(chunks.values_list("document__title", flat=True)) == EXPECTED[who]
     assert set(embeddings.values_list("chunk__document__title", flat=True)) == EXPECTED[who]
+
+
+@pytest.mark.parametrize("who", sorted(EXPECTED))
+def test_the_rows_sql_searches_what_the_filter_searches(readers, documents, who):
+    """`rows_searchable_sql`, written out for the retrieval queries, selects the same chunks as
+    the `Q` of `documents_readable_filter(searching=True)`, with and without a searched file."""
+    user = readers[who]
+    if getattr(user, "pk", None) is not None:
+        personal_file_create(user, title="My notes", texts=["A note of my own."])
+    personal_file_create(readers["staff"], title="Their notes", texts=["Someone else's."])
+    reader = reader_for(user)
+    files = Document.objects.filter(owner__isnull=False).values_list("pk", flat=True)
+    for searching in (reader, reader_searching(reader, file_ids=files)):
+        by_filter = set(
+            Chunk.objects.filter(
+                documents_readable_filter(
+                    user=searching,
+                    prefix="document__",
+                    collection_field="collection_id",
+                    searching=True,
+                )
+            ).values_list("pk", flat=True)
+        )
+        condition, params = rows_searchable_sql(reader=searching, alias="knowledge_chunk")
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT id FROM knowledge_chunk WHERE {condition}", params)
+            by_sql = {pk for (pk,) in cursor.fetchall()}
+        assert by_sql == by_filter
 
 
 def test_staff_read_the_available_documents_retrieval_searches(readers, documents):
@@ -329,14 +360,13 @@ def test_a_scan_of_chunks_or_embeddings_tests_availability_without_joining_docum
     the index) never join the documents table for it
     (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md)."""
     reader = reader_for(readers["reader by group"])
-    queries = [searchable_chunks(reader=reader).query]
+    queries = [str(searchable_chunks(reader=reader).query)]
     for exact in (False, True):
-        queries.append(
-            vector_search_queryset(
-                query_vector=basis(0), limit=5, reader=reader, exact=exact, rows=100
-            ).query
+        sql, _ = vector_search_sql(
+            query_vector=basis(0), limit=5, reader=reader, exact=exact, rows=100
         )
-    for query in queries:
-        sql = str(query)
+        queries.append(sql)
+    queries.append(rows_searchable_sql(reader=reader, alias="knowledge_chunk")[0])
+    for sql in queries:
         assert "JOIN" not in sql.upper(), sql
         assert "knowledge_document" in sql  # the subquery of withdrawn documents

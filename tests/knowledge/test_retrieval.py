@@ -17,8 +17,8 @@ from knowledge.retrieval import chunks_search
 from knowledge.search_scope import knowledge_base_is_empty
 from knowledge.vector_search import (
     chunks_search_vector,
-    vector_search_queryset,
     vector_search_settings,
+    vector_search_sql,
 )
 from tests.support.knowledge_base import basis, document_create
 
@@ -100,11 +100,11 @@ def near(rng: np.random.Generator, centre: np.ndarray, count: int, spread: float
 
 def vector_plan(query_vector: np.ndarray, limit: int) -> str:
     """EXPLAIN of the exact k-NN query retrieval runs, under the settings it runs with."""
-    with transaction.atomic():
+    sql, params = vector_search_sql(reader=OPERATOR, query_vector=query_vector, limit=limit)
+    with transaction.atomic(), connection.cursor() as cursor:
         vector_search_settings(limit=limit)
-        return vector_search_queryset(
-            reader=OPERATOR, query_vector=query_vector, limit=limit
-        ).explain()
+        cursor.execute(f"EXPLAIN {sql}", params)
+        return "\n".join(row[0] for row in cursor.fetchall())
 
 
 def test_filtered_vector_query_still_returns_top_k_when_most_chunks_are_disabled():
