@@ -458,19 +458,20 @@ def view_of_row(row: MessageRow, around: Surroundings, *, can_post: bool) -> Mes
 
 
 def message_views(
-    messages: Sequence[Message],
+    messages: Sequence[Message | MessageRow],
     *,
     user=None,
     can_post: bool = True,
     questions: dict[uuid.UUID, str] | None = None,
     reader: Reader | None = None,
 ) -> list[MessageView]:
-    """Views of saved messages (citations prefetched or loaded here in one query each), as
-    the reader `user` may read them: an answer drawing on a document they may not read is
-    withheld (`chat.withheld.messages_withheld`, one query), whether it cites the document or
-    was only given it. `questions`: the text of questions the caller already knows, by id (not
+    """Views of saved messages (instances, their citations prefetched or loaded here in one
+    query each, or rows already read: `chat.transcript`), as the reader `user` may read them:
+    an answer drawing on a document they may not read is withheld
+    (`chat.withheld.messages_withheld`, one query), whether it cites the document or was only
+    given it. `questions`: the text of questions the caller already knows, by id (not
     read again). `reader`: `user`'s `Reader`, when the caller computed it for this request."""
-    rows = [message_row(message) for message in messages]
+    rows = [m if isinstance(m, MessageRow) else message_row(m) for m in messages]
     answers = [row.id for row in rows if row.role != Message.Role.USER]
     if answers:
         withheld = messages_withheld(user=reader or user, message_ids=answers)

@@ -12,13 +12,10 @@ from enum import StrEnum
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import (
-    F,
     Prefetch,
     Q,
     QuerySet,
-    Window,
 )
-from django.db.models.functions import RowNumber
 
 from chat.errors import AnswerError
 from chat.models import Citation, Conversation, Feedback, Message
@@ -86,22 +83,37 @@ def conversation_groups_for(
 ) -> tuple[list[Conversation], list[Conversation]]:
     """(shared, private) conversations for the sidebar/history, each newest first; `search`
     narrows to titles containing it; `limit`: at most that many of each. One query either way
-    (docs/decisions/0047-the-sidebar-in-one-query.md)."""
-    visible = conversations_visible_to(user)
-    if search:
-        visible = visible.filter(title__icontains=search)
-    mine_or_shared = Q(is_private=False) | Q(is_private=True, owner_id=user.pk)
-    if limit is None:
-        rows = list(visible.filter(mine_or_shared))
+    (docs/decisions/0047-the-sidebar-in-one-query.md). The sidebar's (a limit, no search) is
+    written out: the newest of each group read from the `conv_privacy_updated` index, so its
+    work does not grow with the number of conversations (docs/decisions/0152-…)."""
+    if limit is not None and not search:
+        rows = list(Conversation.objects.raw(_SIDEBAR_SQL, [limit, user.pk, limit]))
     else:
-        newest = Window(
-            RowNumber(),
-            partition_by=[F("is_private")],
-            order_by=[F("updated_at").desc(), F("created_at").desc()],
-        )
-        rows = list(visible.filter(mine_or_shared).annotate(rank=newest).filter(rank__lte=limit))
-        rows.sort(key=lambda c: (c.updated_at, c.created_at), reverse=True)
-    return [c for c in rows if not c.is_private], [c for c in rows if c.is_private]
+        visible = conversations_visible_to(user)
+        if search:
+            visible = visible.filter(title__icontains=search)
+        mine_or_shared = Q(is_private=False) | Q(is_private=True, owner_id=user.pk)
+        rows = list(visible.filter(mine_or_shared))
+    rows.sort(key=lambda c: (c.updated_at, c.created_at), reverse=True)
+    shared = [c for c in rows if not c.is_private]
+    private = [c for c in rows if c.is_private]
+    if limit is not None:
+        shared, private = shared[:limit], private[:limit]
+    return shared, private
+
+
+def _sidebar_sql() -> str:
+    columns = ", ".join(field.column for field in Conversation._meta.concrete_fields)
+    table = Conversation._meta.db_table
+    newest = "ORDER BY updated_at DESC, created_at DESC LIMIT %s"
+    return (
+        f"(SELECT {columns} FROM {table} WHERE NOT is_private {newest}) UNION ALL "
+        f"(SELECT {columns} FROM {table} WHERE is_private AND owner_id = %s {newest})"
+    )
+
+
+# The newest shared conversations, and the newest private ones of the reader (`limit` each).
+_SIDEBAR_SQL = _sidebar_sql()
 
 
 def conversation_access_by_id(

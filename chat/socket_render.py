@@ -12,8 +12,9 @@ from chat import fragments
 from chat.answering.stage_cpu import cpu_stage
 from chat.models import Message
 from chat.presenters import MessageView, message_views, searched_in, sources_from_event
-from chat.selectors import answer_id_of, conversation_get, message_answer_with_citations
+from chat.selectors import answer_id_of, conversation_get
 from chat.socket_request import Exchange
+from chat.transcript import answer_row_read
 
 
 @cpu_stage("render")
@@ -58,7 +59,7 @@ def final_html(exchange: Exchange, *, user: AbstractBaseUser, conversation_id: s
     may read it (`message_views` withholds)."""
     in_here = conversation_id
     answer_id = exchange.final_id or answer_id_of(exchange.question_id, conversation_id=in_here)
-    answer = answer_id and message_answer_with_citations(answer_id, conversation_id=in_here)
+    answer = answer_id and answer_row_read(answer_id, conversation_id=in_here)
     if not answer:
         return ""
     known = {answer.reply_to_id: exchange.question} if exchange.question else None

@@ -4,15 +4,18 @@ notice, and the stale check of citations in SQL (`citation_fresh`)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import (
     BooleanField,
     ExpressionWrapper,
     F,
+    JSONField,
     Q,
 )
 
@@ -22,7 +25,7 @@ from chat.withheld import Withheld, messages_withheld
 from knowledge.access import (
     UserLike,
 )
-from knowledge.models import Document
+from knowledge.models import Chunk, Document
 from knowledge.search_scope import not_expired
 
 
@@ -168,6 +171,64 @@ def conversation_transcript(conversation: Conversation, *, user: UserLike) -> li
     answered = any(row.role == Message.Role.ASSISTANT for row in rows)
     withheld = messages_withheld(user=user, conversation_id=conversation.pk) if answered else {}
     return rows_for_reader(rows, withheld)
+
+
+def answer_row_read(
+    answer_id: uuid.UUID | str, *, conversation_id: uuid.UUID | str
+) -> MessageRow | None:
+    """The row of the message `answer_id` of the conversation `conversation_id` with its
+    citations (their stale check in SQL, as `citation_fresh`), None when there is no such
+    message there. Not withheld here: the caller decides for its reader (`message_views`).
+    Two statements written out, for the end of every answer over the socket
+    (docs/decisions/0152-…)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ANSWER_SQL, [str(answer_id), str(conversation_id)])
+        values = cursor.fetchone()
+        if values is None:
+            return None
+        cursor.execute(_ANSWER_CITATIONS_SQL, [values[0]])
+        cited = cursor.fetchall()
+    # JSON columns come as text from a plain cursor (Django's JSONField decodes them itself).
+    values = [
+        json.loads(value) if index in _JSON_INDEXES and isinstance(value, str) else value
+        for index, value in enumerate(values)
+    ]
+    return MessageRow(
+        *values[:_SUGGESTIONS],
+        _suggestions(values[_SUGGESTIONS]),
+        *values[_SUGGESTIONS + 1 :],
+        citations=tuple(CitationRow(*row[:-1], stale=not row[-1]) for row in cited),
+    )
+
+
+def _answer_sql() -> tuple[str, str]:
+    message = Message._meta
+    columns = ", ".join(f"m.{message.get_field(name).column}" for name in _MESSAGE_COLUMNS)
+    answer = (
+        f"SELECT {columns} FROM {message.db_table} m "
+        "WHERE m.id = %s::uuid AND m.conversation_id = %s::uuid"
+    )
+    citation = Citation._meta
+    cited = ", ".join(f"c.{citation.get_field(name).column}" for name in _CITATION_COLUMNS)
+    # Fresh: the cited chunk still holds the very text cited, in an enabled, ready, unexpired
+    # document (`citation_fresh`); not when the chunk is gone.
+    citations = (
+        f"SELECT {cited}, COALESCE(k.text = c.text AND d.enabled AND d.status = "
+        f"'{Document.Status.READY.value}' AND (d.expires_at IS NULL OR d.expires_at > now()), "
+        f"FALSE) FROM {citation.db_table} c "
+        f"LEFT JOIN {Chunk._meta.db_table} k ON k.id = c.chunk_id "
+        f"LEFT JOIN {Document._meta.db_table} d ON d.id = k.document_id "
+        "WHERE c.message_id = %s ORDER BY c.n"
+    )
+    return answer, citations
+
+
+_ANSWER_SQL, _ANSWER_CITATIONS_SQL = _answer_sql()
+_JSON_INDEXES = frozenset(
+    index
+    for index, name in enumerate(_MESSAGE_COLUMNS)
+    if isinstance(Message._meta.get_field(name), JSONField)
+)
 
 
 def message_row(message: Message) -> MessageRow:

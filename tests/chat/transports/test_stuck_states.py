@@ -58,7 +58,7 @@ async def test_a_database_failure_while_admitting_is_shown_and_frees_the_compose
 async def test_a_database_failure_rendering_the_end_is_shown_and_frees_the_composer(
     staff_user, leave_kb, monkeypatch
 ):
-    monkeypatch.setattr(chat.socket_render, "message_answer_with_citations", _database_gone)
+    monkeypatch.setattr(chat.socket_render, "answer_row_read", _database_gone)
     conversation_id = uuid.uuid4()
     communicator = await socket_for(staff_user, conversation_id)
     await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
@@ -78,7 +78,7 @@ async def test_the_conversation_is_free_again_after_a_failure_while_answering(
     conversation_id = uuid.uuid4()
     communicator = await socket_for(staff_user, conversation_id)
     with monkeypatch.context() as patch:
-        patch.setattr(chat.socket_render, "message_answer_with_citations", _database_gone)
+        patch.setattr(chat.socket_render, "answer_row_read", _database_gone)
         await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
         assert_told_and_freed(await fragments_until_idle(communicator, timeout=30))
     await communicator.send_to(text_data=send_payload("And how many can be carried over?"))
