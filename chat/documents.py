@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import (
     Count,
 )
@@ -75,7 +76,21 @@ def documents_file_state(document_ids: Iterable[int | None]) -> dict[int, bool]:
     ids = {pk for pk in document_ids if pk}
     if not ids:
         return {}
-    documents = Document.objects.filter(pk__in=ids, purged_at__isnull=True).only(
-        "pk", "file", "source"
-    )
+    # Written out: it runs twice at the end of every answer (docs/decisions/0152-…).
+    with connection.cursor() as cursor:
+        cursor.execute(_FILE_STATE_SQL, [sorted(ids)])
+        rows = cursor.fetchall()
+    documents = [Document.from_db(DEFAULT_DB_ALIAS, _FILE_STATE_FIELDS, row) for row in rows]
     return {document.pk: document_original_path(document) is not None for document in documents}
+
+
+# What `document_original_path` reads, in the model's field order (`Model.from_db`'s).
+_FILE_STATE_FIELDS = [
+    field.attname
+    for field in Document._meta.concrete_fields
+    if field.attname in {"id", "file", "source", "sync_root"}
+]
+_FILE_STATE_SQL = (
+    f"SELECT {', '.join(_FILE_STATE_FIELDS)} FROM {Document._meta.db_table} "  # noqa: S608
+    "WHERE id = ANY(%s::bigint[]) AND purged_at IS NULL"
+)

@@ -192,13 +192,33 @@ def exchange_stored(
 ) -> tuple[Message | None, Message | None]:
     """The question `question_id` stored in the conversation (None: never sent there) and its
     answer (None: not stored yet). One query when the question is not stored, else two."""
-    question = Message.objects.filter(
-        pk=question_id, role=Message.Role.USER, conversation_id=conversation_id
-    ).first()
-    if question is None:
+    # Written out: it runs for every message a socket answers (docs/decisions/0152-…).
+    try:
+        question_uuid = uuid.UUID(str(question_id))
+    except ValueError:
         return None, None
-    answer = Message.objects.filter(reply_to=question, role=Message.Role.ASSISTANT).first()
-    return question, answer
+    found = list(
+        Message.objects.raw(
+            _STORED_SQL, [str(question_uuid), str(conversation_id), Message.Role.USER]
+        )
+    )
+    if not found:
+        return None, None
+    answers = list(
+        Message.objects.raw(_ANSWER_OF_SQL, [str(question_uuid), Message.Role.ASSISTANT])
+    )
+    return found[0], answers[0] if answers else None
+
+
+_MESSAGE_COLUMNS_SQL = ", ".join(field.column for field in Message._meta.concrete_fields)
+_STORED_SQL = (
+    f"SELECT {_MESSAGE_COLUMNS_SQL} FROM {Message._meta.db_table} "  # noqa: S608
+    "WHERE id = %s::uuid AND conversation_id = %s::uuid AND role = %s LIMIT 1"
+)
+_ANSWER_OF_SQL = (
+    f"SELECT {_MESSAGE_COLUMNS_SQL} FROM {Message._meta.db_table} "  # noqa: S608
+    "WHERE reply_to_id = %s::uuid AND role = %s ORDER BY created_at, id LIMIT 1"
+)
 
 
 def answer_id_of(

@@ -34,6 +34,7 @@ their next request.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -83,6 +84,7 @@ NOBODY = Reader(user_id=None)
 UserLike = AbstractBaseUser | AnonymousUser | Reader | None
 
 
+@functools.cache
 def _reader_sql() -> str:
     """One statement for a user's flags, whether they hold a document permission (directly or
     through a group), the collections they may read (all-staff ones, through a group, by
@@ -323,7 +325,10 @@ def rows_searchable_sql(*, reader: Reader, alias: str) -> tuple[str, list]:
     collection (`collection_id`) and id (`document_id`): an SQL condition and its parameters,
     for the retrieval queries, written out as `readable_documents_sql` is (the same tests
     compare it with the `Q` form). Withdrawn documents are tested as a subquery of the few
-    withdrawn ones, so the scans never join the documents (0078)."""
+    withdrawn ones, so the scans never join the documents (0078). TypeError unless `reader` is
+    a `Reader` (a search is told whose it is, never defaults to everything)."""
+    if not isinstance(reader, Reader):
+        raise TypeError(f"reader must be a knowledge.access.Reader, not {type(reader).__name__}")
     document = connection.ops.quote_name(Document._meta.db_table)
     params: list = []
     if reader.is_superuser:
