@@ -76,7 +76,8 @@ def documents_file_state(document_ids: Iterable[int | None]) -> dict[int, bool]:
     ids = {pk for pk in document_ids if pk}
     if not ids:
         return {}
-    # Written out: it runs twice at the end of every answer (docs/decisions/0152-…).
+    # Written out: it runs twice at the end of every answer
+    # (docs/decisions/0152-statements-written-out.md).
     with connection.cursor() as cursor:
         cursor.execute(_FILE_STATE_SQL, [sorted(ids)])
         rows = cursor.fetchall()

@@ -85,7 +85,8 @@ def conversation_groups_for(
     narrows to titles containing it; `limit`: at most that many of each. One query either way
     (docs/decisions/0047-the-sidebar-in-one-query.md). The sidebar's (a limit, no search) is
     written out: the newest of each group read from the `conv_privacy_updated` index, so its
-    work does not grow with the number of conversations (docs/decisions/0152-…)."""
+    work does not grow with the number of conversations
+    (docs/decisions/0152-statements-written-out.md)."""
     if limit is not None and not search:
         rows = list(Conversation.objects.raw(_SIDEBAR_SQL, [limit, user.pk, limit]))
     else:
@@ -192,7 +193,8 @@ def exchange_stored(
 ) -> tuple[Message | None, Message | None]:
     """The question `question_id` stored in the conversation (None: never sent there) and its
     answer (None: not stored yet). One query when the question is not stored, else two."""
-    # Written out: it runs for every message a socket answers (docs/decisions/0152-…).
+    # Written out: it runs for every message a socket answers
+    # (docs/decisions/0152-statements-written-out.md).
     try:
         question_uuid = uuid.UUID(str(question_id))
     except ValueError:

@@ -180,7 +180,7 @@ def answer_row_read(
     citations (their stale check in SQL, as `citation_fresh`), None when there is no such
     message there. Not withheld here: the caller decides for its reader (`message_views`).
     Two statements written out, for the end of every answer over the socket
-    (docs/decisions/0152-…)."""
+    (docs/decisions/0152-statements-written-out.md)."""
     with connection.cursor() as cursor:
         cursor.execute(_ANSWER_SQL, [str(answer_id), str(conversation_id)])
         values = cursor.fetchone()

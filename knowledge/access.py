@@ -298,7 +298,8 @@ def readable_documents_sql(*, user: UserLike, document_id: str = "document_id") 
     knowledge_document WHERE …)`: the conditions of `documents_readable_filter`, written out
     (the collections and files as arrays, so the text is the same for every reader of a kind;
     `tests/knowledge/test_access_rule.py` checks both forms select the same documents). Built
-    without the ORM: it runs in every withheld check (docs/decisions/0152-…).
+    without the ORM: it runs in every withheld check
+    (docs/decisions/0152-statements-written-out.md).
     """
     reader = reader_for(user)
     if reader.reads_nothing:

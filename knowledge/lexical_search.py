@@ -122,7 +122,8 @@ def chunks_search_lexical(
     rarest first, as hold together at most LEXICAL_CANDIDATE_BUDGET chunks); every term counts
     in their score. A chunk holding only common words scores too little to matter, and
     leaving them out keeps the cost bounded on a large knowledge base. The statement is
-    written out, not built with the ORM: it runs for every question (docs/decisions/0152-…).
+    written out, not built with the ORM: it runs for every question
+    (docs/decisions/0152-statements-written-out.md).
     """
     reader_required(reader)
     if document_ids is not None and not document_ids:

@@ -49,7 +49,8 @@ def vector_search_sql(
 ) -> tuple[str, list]:
     """The k-NN query, yielding (chunk id, cosine distance) rows, nearest first, as SQL and its
     parameters (written out, not built with the ORM: it runs for every question,
-    docs/decisions/0152-…). `query_vector`: the vector, or its text (`vector_text`).
+    docs/decisions/0152-statements-written-out.md). `query_vector`: the vector, or its text
+    (`vector_text`).
 
     By default `ORDER BY vector <=> q LIMIT limit`, the shape the HNSW index serves; it must
     run under the HNSW scan settings: `chunks_search_vector` sends them in the same query

@@ -208,7 +208,8 @@ class SyntheticCorpus:
         # What autovacuum does within a minute of such a load on a live server (the visibility
         # map, the statistics), done now rather than while the answers are measured, where the
         # PostgreSQL CPU it costs would be counted against the questions
-        # (docs/decisions/0152-…). VACUUM cannot run inside a transaction: then ANALYZE only.
+        # (docs/decisions/0152-statements-written-out.md). VACUUM cannot run inside a
+        # transaction: then ANALYZE only.
         command = "ANALYZE" if connection.in_atomic_block else "VACUUM ANALYZE"
         with connection.cursor() as cursor:
             for table in ("knowledge_document", "knowledge_chunk", "knowledge_embedding"):

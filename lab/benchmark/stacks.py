@@ -1,6 +1,6 @@
 """Where a server's CPU goes per question, from a sampling profile: py-spy's collapsed stacks
 (`py-spy record --format raw`) of the web process while `bench` asks its questions
-(docs/decisions/0152-answer-cost-written-out-statements.md shows the commands and the figures).
+(docs/decisions/0152-statements-written-out.md shows the commands and the figures).
 
     python -m lab.benchmark.stacks PROFILE.raw --rate 200 --questions 330 \\
         "chunks_search (" "final_html (" "exchange_store ("
