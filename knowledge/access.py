@@ -320,12 +320,15 @@ def readable_documents_sql(*, user: UserLike, document_id: str = "document_id") 
     return f"{document_id} IN (SELECT {document}.id FROM {document} WHERE {organisation})", params
 
 
-def rows_searchable_sql(*, reader: Reader, alias: str) -> tuple[str, list]:
+def rows_searchable_sql(
+    *, reader: Reader, alias: str, document_column: str = "document_id"
+) -> tuple[str, list]:
     """`documents_readable_filter(searching=True)` on the rows of a chunk or embedding table
     (`alias`: its name or alias in the caller's query), which carry their document's
     collection (`collection_id`) and id (`document_id`): an SQL condition and its parameters,
     for the retrieval queries, written out as `readable_documents_sql` is (the same tests
-    compare it with the `Q` form). Withdrawn documents are tested as a subquery of the few
+    compare it with the `Q` form); `document_column`: the column holding the document's id
+    (`"id"` on the documents table itself). Withdrawn documents are tested as a subquery of the few
     withdrawn ones, so the scans never join the documents (0078). TypeError unless `reader` is
     a `Reader` (a search is told whose it is, never defaults to everything)."""
     if not isinstance(reader, Reader):
@@ -338,11 +341,11 @@ def rows_searchable_sql(*, reader: Reader, alias: str) -> tuple[str, list]:
         organisation = f"{alias}.collection_id = ANY(%s::bigint[])"
         params.append(sorted(reader.collection_ids))
     if reader.searched_file_ids:
-        organisation = f"({organisation} OR {alias}.document_id = ANY(%s::bigint[]))"
+        organisation = f"({organisation} OR {alias}.{document_column} = ANY(%s::bigint[]))"
         params.append(sorted(reader.searched_file_ids))
     withdrawn = f"SELECT U0.id FROM {document} U0 WHERE NOT {_AVAILABLE_SQL.format(alias='U0')}"
     return (
-        f"({organisation} AND NOT ({alias}.document_id IN ({withdrawn})))",
+        f"({organisation} AND NOT ({alias}.{document_column} IN ({withdrawn})))",
         [*params, *_available_params()],
     )
 

@@ -49,13 +49,17 @@ def scores_fuse(
 
 def preferred_ranking(rankings: Sequence[Sequence[int]], document_ids: Sequence[int]) -> list[int]:
     """The candidates of `rankings` that belong to `document_ids`, in fused order."""
-    candidates = {cid for ranking in rankings for cid in ranking}
-    preferred = set(
-        Chunk.objects.filter(pk__in=candidates, document_id__in=list(document_ids)).values_list(
-            "pk", flat=True
-        )
-    )
+    candidates = sorted({cid for ranking in rankings for cid in ranking})
+    with connection.cursor() as cursor:  # written out: it runs for every follow-up (0152)
+        cursor.execute(_PREFERRED_SQL, [candidates, sorted(int(pk) for pk in document_ids)])
+        preferred = {pk for (pk,) in cursor.fetchall()}
     return [cid for cid, _ in reciprocal_rank_fusion(rankings) if cid in preferred]
+
+
+_PREFERRED_SQL = (
+    f"SELECT id FROM {Chunk._meta.db_table} "  # noqa: S608
+    "WHERE id = ANY(%s::bigint[]) AND document_id = ANY(%s::bigint[])"
+)
 
 
 def _near(best: float, score: float) -> bool:

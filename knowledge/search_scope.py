@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from knowledge.access import Reader, documents_readable_filter
+from knowledge.access import Reader, documents_readable_filter, rows_searchable_sql
 from knowledge.models import Chunk, Document
 
 
@@ -46,6 +47,23 @@ def _searchable(*, reader: Reader, prefix: str = "") -> Q:
 def searchable_documents(*, reader: Reader) -> QuerySet[Document]:
     """The documents whose chunks are searched for `reader` (`searchable_chunks`)."""
     return Document.objects.filter(_searchable(reader=reader))
+
+
+def documents_searched_among(reader: Reader, document_ids: Iterable[int]) -> set[int]:
+    """Those of `document_ids` whose chunks are searched for `reader` (`searchable_documents`),
+    in one statement written out (it confirms a named document for every question that names
+    one: docs/decisions/0152-statements-written-out.md); no statement when there are no ids."""
+    ids = sorted({int(pk) for pk in document_ids})
+    if not ids:
+        return set()
+    table = Document._meta.db_table
+    condition, params = rows_searchable_sql(reader=reader, alias=table, document_column="id")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {table} WHERE id = ANY(%s::bigint[]) AND {condition}",  # noqa: S608
+            [ids, *params],
+        )
+        return {pk for (pk,) in cursor.fetchall()}
 
 
 def searchable_chunks(

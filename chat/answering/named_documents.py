@@ -47,7 +47,7 @@ from chat.answering.named_index import NamesIndex, names_index_get
 from chat.answering.stage_cpu import cpu_stage
 from knowledge.access import Reader
 from knowledge.personal import personal_file_label
-from knowledge.search_scope import searchable_documents
+from knowledge.search_scope import documents_searched_among
 
 # Share of a name's weight the matched words must cover, chosen on folds of demo/eval/named.json
 # (docs/decisions/0037-a-question-that-names-a-document.md).
@@ -489,11 +489,7 @@ def named_documents_find(
         found = named_documents_match(question, documents)
     if not found:
         return []
-    confirmed = set(
-        searchable_documents(reader=reader)
-        .filter(pk__in=[d.id for d in found])
-        .values_list("pk", flat=True)
-    )
+    confirmed = documents_searched_among(reader, [d.id for d in found])
     return [d for d in found if d.id in confirmed]
 
 

@@ -37,7 +37,11 @@ from knowledge.collections import (
     documents_move,
 )
 from knowledge.models import Chunk, Collection, Document, Embedding
-from knowledge.search_scope import searchable_chunks, searchable_documents
+from knowledge.search_scope import (
+    documents_searched_among,
+    searchable_chunks,
+    searchable_documents,
+)
 from knowledge.vector_search import vector_search_sql
 from tests.support.knowledge_base import basis, document_create
 from tests.support.personal import personal_file_create
@@ -162,7 +166,9 @@ def test_the_filter_reaches_chunks_and_embeddings_through_their_document(readers
 @pytest.mark.parametrize("who", sorted(EXPECTED))
 def test_the_rows_sql_searches_what_the_filter_searches(readers, documents, who):
     """`rows_searchable_sql`, written out for the retrieval queries, selects the same chunks as
-    the `Q` of `documents_readable_filter(searching=True)`, with and without a searched file."""
+    the `Q` of `documents_readable_filter(searching=True)`, with and without a searched file;
+    on the documents themselves (`documents_searched_among`), the same documents as
+    `searchable_documents`."""
     user = readers[who]
     if getattr(user, "pk", None) is not None:
         personal_file_create(user, title="My notes", texts=["A note of my own."])
@@ -185,6 +191,10 @@ def test_the_rows_sql_searches_what_the_filter_searches(readers, documents, who)
             cursor.execute(f"SELECT id FROM knowledge_chunk WHERE {condition}", params)
             by_sql = {pk for (pk,) in cursor.fetchall()}
         assert by_sql == by_filter
+        every = Document.objects.values_list("pk", flat=True)
+        assert documents_searched_among(searching, every) == set(
+            searchable_documents(reader=searching).values_list("pk", flat=True)
+        )
 
 
 def test_staff_read_the_available_documents_retrieval_searches(readers, documents):
