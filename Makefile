@@ -14,11 +14,15 @@ run: setup migrate ocr
 	$(PY) manage.py demo_setup --host "$(or $(HOST),127.0.0.1)"
 	bin/serve
 
-## make test: set everything up and run the whole test suite (browser tests included).
+## make test: set everything up and run the whole test suite (browser tests included), in
+## TEST_WORKERS pytest-xdist processes, each test file in one of them (each worker has its own
+## test database); TEST_WORKERS=0 runs it in one process. Why 3 on two cores:
+## docs/decisions/0170-the-suite-in-parallel-workers.md.
+TEST_WORKERS ?= 3
 test: setup browser redis ocr
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest --create-db
+	$(PY) -m pytest --create-db -n $(TEST_WORKERS) --dist loadfile
 
 ## The embedding model exported to ONNX from the packaged weights, once (nothing downloaded).
 setup: $(STAMP)

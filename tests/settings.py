@@ -1,5 +1,5 @@
 """The settings the test suite runs with: the project's own (`config.settings`), with a fast
-password hasher.
+password hasher, and one embedding thread per process in a pytest-xdist worker.
 
 Django's default hasher (PBKDF2, a million iterations) is built to be slow; the suite creates
 about 750 users and signs in hundreds of times, so it would spend minutes hashing. MD5 is
@@ -7,6 +7,16 @@ fine for throwaway test passwords and never used outside the tests. The servers 
 start (daphne, the ingestion worker: `tests.support.live_server`) are given these settings
 too, so a password set by a test is checked by the same hasher."""
 
+import os
+
 from config.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# In a pytest-xdist worker (`make test`), the model embeds on one thread, as in the servers
+# (config/asgi.py): three workers and their servers share two cores, and ONNX Runtime's pool
+# threads, spinning for work between calls, cost CPU the other workers need
+# (docs/decisions/0170-the-suite-in-parallel-workers.md). EMBEDDING_THREADS in the
+# environment still wins.
+if os.environ.get("PYTEST_XDIST_WORKER") and "EMBEDDING_THREADS" not in os.environ:
+    EMBEDDING_THREADS = 1

@@ -160,6 +160,9 @@ def test_the_continuous_worker_rescans_a_folder_made_due(shared, transactional_d
         folder = Source.objects.create(location=folder_root(shared), interval_minutes=60)
         first = wait_for_run(folder, count=1, worker=worker)
         assert first.added == 2
+        # The worker sets the next re-scan one interval after the run, just after the run is
+        # recorded as finished: "rescan now" sent before that would be overwritten by it.
+        wait_for_next_run_set(folder, after=first.finished_at + timedelta(minutes=60))
 
         (shared / "leave.md").write_text("# Annual leave\n\nIt is 30 days now.\n", "utf-8")
         sources_rescan_now(ids=[folder.pk])
@@ -172,6 +175,17 @@ def test_the_continuous_worker_rescans_a_folder_made_due(shared, transactional_d
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.wait()
+
+
+def wait_for_next_run_set(folder: Source, *, after) -> None:
+    """Wait until the worker has set `folder`'s next re-scan at `after` or later."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        folder.refresh_from_db(fields=["next_run_at"])
+        if folder.next_run_at >= after:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the next re-scan of {folder.location} was not set within 60 s")
 
 
 def wait_for_run(folder: Source, *, count: int, worker: subprocess.Popen) -> SyncRun:
