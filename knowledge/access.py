@@ -305,18 +305,13 @@ def readable_documents_sql(*, user: UserLike, document_id: str = "document_id") 
     if reader.reads_nothing:
         return "FALSE", []
     document = connection.ops.quote_name(Document._meta.db_table)
-    params: list = []
-    if reader.is_superuser:
-        organisation = f"NOT ({document}.collection_id IN ({_PERSONAL_COLLECTIONS_SQL}))"
-    else:
-        organisation = f"{document}.collection_id = ANY(%s::bigint[])"
-        params.append(sorted(reader.collection_ids))
-        if not reader.can_manage:
-            organisation = f"({organisation} AND {_AVAILABLE_SQL.format(alias=document)})"
-            params += _available_params()
-    if reader.own_file_ids:
-        organisation = f"({organisation} OR {document}.id = ANY(%s::bigint[]))"
-        params.append(sorted(reader.own_file_ids))
+    organisation, params = _organisation_sql(
+        reader,
+        alias=document,
+        document_column="id",
+        file_ids=reader.own_file_ids,
+        available=not reader.can_manage,
+    )
     return f"{document_id} IN (SELECT {document}.id FROM {document} WHERE {organisation})", params
 
 
@@ -331,23 +326,49 @@ def rows_searchable_sql(
     (`"id"` on the documents table itself). Withdrawn documents are tested as a subquery of the few
     withdrawn ones, so the scans never join the documents (0078). TypeError unless `reader` is
     a `Reader` (a search is told whose it is, never defaults to everything)."""
+    reader_required(reader)
+    document = connection.ops.quote_name(Document._meta.db_table)
+    organisation, params = _organisation_sql(
+        reader,
+        alias=alias,
+        document_column=document_column,
+        file_ids=reader.searched_file_ids,
+        available=False,  # tested once for all rows, below
+    )
+    withdrawn = f"SELECT U0.id FROM {document} U0 WHERE NOT {_AVAILABLE_SQL.format(alias='U0')}"
+    return (
+        f"({organisation} AND NOT ({alias}.{document_column} IN ({withdrawn})))",
+        [*params, *_available_params()],
+    )
+
+
+def reader_required(reader: object) -> Reader:
+    """`reader` when it is a `Reader`; TypeError otherwise (a user, None: a search must be told
+    whose it is, and never defaults to everything)."""
     if not isinstance(reader, Reader):
         raise TypeError(f"reader must be a knowledge.access.Reader, not {type(reader).__name__}")
-    document = connection.ops.quote_name(Document._meta.db_table)
+    return reader
+
+
+def _organisation_sql(
+    reader: Reader, *, alias: str, document_column: str, file_ids: frozenset[int], available: bool
+) -> tuple[str, list]:
+    """The SQL form of `documents_readable_filter`'s readable part on the row `alias`: the
+    collections `reader` reads (for a superuser, every one but the hidden personal one), only
+    their available documents when `available`, or one of `file_ids` (in `document_column`)."""
     params: list = []
     if reader.is_superuser:
         organisation = f"NOT ({alias}.collection_id IN ({_PERSONAL_COLLECTIONS_SQL}))"
     else:
         organisation = f"{alias}.collection_id = ANY(%s::bigint[])"
         params.append(sorted(reader.collection_ids))
-    if reader.searched_file_ids:
+        if available:
+            organisation = f"({organisation} AND {_AVAILABLE_SQL.format(alias=alias)})"
+            params += _available_params()
+    if file_ids:
         organisation = f"({organisation} OR {alias}.{document_column} = ANY(%s::bigint[]))"
-        params.append(sorted(reader.searched_file_ids))
-    withdrawn = f"SELECT U0.id FROM {document} U0 WHERE NOT {_AVAILABLE_SQL.format(alias='U0')}"
-    return (
-        f"({organisation} AND NOT ({alias}.{document_column} IN ({withdrawn})))",
-        [*params, *_available_params()],
-    )
+        params.append(sorted(file_ids))
+    return organisation, params
 
 
 _PERSONAL_COLLECTIONS_SQL = f"SELECT U0.id FROM {Collection._meta.db_table} U0 WHERE U0.is_personal"  # noqa: S608

@@ -10,7 +10,12 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from knowledge.access import Reader, documents_readable_filter, rows_searchable_sql
+from knowledge.access import (
+    Reader,
+    documents_readable_filter,
+    reader_required,
+    rows_searchable_sql,
+)
 from knowledge.models import Chunk, Document
 
 
@@ -19,14 +24,6 @@ def not_expired(prefix: str = "") -> Q:
     return Q(**{f"{prefix}expires_at__isnull": True}) | Q(
         **{f"{prefix}expires_at__gt": timezone.now()}
     )
-
-
-def reader_required(reader: object) -> Reader:
-    """`reader` when it is a `Reader`; TypeError otherwise (a user, None: a search must be told
-    whose it is, and never defaults to everything)."""
-    if not isinstance(reader, Reader):
-        raise TypeError(f"reader must be a knowledge.access.Reader, not {type(reader).__name__}")
-    return reader
 
 
 def _searchable(*, reader: Reader, prefix: str = "") -> Q:
