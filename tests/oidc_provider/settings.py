@@ -36,6 +36,9 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
+# Its users' passwords and Sourced's client secret (django-oauth-toolkit hashes it) are checked
+# at every sign-in: a fast hasher, as in Sourced's own test settings (tests/settings.py).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGIN_URL = "/accounts/login/"
 # Different from Sourced's, which runs on the same host: each keeps its own session.
 SESSION_COOKIE_NAME = "provider_sessionid"
