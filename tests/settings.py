@@ -16,7 +16,10 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # In a pytest-xdist worker (`make test`), the model embeds on one thread, as in the servers
 # (config/asgi.py): three workers and their servers share two cores, and ONNX Runtime's pool
 # threads, spinning for work between calls, cost CPU the other workers need
-# (docs/decisions/0170-the-suite-in-parallel-workers.md). EMBEDDING_THREADS in the
+# (docs/decisions/0170-the-suite-in-parallel-workers.md). It is set in the environment, so
+# that the processes the tests start with the product's own settings (`config.settings`: the
+# ingestion worker, `sync`, `ingest`) embed on one thread too. EMBEDDING_THREADS already in the
 # environment still wins.
-if os.environ.get("PYTEST_XDIST_WORKER") and "EMBEDDING_THREADS" not in os.environ:
-    EMBEDDING_THREADS = 1
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("EMBEDDING_THREADS", "1")
+    EMBEDDING_THREADS = int(os.environ["EMBEDDING_THREADS"])
