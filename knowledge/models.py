@@ -272,7 +272,12 @@ class Chunk(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["document", "index"], name="chunk_unique_index")
         ]
-        indexes = [GinIndex(fields=["search_vector"], name="chunk_search_vector_gin")]
+        indexes = [
+            GinIndex(fields=["search_vector"], name="chunk_search_vector_gin"),
+            # A document's newest chunk in one index probe: the vocabulary's fingerprint reads
+            # it per document (knowledge/vocabulary.py `knowledge_base_fingerprint`).
+            models.Index(fields=["document", "id"], name="chunk_document_newest"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.document_id}#{self.index}"

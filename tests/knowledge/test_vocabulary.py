@@ -7,9 +7,10 @@ import math
 import threading
 
 import pytest
+from django.db import connection
 
 from knowledge import vocabulary
-from knowledge.access import OPERATOR
+from knowledge.access import OPERATOR, reader_for
 from knowledge.models import Chunk, Document
 from knowledge.vocabulary import edits1, fold, question_terms, vocabulary_get
 from tests.support.knowledge_base import document_create
@@ -97,6 +98,35 @@ def test_the_cached_vocabulary_is_reused_until_the_knowledge_base_changes(
 
     steam.delete()
     assert vocabulary_get(reader=OPERATOR, wait=True).chunk_count == 0
+
+
+def test_a_readers_fingerprint_follows_chunks_rewritten_and_reads_no_chunk_but_the_newest(
+    staff_user,
+):
+    """The fingerprint of a reader's collections changes when a document's chunks are written
+    anew (with no save of the document), and its plan reads each document's newest chunk
+    through the (document, id) index instead of joining every chunk."""
+    reader = reader_for(staff_user)
+    steam = document_create(title="Steam", texts=STEAM)
+    document_create(title="Broadcast", texts=BROADCAST)
+    scope = vocabulary.vocabulary_scope(reader)
+    assert scope is not None  # a reader's collections, not every collection
+    before = vocabulary.knowledge_base_fingerprint(scope)
+    assert before == vocabulary.knowledge_base_fingerprint(scope)
+
+    steam.chunks.all().delete()
+    Chunk.objects.create(document=steam, index=0, text="A locomotive pulled it.", text_hash="x")
+    after = vocabulary.knowledge_base_fingerprint(scope)
+    assert after != before and after[-1] == Chunk.objects.latest("pk").pk
+
+    condition = vocabulary._scope_sql(scope)
+    sql = vocabulary._MAX_CHUNK_IN_SCOPE_SQL.format(scope=condition)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # tiny tables: as on a large one
+        cursor.execute(f"EXPLAIN SELECT {sql}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "chunk_document_newest" in plan, plan
+    assert "Seq Scan on knowledge_chunk" not in plan, plan
 
 
 @pytest.mark.django_db(transaction=True)
