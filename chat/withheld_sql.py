@@ -3,8 +3,9 @@ hand-written statement: what each message drew on (its `DocumentGiven` record an
 citations) that the reader may not read, with whether the document is in a collection they
 read and whether it still exists (docs/decisions/0151-one-reader-per-question.md).
 
-The rule itself is not written here: both conditions are `knowledge.access.readable_documents_sql`
-(the rule's SQL form), for the reader and for the same reader as if they managed documents.
+The rule itself is not written here: both conditions are
+`knowledge.access.readable_document_row_sql` (the rule's SQL form on the document row joined),
+for the reader and for the same reader as if they managed documents.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import replace
 from django.db import connection
 
 from chat.models import Citation, DocumentGiven, Message
-from knowledge.access import Reader, readable_documents_sql
+from knowledge.access import Reader, readable_document_row_sql
 from knowledge.models import Chunk, Document
 
 
@@ -35,9 +36,9 @@ def withheld_rows(
     snapshot, else its chunk's document; NULL when neither is known) that `reader` may not read
     (`knowledge.access`; an unknown or deleted document is never readable). Messages selected
     by `conversation_id` and/or `message_ids` (both None: every message)."""
-    readable, readable_params = readable_documents_sql(user=reader, document_id="drawn.doc")
-    in_collection, in_collection_params = readable_documents_sql(
-        user=replace(reader, can_manage=True), document_id="drawn.doc"
+    readable, readable_params = readable_document_row_sql(user=reader, alias="d")
+    in_collection, in_collection_params = readable_document_row_sql(
+        user=replace(reader, can_manage=True), alias="d"
     )
     conditions, params = [], []
     if conversation_id is not None:

@@ -315,6 +315,26 @@ def readable_documents_sql(*, user: UserLike, document_id: str = "document_id") 
     return f"{document_id} IN (SELECT {document}.id FROM {document} WHERE {organisation})", params
 
 
+def readable_document_row_sql(*, user: UserLike, alias: str) -> tuple[str, list]:
+    """`readable_documents_sql` on a document row the caller's query already joined (`alias`:
+    the documents table's alias; all its columns NULL when the join found none): an SQL
+    condition and its parameters, true when that row exists and `user` may read it. It tests
+    the one row instead of gathering every readable document into a subquery, so its work
+    does not grow with the library (the withheld check runs it for every question:
+    docs/decisions/0152-statements-written-out.md)."""
+    reader = reader_for(user)
+    if reader.reads_nothing:
+        return "FALSE", []
+    organisation, params = _organisation_sql(
+        reader,
+        alias=alias,
+        document_column="id",
+        file_ids=reader.own_file_ids,
+        available=not reader.can_manage,
+    )
+    return f"({alias}.id IS NOT NULL AND {organisation})", params
+
+
 def rows_searchable_sql(
     *, reader: Reader, alias: str, document_column: str = "document_id"
 ) -> tuple[str, list]:

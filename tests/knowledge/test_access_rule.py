@@ -24,6 +24,7 @@ from knowledge.access import (
     documents_readable,
     documents_readable_filter,
     documents_withdrawn,
+    readable_document_row_sql,
     readable_documents_sql,
     reader_for,
     reader_searching,
@@ -139,6 +140,22 @@ def titles_by_sql(user) -> set[str]:
         return {title for (title,) in cursor.fetchall()}
 
 
+def titles_by_row_sql(user) -> set[str]:
+    """The documents `readable_document_row_sql` passes on a joined row, and no unknown id:
+    every document id and one naming no document, each joined to its row (if any)."""
+    condition, params = readable_document_row_sql(user=user, alias="d")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT d.title, wanted.id FROM (SELECT id FROM knowledge_document UNION ALL "
+            "SELECT -1) wanted LEFT JOIN knowledge_document d ON d.id = wanted.id "
+            f"WHERE COALESCE({condition}, FALSE)",
+            params,
+        )
+        rows = cursor.fetchall()
+    assert all(pk != -1 for _, pk in rows), "an unknown document passed"
+    return {title for title, _ in rows}
+
+
 @pytest.mark.parametrize("who", sorted(EXPECTED))
 def test_each_reader_reads_exactly_the_documents_the_rule_gives(readers, documents, who):
     user = readers[who]
@@ -148,6 +165,7 @@ def test_each_reader_reads_exactly_the_documents_the_rule_gives(readers, documen
         EXPECTED[who]
     )
     assert titles_by_sql(user) == EXPECTED[who]
+    assert titles_by_row_sql(user) == EXPECTED[who]
 
 
 @pytest.mark.parametrize("who", sorted(EXPECTED))
