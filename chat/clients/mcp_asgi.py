@@ -15,20 +15,25 @@ database outage while checking the token is a 503.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
 from django.db import InterfaceError, OperationalError
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 
 from chat.clients.answers import staff_token_user
-from chat.clients.mcp_server import USER_KEY, mcp_server
 from chat.clients.openai_format import UNAVAILABLE_MESSAGE
 from chat.errors import AnswerError
 
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
 PATH = "/mcp"
+# The MCP SDK and the server built on it (chat.clients.mcp_server) are imported when the first
+# MCP request arrives, in a thread, not when the web process starts: importing them takes
+# about 1.3 s of CPU, which every process start (and every test server) would otherwise pay.
+SERVER_MODULE = "chat.clients.mcp_server"
 
 Scope = dict[str, Any]
 
@@ -39,20 +44,26 @@ class McpApp:
     def __init__(self) -> None:
         self._manager: StreamableHTTPSessionManager | None = None
         self._running: asyncio.Task | None = None
-        self._ready: asyncio.Event | None = None
+        self._starting = asyncio.Lock()
 
     async def _manager_running(self) -> StreamableHTTPSessionManager:
-        if self._ready is None:
-            mcp_server.streamable_http_app(
-                stateless_http=True,
-                json_response=True,
-                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            )
-            self._manager = mcp_server.session_manager
-            self._ready = asyncio.Event()
-            self._running = asyncio.ensure_future(self._run(self._manager, self._ready))
-        await self._ready.wait()
-        assert self._manager is not None
+        async with self._starting:  # one request starts it; the others wait, or try again
+            if self._manager is None:
+                module = await asyncio.to_thread(importlib.import_module, SERVER_MODULE)
+                from mcp.server.transport_security import TransportSecuritySettings
+
+                mcp_server = module.mcp_server
+                mcp_server.streamable_http_app(
+                    stateless_http=True,
+                    json_response=True,
+                    transport_security=TransportSecuritySettings(
+                        enable_dns_rebinding_protection=False
+                    ),
+                )
+                ready = asyncio.Event()
+                self._running = asyncio.ensure_future(self._run(mcp_server.session_manager, ready))
+                await ready.wait()
+                self._manager = mcp_server.session_manager
         return self._manager
 
     @staticmethod
@@ -73,7 +84,8 @@ class McpApp:
             await _error(send, AnswerError("upstream-unavailable", UNAVAILABLE_MESSAGE))
             return
         manager = await self._manager_running()
-        await manager.handle_request({**scope, USER_KEY: user}, receive, send)
+        user_key = importlib.import_module(SERVER_MODULE).USER_KEY
+        await manager.handle_request({**scope, user_key: user}, receive, send)
 
 
 async def _error(send, error: AnswerError) -> None:

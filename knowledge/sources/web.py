@@ -25,7 +25,6 @@ from pathlib import PurePosixPath
 
 import lxml.etree
 import lxml.html
-import trafilatura
 from django.conf import settings
 from protego import Protego
 
@@ -348,6 +347,8 @@ def _read_page(crawl: _Crawl, response: Response, url: str, depth: int, validato
     crawl.stored.add(key)
     crawl.queued.add(key)
     text = body.decode(_charset(response), "replace")
+    import trafilatura  # here, not at the top: every process loads this module (the admin)
+
     content = trafilatura.extract(
         text,
         output_format="html",
@@ -390,6 +391,8 @@ def _charset(response: Response) -> str:
 def _page_title(text: str, tree) -> str:
     """The page's own title: trafilatura's (the <title> without the site's name), else the
     first <h1>."""
+    import trafilatura
+
     metadata = trafilatura.extract_metadata(text)
     title = (metadata.title if metadata is not None else "") or ""
     if not title:

@@ -1,7 +1,7 @@
 """What a server process (one that imports config.asgi, as daphne does) does differently from
 management commands and tests: pooled database connections, the embedding model loaded at
-startup on one thread (ONNX Runtime's intra-op threads), without torch, and none of it passed
-on to processes it starts."""
+startup on one thread (ONNX Runtime's intra-op threads), without torch or the MCP SDK, and none
+of it passed on to processes it starts."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ print(json.dumps({
     "vocabulary_built": vocabulary.vocabulary_built(),
     "model_threads": threads[0] if threads else None,
     "torch_imported": "torch" in sys.modules,
+    "mcp_imported": "mcp" in sys.modules,
     "environment": sorted(set(os.environ) & set(sys.argv[2].split(","))),
 }))
 """
@@ -77,6 +78,7 @@ def test_a_server_process_pools_connections_and_warms_the_model_up_at_startup():
     assert server["vocabulary_built"] is True
     assert server["model_threads"] == 1
     assert server["torch_imported"] is False  # ONNX Runtime and tokenizers only
+    assert server["mcp_imported"] is False  # the MCP SDK waits for the first MCP request
     assert server["environment"] == []  # its defaults do not reach processes it starts
 
 
