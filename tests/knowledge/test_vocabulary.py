@@ -106,9 +106,9 @@ def test_a_readers_fingerprint_follows_chunks_rewritten_and_reads_no_chunk_but_t
     """The fingerprint of a reader's collections changes when a document's chunks are written
     anew (with no save of the document), and its plan reads each document's newest chunk
     through the (document, id) index instead of joining every chunk."""
-    reader = reader_for(staff_user)
     steam = document_create(title="Steam", texts=STEAM)
     document_create(title="Broadcast", texts=BROADCAST)
+    reader = reader_for(staff_user)  # after the documents: their collection exists
     scope = vocabulary.vocabulary_scope(reader)
     assert scope is not None  # a reader's collections, not every collection
     before = vocabulary.knowledge_base_fingerprint(scope)
