@@ -7,8 +7,8 @@ import pytest
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files holding a test marked `slow` first, each file's tests kept in the order they
-    had (pytest-randomly's, which runs before). pytest-xdist's `--dist loadfile` (`make test`)
+    """The files holding a test marked `slow` first, the files and their tests otherwise kept
+    in the order they were collected in. pytest-xdist's `--dist loadfile` (`make test`)
     hands files to the workers in this order: the long files start at once, side by side, and
     the short ones fill the end, instead of a long file starting last and the others idling
     until it ends (docs/decisions/0170-the-suite-in-parallel-workers.md)."""
