@@ -5,17 +5,6 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files holding a test marked `slow` first, the files and their tests otherwise kept
-    in the order they were collected in. pytest-xdist's `--dist loadfile` (`make test`)
-    hands files to the workers in this order: the long files start at once, side by side, and
-    the short ones fill the end, instead of a long file starting last and the others idling
-    until it ends (docs/decisions/0170-the-suite-in-parallel-workers.md)."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
-
-
 @pytest.fixture(autouse=True)
 def _vocabulary_fresh():
     """Each test searches with its own knowledge base's vocabulary. A process trusts its cached
