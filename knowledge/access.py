@@ -321,7 +321,7 @@ def readable_document_row_sql(*, user: UserLike, alias: str) -> tuple[str, list]
     condition and its parameters, true when that row exists and `user` may read it. It tests
     the one row instead of gathering every readable document into a subquery, so its work
     does not grow with the library (the withheld check runs it for every question:
-    docs/decisions/0152-statements-written-out.md)."""
+    docs/decisions/0153-postgresql-per-statement.md)."""
     reader = reader_for(user)
     if reader.reads_nothing:
         return "FALSE", []

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
 PATH = "/mcp"
 # The MCP SDK and the server built on it (chat.clients.mcp_server) are imported when the first
-# MCP request arrives, in a thread, not when the web process starts: importing them takes
-# about 1.3 s of CPU, which every process start (and every test server) would otherwise pay.
+# MCP request arrives, in a thread, not when the web process starts, which every process start
+# (and every test server) would otherwise pay for (docs/decisions/0170-the-suite-in-parallel-
+# workers.md, second round).
 SERVER_MODULE = "chat.clients.mcp_server"
 
 Scope = dict[str, Any]
