@@ -22,7 +22,8 @@ The rule comes in four forms, all computed from the same `Reader`:
 - `documents_readable_filter(user=..., prefix=...)`: a `Q` for a queryset of documents or of
   rows reaching a document (`prefix="document__"` for chunks, `"chunk__document__"` for
   embeddings); `documents_readable(user=...)` is that queryset of documents.
-- `readable_documents_sql(user=..., document_id=...)` and `rows_searchable_sql(reader=...,
+- `readable_documents_sql(user=..., document_id=...)`, `readable_document_row_sql(user=...,
+  alias=...)` (on a document row already joined) and `rows_searchable_sql(reader=...,
   alias=...)`: the same filter as an SQL condition with its parameters, for raw SQL (written
   out, not compiled from the `Q`: they run for every question; tests compare the forms).
 - `document_readable(user=..., document=...)`: the predicate for one document in hand.
@@ -297,21 +298,15 @@ def readable_documents_sql(*, user: UserLike, document_id: str = "document_id") 
     `"FALSE"` for anyone who reads nothing, else `<document_id> IN (SELECT id FROM
     knowledge_document WHERE …)`: the conditions of `documents_readable_filter`, written out
     (the collections and files as arrays, so the text is the same for every reader of a kind;
-    `tests/knowledge/test_access_rule.py` checks both forms select the same documents). Built
-    without the ORM: it runs in every withheld check
-    (docs/decisions/0152-statements-written-out.md).
+    `tests/knowledge/test_access_rule.py` checks both forms select the same documents). The
+    subquery gathers every readable document: a statement that has the document's row joined
+    already uses `readable_document_row_sql` (docs/decisions/0153-postgresql-per-statement.md).
     """
     reader = reader_for(user)
     if reader.reads_nothing:
         return "FALSE", []
     document = connection.ops.quote_name(Document._meta.db_table)
-    organisation, params = _organisation_sql(
-        reader,
-        alias=document,
-        document_column="id",
-        file_ids=reader.own_file_ids,
-        available=not reader.can_manage,
-    )
+    organisation, params = _document_rule_sql(reader, alias=document)
     return f"{document_id} IN (SELECT {document}.id FROM {document} WHERE {organisation})", params
 
 
@@ -325,14 +320,21 @@ def readable_document_row_sql(*, user: UserLike, alias: str) -> tuple[str, list]
     reader = reader_for(user)
     if reader.reads_nothing:
         return "FALSE", []
-    organisation, params = _organisation_sql(
+    organisation, params = _document_rule_sql(reader, alias=alias)
+    return f"({alias}.id IS NOT NULL AND {organisation})", params
+
+
+def _document_rule_sql(reader: Reader, *, alias: str) -> tuple[str, list]:
+    """The readable part of the rule on a document row `alias`, as the two forms above state
+    it: the reader's collections (only their available documents, unless they manage
+    documents) or their own files."""
+    return _organisation_sql(
         reader,
         alias=alias,
         document_column="id",
         file_ids=reader.own_file_ids,
         available=not reader.can_manage,
     )
-    return f"({alias}.id IS NOT NULL AND {organisation})", params
 
 
 def rows_searchable_sql(
