@@ -18,7 +18,6 @@ from django.utils import timezone
 from knowledge.models import Collection, Source, SyncRun
 from knowledge.services.ingest_window import Progress
 from knowledge.services.sync import SyncBusy, SyncError, SyncReport, folder_root, folder_sync
-from knowledge.sources.fetch import Fetcher
 from knowledge.sources.locations import (
     LocationError,
     credentials_header,
@@ -27,9 +26,6 @@ from knowledge.sources.locations import (
     source_kind,
     url_origin,
 )
-from knowledge.sources.remote import remote_sync
-from knowledge.sources.web import site_walk
-from knowledge.sources.webdav import share_walk
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +73,13 @@ def location_sync(
         headers = credentials_header(source.credentials_env if source else credentials_env)
     except LocationError as exc:
         raise SourceConfigError(str(exc)) from exc
+    # Imported here: a web process imports this module (the admin's "re-scan now") but never
+    # walks a site or share, and the HTTP client and XML parsers cost it start-up time.
+    from knowledge.sources.fetch import Fetcher
+    from knowledge.sources.remote import remote_sync
+    from knowledge.sources.web import site_walk
+    from knowledge.sources.webdav import share_walk
+
     walk = site_walk if kind == Source.Kind.SITE else share_walk
     http_url = root if kind == Source.Kind.SITE else share_http_url(root)
     fetcher = Fetcher(origin=url_origin(http_url), headers=headers)

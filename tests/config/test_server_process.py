@@ -47,6 +47,7 @@ print(json.dumps({
     "model_threads": threads[0] if threads else None,
     "torch_imported": "torch" in sys.modules,
     "mcp_imported": "mcp" in sys.modules,
+    "http_client_imported": "httpx" in sys.modules,
     "environment": sorted(set(os.environ) & set(sys.argv[2].split(","))),
 }))
 """
@@ -79,6 +80,7 @@ def test_a_server_process_pools_connections_and_warms_the_model_up_at_startup():
     assert server["model_threads"] == 1
     assert server["torch_imported"] is False  # ONNX Runtime and tokenizers only
     assert server["mcp_imported"] is False  # the MCP SDK waits for the first MCP request
+    assert server["http_client_imported"] is False  # only a site's or a share's sync needs it
     assert server["environment"] == []  # its defaults do not reach processes it starts
 
 
