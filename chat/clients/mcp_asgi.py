@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
@@ -65,7 +66,17 @@ class McpApp:
                 self._running = asyncio.ensure_future(self._run(mcp_server.session_manager, ready))
                 await ready.wait()
                 self._manager = mcp_server.session_manager
+                _on_server_shutdown(self._stop)
         return self._manager
+
+    async def _stop(self) -> None:
+        """End the session manager's task group. The SDK reads a resource through AnyIO's
+        worker threads, which leave only when the task at the top of their task tree (this
+        one) is done: without this, a process that has served a resource never exits on
+        SIGTERM, its last thread waiting for work that will not come."""
+        if self._running is not None:
+            self._running.cancel()
+            await asyncio.gather(self._running, return_exceptions=True)
 
     @staticmethod
     async def _run(manager: StreamableHTTPSessionManager, ready: asyncio.Event) -> None:
@@ -87,6 +98,20 @@ class McpApp:
         manager = await self._manager_running()
         user_key = importlib.import_module(SERVER_MODULE).USER_KEY
         await manager.handle_request({**scope, user_key: user}, receive, send)
+
+
+def _on_server_shutdown(stop) -> None:
+    """Run the coroutine function `stop` as daphne shuts down (a Twisted "before shutdown"
+    trigger, which waits for it), while its event loop still runs. Outside daphne (tests
+    calling the app directly) there is no reactor to hook."""
+    if "twisted.internet.reactor" not in sys.modules:
+        return
+    from twisted.internet import reactor
+    from twisted.internet.defer import Deferred
+
+    reactor.addSystemEventTrigger(
+        "before", "shutdown", lambda: Deferred.fromFuture(asyncio.ensure_future(stop()))
+    )
 
 
 async def _error(send, error: AnswerError) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -19,7 +20,7 @@ from mcp.client.stdio import stdio_client
 from accounts.services import api_token_create
 from chat.models import Conversation, Message
 from tests.support.knowledge_base import EXPENSES_TEXTS, document_create
-from tests.support.live_server import TEST_SETTINGS, database_url_of
+from tests.support.live_server import TEST_SETTINGS, daphne_server, database_url_of
 from tests.support.mcp_client import mcp_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -131,6 +132,21 @@ async def test_a_document_resource_is_its_text_by_page_and_section(travel_kb, li
     text = result.contents[0].text
     assert text.startswith("# Travel policy\n\n## Page 2 · Hotels\n\nThe nightly hotel cap")
     assert "## Page 3 · Trains\n\nTrains are the preferred" in text
+
+
+async def test_a_server_that_has_read_a_resource_stops_at_once(travel_kb, key):
+    """SIGTERM ends a web process that has served a document resource within seconds. The
+    SDK reads a resource through AnyIO's worker threads, which waited for ever once daphne's
+    loop had stopped, so the process stayed until killed (chat/clients/mcp_asgi.py)."""
+    from django.db import connection
+
+    travel = travel_kb["travel"]
+    with daphne_server(database_url_of(connection.settings_dict)) as url:
+        async with mcp_session(url, key) as session:
+            result = await session.read_resource(f"sourced://documents/{travel.pk}")
+        assert result.contents[0].text.startswith("# Travel policy")
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 5  # daphne_server kills it after 15 s
 
 
 async def test_an_unauthorised_call_is_refused(travel_kb, live_server_url):
