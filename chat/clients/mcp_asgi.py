@@ -7,9 +7,9 @@ the user goes into the ASGI scope for the tools (chat.clients.mcp_server). The S
 manager runs stateless (each POST is complete in itself: nothing to keep between requests or
 across server processes) and answers JSON. Its task group must be running before a request is
 handled: daphne speaks no ASGI lifespan, so the first request starts it (`session_manager.run()`
-in a task that lasts as long as the process). The SDK's DNS-rebinding check is off: it protects
-servers that take requests without credentials, and every request here must carry a token. A
-database outage while checking the token is a 503.
+in a task that lasts until daphne shuts down, which cancels it). The SDK's DNS-rebinding check
+is off: it protects servers that take requests without credentials, and every request here must
+carry a token. A database outage while checking the token is a 503.
 """
 
 from __future__ import annotations
