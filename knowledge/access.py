@@ -22,10 +22,10 @@ The rule comes in four forms, all computed from the same `Reader`:
 - `documents_readable_filter(user=..., prefix=...)`: a `Q` for a queryset of documents or of
   rows reaching a document (`prefix="document__"` for chunks, `"chunk__document__"` for
   embeddings); `documents_readable(user=...)` is that queryset of documents.
-- `readable_documents_sql(user=..., document_id=...)`, `readable_document_row_sql(user=...,
-  alias=...)` (on a document row already joined) and `rows_searchable_sql(reader=...,
-  alias=...)`: the same filter as an SQL condition with its parameters, for raw SQL (written
-  out, not compiled from the `Q`: they run for every question; tests compare the forms).
+- `readable_document_row_sql(user=..., alias=...)` (on a document row the query joined) and
+  `rows_searchable_sql(reader=..., alias=...)` (on chunk or embedding rows): the same filter
+  as an SQL condition with its parameters, for raw SQL (written out, not compiled from the
+  `Q`: they run for every question; tests compare the forms).
 - `document_readable(user=..., document=...)`: the predicate for one document in hand.
 
 Nothing is kept between calls: a `Reader` lives as long as the request that computed it, so
@@ -290,51 +290,27 @@ def documents_readable(*, user: UserLike) -> QuerySet[Document]:
     return Document.objects.filter(documents_readable_filter(user=user))
 
 
-def readable_documents_sql(*, user: UserLike, document_id: str = "document_id") -> tuple[str, list]:
-    """`documents_readable_filter` as an SQL condition on the column `document_id` (a
-    document's id, qualified as the caller's query needs, e.g. `"knowledge_chunk"."document_id"`)
-    and its parameters, for raw SQL to put in its WHERE before it ranks.
-
-    `"FALSE"` for anyone who reads nothing, else `<document_id> IN (SELECT id FROM
-    knowledge_document WHERE …)`: the conditions of `documents_readable_filter`, written out
-    (the collections and files as arrays, so the text is the same for every reader of a kind;
-    `tests/knowledge/test_access_rule.py` checks both forms select the same documents). The
-    subquery gathers every readable document: a statement that has the document's row joined
-    already uses `readable_document_row_sql` (docs/decisions/0153-postgresql-per-statement.md).
-    """
-    reader = reader_for(user)
-    if reader.reads_nothing:
-        return "FALSE", []
-    document = connection.ops.quote_name(Document._meta.db_table)
-    organisation, params = _document_rule_sql(reader, alias=document)
-    return f"{document_id} IN (SELECT {document}.id FROM {document} WHERE {organisation})", params
-
-
 def readable_document_row_sql(*, user: UserLike, alias: str) -> tuple[str, list]:
-    """`readable_documents_sql` on a document row the caller's query already joined (`alias`:
-    the documents table's alias; all its columns NULL when the join found none): an SQL
-    condition and its parameters, true when that row exists and `user` may read it. It tests
-    the one row instead of gathering every readable document into a subquery, so its work
-    does not grow with the library (the withheld check runs it for every question:
+    """`documents_readable_filter` as an SQL condition on a document row the caller's query
+    already joined (`alias`: the documents table's alias; all its columns NULL when the join
+    found none), and its parameters, for raw SQL: true when that row exists and `user` may
+    read it. `"FALSE"` for anyone who reads nothing. The conditions of
+    `documents_readable_filter` written out, the collections and files as arrays, so the
+    text is the same for every reader of a kind (`tests/knowledge/test_access_rule.py`
+    checks both forms select the same documents). It tests the one row, so its work does not
+    grow with the library (the withheld check runs it for every question:
     docs/decisions/0153-postgresql-per-statement.md)."""
     reader = reader_for(user)
     if reader.reads_nothing:
         return "FALSE", []
-    organisation, params = _document_rule_sql(reader, alias=alias)
-    return f"({alias}.id IS NOT NULL AND {organisation})", params
-
-
-def _document_rule_sql(reader: Reader, *, alias: str) -> tuple[str, list]:
-    """The readable part of the rule on a document row `alias`, as the two forms above state
-    it: the reader's collections (only their available documents, unless they manage
-    documents) or their own files."""
-    return _organisation_sql(
+    organisation, params = _organisation_sql(
         reader,
         alias=alias,
         document_column="id",
         file_ids=reader.own_file_ids,
         available=not reader.can_manage,
     )
+    return f"({alias}.id IS NOT NULL AND {organisation})", params
 
 
 def rows_searchable_sql(
@@ -343,7 +319,7 @@ def rows_searchable_sql(
     """`documents_readable_filter(searching=True)` on the rows of a chunk or embedding table
     (`alias`: its name or alias in the caller's query), which carry their document's
     collection (`collection_id`) and id (`document_id`): an SQL condition and its parameters,
-    for the retrieval queries, written out as `readable_documents_sql` is (the same tests
+    for the retrieval queries, written out as `readable_document_row_sql` is (the same tests
     compare it with the `Q` form); `document_column`: the column holding the document's id
     (`"id"` on the documents table itself). Withdrawn documents are tested as a subquery of the few
     withdrawn ones, so the scans never join the documents (0078). TypeError unless `reader` is

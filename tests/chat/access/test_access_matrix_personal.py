@@ -23,7 +23,7 @@ from knowledge.access import (
     document_readable,
     documents_readable,
     documents_readable_filter,
-    readable_documents_sql,
+    readable_document_row_sql,
     reader_for,
     reader_searching,
 )
@@ -107,9 +107,9 @@ def test_only_the_owner_reads_the_file_by_the_rule_in_each_of_its_forms(people, 
         )
     )
     assert rows.filter(document_id=offer.pk).exists() == reads
-    condition, params = readable_documents_sql(user=reader, document_id="id")
+    condition, params = readable_document_row_sql(user=reader, alias="d")
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT id FROM knowledge_document WHERE {condition}", params)
+        cursor.execute(f"SELECT d.id FROM knowledge_document d WHERE {condition}", params)
         assert (offer.pk in {pk for (pk,) in cursor.fetchall()}) == reads
 
 
