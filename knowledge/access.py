@@ -403,8 +403,18 @@ def available_document_searched(
     request (chat/answering/named_index.py)."""
     if document_id in reader.searched_file_ids:
         return True
+    return available_collection_searched(
+        reader, collection_id=collection_id, is_personal=in_personal_collection
+    )
+
+
+def available_collection_searched(reader: Reader, *, collection_id: int, is_personal: bool) -> bool:
+    """Whether retrieval searches the available documents of a collection (its id, whether it
+    is the hidden personal collection) for `reader`, the files attached to the conversation
+    (`searched_file_ids`) aside: `available_document_searched` for every document of the
+    collection at once, for indexes kept in memory by collection."""
     if reader.is_superuser:
-        return not in_personal_collection
+        return not is_personal
     return collection_id in reader.collection_ids
 
 

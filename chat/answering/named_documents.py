@@ -331,7 +331,7 @@ def named_documents_match(
     )
 
 
-def _indexed_match(
+def named_documents_indexed(
     question: str,
     index: NamesIndex,
     reader: Reader,
@@ -339,9 +339,12 @@ def _indexed_match(
     coverage: float = NAME_COVERAGE,
     most: int = MAX_NAMED,
 ) -> list[NamedDocument]:
-    """`named_document_match` over the documents `reader` searches, read from `index`: only
-    the documents whose names hold a word of the question (or one edit from one) are looked
-    at, and a word's weight comes from the index's counts of the reader's collections."""
+    """`named_document_match` over the documents `reader` searches, read from `index`: the
+    same documents, found without looking at every document whose name shares a word with the
+    question. A document is named only by words of the question that no other of the asker's
+    documents holds all of (`_single_outs`), so only the documents a run of the question's
+    words singles out are looked at; a word's weight comes from the index's counts of the
+    reader's collections."""
     words, content = _content_words(question)
     if not content:
         return []
@@ -352,6 +355,8 @@ def _indexed_match(
     if not total:
         return []
     frequencies: dict[str, int] = {}
+    holders: dict[str, set[int]] = {}
+    holding_all: dict[frozenset[str], set[int]] = {}
 
     def frequency(word: str) -> int:
         if word not in frequencies:
@@ -361,33 +366,34 @@ def _indexed_match(
     def weight(word: str) -> float:
         return math.log(1 + total / frequency(word))
 
-    def shared(document_id: int, matched: list[str]) -> bool:
-        rarest = min(matched, key=lambda w: len(index.postings.get(w, ())))
-        for pk in index.postings.get(rarest, ()):
-            other = index.documents[pk]
-            if (
-                pk != document_id
-                and all(w in other.vocabulary for w in matched)
-                and other.searched_by(reader)
-            ):
-                return True
-        return False
+    def holding(word: str) -> set[int]:
+        if word not in holders:
+            holders[word] = index.holding(word, reader, searched_files)
+        return holders[word]
 
-    asked = {words[i].folded for i in content}
-    matching = {
-        w
-        for q in asked
-        for w in index.near(q, TYPO_MIN_LENGTH)
-        if words_match(q, w) and frequency(w) > 0
-    }
-    seen: set[int] = set()
+    def holding_each(matched: Iterable[str]) -> set[int]:
+        key = frozenset(matched)
+        if key not in holding_all:
+            sets = sorted((holding(w) for w in key), key=len)
+            holding_all[key] = sets[0].intersection(*sets[1:])
+        return holding_all[key]
+
+    def shared(document_id: int, matched: list[str]) -> bool:
+        # `document_id` holds every matched word: another does too when more than one does.
+        return len(holding_each(matched)) > 1
+
+    near = [
+        sorted(
+            w
+            for w in index.near(words[i].folded, TYPO_MIN_LENGTH)
+            if words_match(words[i].folded, w) and frequency(w) > 0
+        )
+        for i in content
+    ]
     candidates = []
-    for word in sorted(matching):
-        for pk in index.postings.get(word, ()):
-            document = index.documents[pk]
-            if pk not in seen and document.searched_by(reader):
-                seen.add(pk)
-                candidates.append((pk, document.title, document.names))
+    for pk in sorted(_single_outs(near, holding)):
+        document = index.documents[pk]
+        candidates.append((pk, document.title, document.names))
     return _best_named(
         question,
         words,
@@ -398,6 +404,34 @@ def _indexed_match(
         coverage=coverage,
         most=most,
     )
+
+
+def _single_outs(near: list[list[str]], holding: Callable[[str], set[int]]) -> set[int]:
+    """The documents that hold every word of a run of name words matching a run of the
+    question's content words (`near[k]`: the name words the k-th content word matches, one per
+    content word, none twice) that no other document holds all of. `_best_named` names a
+    document only by such words (any other document holding them all makes them `shared`), so
+    these are all the documents it can name: the others need not be looked at. The work
+    follows the question's runs and the words' matches, not the documents (`holding(word)`: the
+    asker's documents holding a name word, as a set)."""
+    found: set[int] = set()
+    for start in range(len(near)):
+        runs: list[tuple[tuple[str, ...], set[int] | None]] = [((), None)]
+        for matches in near[start:]:
+            longer = []
+            for run, held in runs:
+                for word in matches:
+                    if word in run:
+                        continue
+                    ids = holding(word) if held is None else held & holding(word)
+                    if ids:
+                        longer.append(((*run, word), ids))
+                        if len(ids) == 1:
+                            found |= ids
+            runs = longer
+            if not runs:
+                break
+    return found
 
 
 def question_about(question: str, named: NamedDocument, others: Iterable[NamedDocument]) -> str:
@@ -479,7 +513,7 @@ def named_documents_find(
         name_words=name_words, file_stem=_file_stem, typo_min_length=TYPO_MIN_LENGTH
     )
     if within is None:
-        found = _indexed_match(question, index, reader)
+        found = named_documents_indexed(question, index, reader)
     else:
         documents = []
         for pk in sorted(set(within)):

@@ -1,14 +1,15 @@
-"""The names of the searchable documents, indexed by word and kept in the process, so that
-finding the document a question names (chat/answering/named_documents.py) reads only the
-documents whose names share a word with the question, never every title
+"""The names of the searchable documents, indexed by word and collection and kept in the
+process, so that finding the document a question names (chat/answering/named_documents.py)
+looks only at the documents a run of the question's words singles out, never at every title,
+nor at every document whose name shares a word with the question
 (docs/decisions/0150-answer-cost-per-question.md).
 
 The index holds every available document (enabled, ready, not expired; personal files too) with
 its names, collection and whether that is the hidden personal collection. It never decides who
 may read what: each question keeps only the documents its `Reader` searches
-(`knowledge.access.available_document_searched`, the rule asked per request), and counts the
-words' frequencies among those alone (per collection counts, summed over the reader's
-collections). It is rebuilt when the documents change: a fingerprint of the available documents
+(`knowledge.access.available_collection_searched` for a collection's documents and
+`available_document_searched` for one, the rule asked per request), and counts the words'
+frequencies among those alone (the posting lists of the reader's collections). It is rebuilt when the documents change: a fingerprint of the available documents
 (their count, id sum and latest `updated_at`: one statement) is read again at most every
 `knowledge.vocabulary.RECHECK_SECONDS`, as the vocabulary's is. One index per process, of one
 entry per available document (bounded by the library, not by the questions or the readers).
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from django.db import connection
 
 from knowledge import vocabulary
-from knowledge.access import Reader, available_document_searched
+from knowledge.access import Reader, available_collection_searched, available_document_searched
 from knowledge.personal import personal_file_label
 
 # The available documents (knowledge.access's "available"), with their names' parts.
@@ -66,15 +67,15 @@ class IndexedDocument:
 
 @dataclass
 class NamesIndex:
-    """The available documents by id, and by each folded word of their names (a posting list);
-    the name words by each spelling one letter shorter (for typos, `deletions`); how many
-    documents of each collection hold a word, and how many each collection has."""
+    """The available documents by id, and by each folded word of their names and each
+    collection (a posting list per collection); the name words by each spelling one letter
+    shorter (for typos, `deletions`); how many documents each collection has."""
 
     fingerprint: tuple
     documents: dict[int, IndexedDocument] = field(default_factory=dict)
-    postings: dict[str, list[int]] = field(default_factory=dict)
+    # word → collection → the ids of its documents whose names hold the word
+    postings: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     deletions: dict[str, set[str]] = field(default_factory=dict)
-    counts: dict[str, dict[int, int]] = field(default_factory=dict)  # word → collection → n
     totals: dict[int, int] = field(default_factory=dict)  # collection → documents
     personal_collections: frozenset[int] = frozenset()
 
@@ -84,9 +85,8 @@ class NamesIndex:
         self.totals[collection] = self.totals.get(collection, 0) + 1
         for word in document.vocabulary:
             first = word not in self.postings
-            self.postings.setdefault(word, []).append(document.id)
-            per_collection = self.counts.setdefault(word, {})
-            per_collection[collection] = per_collection.get(collection, 0) + 1
+            per_collection = self.postings.setdefault(word, {})
+            per_collection.setdefault(collection, []).append(document.id)
             if first and len(word) >= typo_min_length:
                 for shorter in deletions_of(word):
                     self.deletions.setdefault(shorter, set()).add(word)
@@ -107,20 +107,38 @@ class NamesIndex:
 
     def frequency(self, word: str, reader: Reader, searched_files: list[IndexedDocument]) -> int:
         """How many documents `reader` searches hold `word` in their names."""
-        per_collection = self.counts.get(word, {})
         total = sum(1 for document in searched_files if word in document.vocabulary)
-        return total + self._sum(per_collection, reader)
+        return total + sum(
+            len(documents)
+            for documents in self._searched(self.postings.get(word, {}), reader).values()
+        )
+
+    def holding(self, word: str, reader: Reader, searched_files: list[IndexedDocument]) -> set[int]:
+        """The ids of the documents `reader` searches whose names hold `word`: a loop over
+        collections, never over documents (the lists are joined by the set, in C)."""
+        ids = {document.id for document in searched_files if word in document.vocabulary}
+        for documents in self._searched(self.postings.get(word, {}), reader).values():
+            ids.update(documents)
+        return ids
 
     def total(self, reader: Reader, searched_files: list[IndexedDocument]) -> int:
         """How many documents `reader` searches."""
-        return len(searched_files) + self._sum(self.totals, reader)
+        return len(searched_files) + sum(self._searched(self.totals, reader).values())
 
-    def _sum(self, per_collection: dict[int, int], reader: Reader) -> int:
-        if reader.is_superuser:
-            return sum(n for pk, n in per_collection.items() if pk not in self.personal_collections)
-        if len(reader.collection_ids) < len(per_collection):
-            return sum(per_collection.get(pk, 0) for pk in reader.collection_ids)
-        return sum(n for pk, n in per_collection.items() if pk in reader.collection_ids)
+    def _searched(self, per_collection: dict, reader: Reader) -> dict:
+        """The entries of `per_collection` (collection id → anything) of the collections whose
+        available documents `reader` searches (`available_collection_searched`, the rule)."""
+        if not reader.is_superuser and len(reader.collection_ids) < len(per_collection):
+            keys = [pk for pk in reader.collection_ids if pk in per_collection]
+        else:
+            keys = list(per_collection)
+        return {
+            pk: per_collection[pk]
+            for pk in keys
+            if available_collection_searched(
+                reader, collection_id=pk, is_personal=pk in self.personal_collections
+            )
+        }
 
 
 def deletions_of(word: str) -> set[str]:

@@ -4,19 +4,26 @@ the asker may read."""
 
 from __future__ import annotations
 
+import random
+import sys
 import time
 
 import pytest
 
 from chat.answering.named_documents import (
+    TYPO_MIN_LENGTH,
     DocumentNames,
     file_name_of,
+    name_words,
     named_document_find,
     named_document_match,
+    named_documents_indexed,
+    named_documents_match,
     word_fold,
     words_match,
 )
-from knowledge.access import reader_for
+from chat.answering.named_index import names_index_build
+from knowledge.access import Reader, reader_for
 from knowledge.collections import collection_create
 from knowledge.models import Document
 from tests.support.knowledge_base import EXPENSES_TEXTS, LEAVE_TEXTS, document_create
@@ -160,3 +167,134 @@ def test_an_uploaded_file_is_found_by_its_original_name():
         reader=reader_for(people["staff"]),
     )
     assert found is not None and found.id == document.pk
+
+
+# --- The process's index: the same documents, work that does not follow the library ---------------
+KIND_WORDS = ["policy", "handbook", "guide", "manual", "report", "minutes"]
+TOPIC_WORDS = [
+    "travel", "expenses", "security", "onboarding", "refunds", "leave", "payroll", "privacy",
+    "north", "south", "annual", "quarterly", "supplier", "inventory", "vehicle", "training",
+]  # fmt: skip
+QUESTION_SHAPES = [
+    "What does the {} say about the deadline?",
+    "In the {}, how is overtime paid?",
+    "According to {}, who approves it?",
+    "{}: how many days are allowed?",
+    "Is the {} the one about lunch?",
+]
+
+
+def _library(rng, size: int, collections: int) -> list[tuple]:
+    rows = []
+    for pk in range(1, size + 1):
+        title_words = rng.sample(TOPIC_WORDS, rng.randint(1, 3)) + [rng.choice(KIND_WORDS)]
+        if rng.random() < 0.2:
+            title_words.append(str(rng.randint(1, 40)))
+        title = " ".join(word.capitalize() for word in title_words)
+        source = f"/srv/{'-'.join(rng.sample(TOPIC_WORDS, rng.randint(1, 2)))}.pdf"
+        personal = rng.random() < 0.1
+        collection = collections + 1 if personal else rng.randint(1, collections)
+        owner = 7 if personal else None
+        rows.append((pk, title, source, None, owner, collection, personal))
+    return rows
+
+
+def _index(rows: list[tuple]):
+    return names_index_build(
+        ("test",),
+        rows,
+        name_words=name_words,
+        file_stem=lambda source, original: file_name_of(source, original).rsplit(".", 1)[0],
+        typo_min_length=TYPO_MIN_LENGTH,
+    )
+
+
+def _typo(rng, word: str) -> str:
+    if len(word) < TYPO_MIN_LENGTH:
+        return word
+    at = rng.randrange(len(word))
+    return word[:at] + word[at + 1 :]
+
+
+def test_the_index_names_the_same_documents_as_a_look_at_every_document():
+    """Random libraries whose names share words, readers of some collections with and without
+    an attached personal file, questions naming a run of a name (a typo at times): the index
+    finds exactly what `named_documents_match` finds among every document the reader
+    searches."""
+    rng = random.Random(20261129)
+    compared = named_some = 0
+    for _library_number in range(40):
+        rows = _library(rng, rng.choice([5, 30, 120]), collections=3)
+        index = _index(rows)
+        by_id = {row[0]: row for row in rows}
+        for _question_number in range(25):
+            personal = [row[0] for row in rows if row[6]]
+            reader = Reader(
+                user_id=7,
+                is_superuser=rng.random() < 0.15,
+                collection_ids=frozenset(rng.sample([1, 2, 3], rng.randint(0, 3))),
+                searched_file_ids=frozenset(rng.sample(personal, min(len(personal), 1))),
+            )
+            row = by_id[rng.randint(1, len(rows))]
+            words = row[1].split()
+            first = rng.randrange(len(words))
+            run = [w if rng.random() < 0.8 else _typo(rng, w) for w in words[first:]]
+            question = rng.choice(QUESTION_SHAPES).format(" ".join(run))
+            searched = [
+                index.documents[pk]
+                for pk in sorted(index.documents)
+                if index.documents[pk].searched_by(reader)
+            ]
+            expected = named_documents_match(
+                question, [DocumentNames(d.id, d.title, d.names) for d in searched]
+            )
+            found = named_documents_indexed(question, index, reader)
+            assert found == expected, (question, reader)
+            compared += 1
+            named_some += bool(found)
+    assert compared == 1000 and named_some > 200  # the questions do name documents
+
+
+def _python_calls(function) -> int:
+    calls = 0
+
+    def count(_frame, event, _arg):
+        nonlocal calls
+        if event in {"call", "c_call"}:
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_the_index_work_does_not_follow_the_names_sharing_a_word_of_the_question():
+    """A question naming one document among 10 others, then among 1,000 and 10,000 more whose
+    names share a word of its name ("Staff handbook" and "Team N handbook"): the same
+    document, and the same number of Python calls with 1,000 and 10,000 (counted, not timed;
+    with 10 the word "handbook" singles the document out alone, a few calls more): no document
+    is looked at because it shares a word (docs/decisions/0150-answer-cost-per-question.md)."""
+    question = "In the staff handbook, how is overtime paid?"
+    reader = Reader(user_id=1, collection_ids=frozenset({1, 2}))
+    base = [(1, "Staff handbook", "/srv/staff-handbook.md", None, None, 1, False)] + [
+        (pk, f"Expenses policy {pk}", f"/srv/expenses-{pk}.md", None, None, 1, False)
+        for pk in range(2, 12)
+    ]
+
+    def grown(count: int) -> list[tuple]:
+        return base + [
+            (pk, f"Team {pk} handbook", f"/srv/team-{pk}.md", None, None, 1 + pk % 2, False)
+            for pk in range(100, 100 + count)
+        ]
+
+    calls = []
+    for rows in (base, grown(1_000), grown(10_000)):
+        index = _index(rows)
+        assert [d.id for d in named_documents_indexed(question, index, reader)] == [1]
+        calls.append(
+            _python_calls(lambda index=index: named_documents_indexed(question, index, reader))
+        )
+    assert calls[1] == calls[2] < 2 * calls[0]
