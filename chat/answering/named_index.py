@@ -9,8 +9,9 @@ its names, collection and whether that is the hidden personal collection. It nev
 may read what: each question keeps only the documents its `Reader` searches
 (`knowledge.access.available_collection_searched` for a collection's documents and
 `available_document_searched` for one, the rule asked per request), and counts the words'
-frequencies among those alone (the posting lists of the reader's collections). It is rebuilt when the documents change: a fingerprint of the available documents
-(their count, id sum and latest `updated_at`: one statement) is read again at most every
+frequencies among those alone (the posting lists of the reader's collections). It is rebuilt
+when the documents change: a fingerprint of the available documents (their count, id sum and
+latest `updated_at`: one statement) is read again at most every
 `knowledge.vocabulary.RECHECK_SECONDS`, as the vocabulary's is. One index per process, of one
 entry per available document (bounded by the library, not by the questions or the readers).
 """
