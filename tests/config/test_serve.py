@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import subprocess
 import time
@@ -20,19 +21,28 @@ from tests.support.live_server import database_url_of, free_port
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def read_until(stream, pattern: str, timeout: float) -> re.Match:
-    deadline = time.monotonic() + timeout
-    seen = ""
-    while time.monotonic() < deadline:
-        line = stream.readline()
-        if not line:
-            time.sleep(0.05)
-            continue
-        seen += line
-        match = re.search(pattern, seen)
-        if match:
-            return match
-    raise AssertionError(f"{pattern!r} not seen in:\n{seen}")
+class Output:
+    """What a child process has written to its pipe so far, read without ever blocking past a
+    deadline (a `readline()` would wait for ever on a child that writes nothing more)."""
+
+    def __init__(self, stream) -> None:
+        self.fd = stream.fileno()
+        self.text = ""
+        self.at = 0  # where the next search starts: after the previous match
+
+    def read_until(self, pattern: str, timeout: float) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while True:
+            match = re.compile(pattern).search(self.text, self.at)
+            if match:
+                self.at = match.end()
+                return match
+            remaining = deadline - time.monotonic()
+            readable = remaining > 0 and select.select([self.fd], [], [], remaining)[0]
+            chunk = os.read(self.fd, 65536) if readable else b""
+            if not chunk:  # the deadline passed, or the child closed its output
+                raise AssertionError(f"{pattern!r} not seen in:\n{self.text}")
+            self.text += chunk.decode(errors="replace")
 
 
 def test_serve_restarts_a_worker_that_dies_and_keeps_serving():
@@ -53,11 +63,12 @@ def test_serve_restarts_a_worker_that_dies_and_keeps_serving():
         text=True,
         start_new_session=True,
     )
+    output = Output(serve.stdout)
     try:
-        first = int(read_until(serve.stdout, r"ingestion worker pid (\d+)", 120).group(1))
+        first = int(output.read_until(r"ingestion worker pid (\d+)", 120).group(1))
         os.kill(first, signal.SIGKILL)  # the worker dies (out of memory, say)
 
-        second = int(read_until(serve.stdout, r"ingestion worker pid (\d+)\.", 30).group(1))
+        second = int(output.read_until(r"ingestion worker pid (\d+)\.", 30).group(1))
 
         assert second != first
         os.kill(second, 0)  # running
