@@ -56,6 +56,9 @@ NAME_COVERAGE = 0.5
 MAX_NAMED = 3
 # Words of at least this many letters match with one edit (a small typo).
 TYPO_MIN_LENGTH = 5
+# The runs of a question's words the index looks at before it falls back to every document
+# holding one of its words (a question of a few words and their typos is a few dozen).
+MAX_RUNS = 2000
 
 
 def _word_set(words: str) -> frozenset[str]:
@@ -390,8 +393,11 @@ def named_documents_indexed(
         )
         for i in content
     ]
+    single_outs = _single_outs(near, holding)
+    if single_outs is None:  # too many ways to read the question: every document holding a word
+        single_outs = set().union(*(holding(w) for matches in near for w in matches))
     candidates = []
-    for pk in sorted(_single_outs(near, holding)):
+    for pk in sorted(single_outs):
         document = index.documents[pk]
         candidates.append((pk, document.title, document.names))
     return _best_named(
@@ -406,14 +412,17 @@ def named_documents_indexed(
     )
 
 
-def _single_outs(near: list[list[str]], holding: Callable[[str], set[int]]) -> set[int]:
+def _single_outs(near: list[list[str]], holding: Callable[[str], set[int]]) -> set[int] | None:
     """The documents that hold every word of a run of name words matching a run of the
     question's content words (`near[k]`: the name words the k-th content word matches, one per
     content word, none twice) that no other document holds all of. `_best_named` names a
     document only by such words (any other document holding them all makes them `shared`), so
     these are all the documents it can name: the others need not be looked at. The work
     follows the question's runs and the words' matches, not the documents (`holding(word)`: the
-    asker's documents holding a name word, as a set)."""
+    asker's documents holding a name word, as a set). None when more than MAX_RUNS runs would
+    be looked at (many typo readings of many words): the caller then looks at every document
+    holding one of the words."""
+    looked_at = 0
     found: set[int] = set()
     for start in range(len(near)):
         runs: list[tuple[tuple[str, ...], set[int] | None]] = [((), None)]
@@ -423,6 +432,9 @@ def _single_outs(near: list[list[str]], holding: Callable[[str], set[int]]) -> s
                 for word in matches:
                     if word in run:
                         continue
+                    looked_at += 1
+                    if looked_at > MAX_RUNS:
+                        return None
                     ids = holding(word) if held is None else held & holding(word)
                     if ids:
                         longer.append(((*run, word), ids))

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from chat.answering import named_documents
 from chat.answering.named_documents import (
     TYPO_MIN_LENGTH,
     DocumentNames,
@@ -216,11 +217,14 @@ def _typo(rng, word: str) -> str:
     return word[:at] + word[at + 1 :]
 
 
-def test_the_index_names_the_same_documents_as_a_look_at_every_document():
+@pytest.mark.parametrize("max_runs", [named_documents.MAX_RUNS, 0])
+def test_the_index_names_the_same_documents_as_a_look_at_every_document(max_runs, monkeypatch):
     """Random libraries whose names share words, readers of some collections with and without
     an attached personal file, questions naming a run of a name (a typo at times): the index
     finds exactly what `named_documents_match` finds among every document the reader
-    searches."""
+    searches; so does its fallback for questions with too many readings (MAX_RUNS 0: every
+    document holding a word of the question is looked at)."""
+    monkeypatch.setattr(named_documents, "MAX_RUNS", max_runs)
     rng = random.Random(20261129)
     compared = named_some = 0
     for _library_number in range(40):
