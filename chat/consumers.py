@@ -6,9 +6,9 @@ or `stop`, `regenerate`, `retry`; or `files` with `file_ids`: the personal files
 waits for, each sent as its chip once read,
 docs/decisions/0082-personal-file-progress-over-the-socket.md); the consumer answers with HTML
 fragments the htmx WebSocket extension swaps in out of band: the question's bubble, the
-answer's bubble with a typing indicator, the sidebar's list with the conversation moved to the
-top of its group, each piece of the answer (escaped) appended to it, the sources, then the
-answer rendered whole from the database (the very partial a reload uses).
+answer's bubble with a typing indicator, each piece of the answer (escaped) appended to it (the
+sidebar's list with the conversation moved to the top of its group right after the first), the
+sources, then the answer rendered whole from the database (the very partial a reload uses).
 
 Generation runs in its own task, so Stop and a disconnect can cancel it; the pipeline then
 stores the part already streamed as `interrupted`. An answer runs in the process that holds
@@ -366,11 +366,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 replace_target=exchange.replace_target,
             )
             await self.send(html)
-            await self._send_listing()
         elif kind == "answer_delta" and exchange.answer_id:
-            await self.send(fragments.delta_html(exchange.answer_id, str(data.get("text", ""))))
+            piece = str(data.get("text", ""))
+            exchange.streamed += piece
+            await self.send(fragments.delta_html(exchange.answer_id, piece))
+            # The sidebar after the answer's first words, not before: its query and its
+            # rendering are no part of the wait for an answer.
+            await self._send_listing()
         elif kind == "sources" and exchange.answer_id:
-            html = await database_sync_to_async(sources_html)(
+            exchange.sent_citations = tuple(
+                (c.get("n"), c.get("chunk_id")) for c in data.get("citations") or []
+            )
+            html, exchange.documents = await database_sync_to_async(sources_html)(
                 exchange.answer_id,
                 data.get("citations") or [],
                 str(data.get("evidence") or ""),
@@ -378,6 +385,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 data.get("searched_documents") or [],
             )
             await self.send(html)
+        elif kind == "answer_end":
+            exchange.ended = True
         elif kind == "refusal":
             exchange.final_id = str(data.get("message_id") or "")
             await self._send_listing()

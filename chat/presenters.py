@@ -480,9 +480,30 @@ def message_views(
     return [view_of_row(row, around, can_post=can_post) for row in rows]
 
 
-def sources_from_event(citations: Sequence[dict[str, Any]]) -> list[SourceView]:
-    """Sources from a `sources` stream event (before the final message replaces them)."""
-    documents = documents_file_state(c.get("document_id") for c in citations)
+def streamed_answer_view(
+    row: MessageRow, *, user, question: str, documents: dict[int, bool]
+) -> MessageView:
+    """The view of an answer its asker has just been sent whole over their socket (every piece
+    of its text, then its sources), for the render that replaces what streamed. It is not
+    checked for withholding again (`message_views` does that for any other render): it shows
+    nothing the socket has not just sent to this very reader. `question` is the text of the
+    question it answers; `documents` the cited documents' state its sources were shown with
+    (`documents_file_state`, read for them a moment before). The reader's rating is read."""
+    around = Surroundings(
+        documents=documents,
+        questions={row.reply_to_id: question} if row.reply_to_id else {},
+        ratings=ratings_given(user, message_ids=[row.id]),
+    )
+    return view_of_row(row, around, can_post=True)
+
+
+def sources_from_event(
+    citations: Sequence[dict[str, Any]], *, documents: dict[int, bool] | None = None
+) -> list[SourceView]:
+    """Sources from a `sources` stream event (before the final message replaces them).
+    `documents`: the cited documents' state (`documents_file_state`) when the caller read it."""
+    if documents is None:
+        documents = documents_file_state(c.get("document_id") for c in citations)
     views = []
     for citation in citations:
         document_id = citation.get("document_id")

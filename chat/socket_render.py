@@ -10,11 +10,18 @@ from django.contrib.auth.base_user import AbstractBaseUser
 
 from chat import fragments
 from chat.answering.stage_cpu import cpu_stage
+from chat.documents import documents_file_state
 from chat.models import Message
-from chat.presenters import MessageView, message_views, searched_in, sources_from_event
+from chat.presenters import (
+    MessageView,
+    message_views,
+    searched_in,
+    sources_from_event,
+    streamed_answer_view,
+)
 from chat.selectors import answer_id_of, conversation_get
 from chat.socket_request import Exchange
-from chat.transcript import answer_row_read
+from chat.transcript import MessageRow, answer_row_read
 
 
 @cpu_stage("render")
@@ -24,19 +31,21 @@ def sources_html(
     evidence: str,
     searched_document: dict[str, Any] | None,
     searched_documents: list[dict[str, Any]],
-) -> str:
+) -> tuple[str, dict[int, bool]]:
     """The sources below the streamed answer `answer_id` and, for weak evidence, its notice
-    above."""
+    above; and the cited documents' state they were rendered with (`documents_file_state`),
+    for the answer's final render."""
+    documents = documents_file_state(c.get("document_id") for c in citations)
     view = MessageView(
         id=answer_id,
         role=Message.Role.ASSISTANT,
-        sources=sources_from_event(citations),
+        sources=sources_from_event(citations, documents=documents),
         searched_document=searched_in(
             str((searched_document or {}).get("title") or ""), searched_documents
         ),
         evidence=evidence,
     )
-    return fragments.sources_html(view) + fragments.evidence_html(view)
+    return fragments.sources_html(view) + fragments.evidence_html(view), documents
 
 
 @cpu_stage("render")
@@ -56,18 +65,42 @@ def conversation_fragments(user: AbstractBaseUser, conversation_id: str, *, new:
 def final_html(exchange: Exchange, *, user: AbstractBaseUser, conversation_id: str) -> str:
     """The exchange's answer, looked up in the socket's conversation `conversation_id` only
     (after a Stop the question id may be the client's, naming any conversation's), as `user`
-    may read it (`message_views` withholds)."""
+    may read it (`message_views` withholds). A complete answer whose every word and source
+    this socket has just sent `user` (`_streamed_whole`) is shown as it was sent
+    (`streamed_answer_view`: not withheld again, its sources' documents as `sources_html`
+    read them)."""
     in_here = conversation_id
     answer_id = exchange.final_id or answer_id_of(exchange.question_id, conversation_id=in_here)
     answer = answer_id and answer_row_read(answer_id, conversation_id=in_here)
     if not answer:
         return ""
-    known = {answer.reply_to_id: exchange.question} if exchange.question else None
-    view = message_views(
-        [answer], user=user, can_post=True, questions=known, reader=exchange.reader
-    )[0]
+    if _streamed_whole(exchange, answer):
+        view = streamed_answer_view(
+            answer, user=user, question=exchange.question, documents=exchange.documents
+        )
+    else:
+        known = {answer.reply_to_id: exchange.question} if exchange.question else None
+        view = message_views(
+            [answer], user=user, can_post=True, questions=known, reader=exchange.reader
+        )[0]
     if exchange.answer_id == str(answer.pk):
         return fragments.message_html(view, oob="true")
     if exchange.replace_target:
         return fragments.message_html(view, oob=f"outerHTML:{exchange.replace_target}")
     return fragments.append_to_messages(fragments.message_html(view))
+
+
+def _streamed_whole(exchange: Exchange, answer: MessageRow) -> bool:
+    """Whether the events this socket sent for `exchange` held all of `answer` as stored: it is
+    complete, and the text and the sources sent (up to answer_end) are its content and its
+    citations. Not so for an answer withheld from its reader when replayed (they were sent its
+    notice), nor for one stopped or failed."""
+    return (
+        exchange.ended
+        and exchange.documents is not None
+        and bool(exchange.question)
+        and exchange.answer_id == str(answer.pk)
+        and answer.status == Message.Status.COMPLETE
+        and exchange.streamed == answer.content
+        and exchange.sent_citations == tuple((c.n, c.chunk_id_snapshot) for c in answer.citations)
+    )

@@ -38,6 +38,13 @@ class Exchange:
     final_id: str = ""  # the answer's id, once an event named it (answer_start, refusal)
     warning: str = ""
     listed: bool = False  # the sidebar shows the conversation moved up by this question
+    # What the answer's events sent this socket: its text (the deltas joined), its sources
+    # ((n, chunk id) of each) and the cited documents' state they were shown with
+    # (chat.documents), and whether answer_end came (after every delta and the sources).
+    streamed: str = ""
+    sent_citations: tuple[tuple[int, int | None], ...] = ()
+    documents: dict[int, bool] | None = None
+    ended: bool = False
     reader: Reader | None = None  # the asker's, computed once for this message
 
 

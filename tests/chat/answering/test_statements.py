@@ -45,8 +45,14 @@ MEAL_QUESTION = "What is the daily meal allowance while travelling?"
 # given.md): 25 and 16 before. The socket reads its session and its user again for each
 # message: two statements (docs/decisions/0140). The asker's Reader is read once per message
 # and passed to the withheld checks (docs/decisions/0151-one-reader-per-question.md): 28 and 17
-# before.
-WEBSOCKET_MAX = 27
+# before. The socket's final render of an answer it has just streamed whole to its asker no
+# longer asks whether the answer is withheld from them, nor reads the cited documents' state
+# a second time (docs/decisions/0150-answer-cost-per-question.md, "Fifth round"): 27 before.
+WEBSOCKET_MAX = 25
+# The withheld check (`chat/withheld_sql.py`) and the cited documents' state
+# (`chat.documents.documents_file_state`).
+WITHHELD_CHECK = 'FROM "chat_documentgiven" x'
+DOCUMENTS_STATE = "SELECT id, source, file, sync_root FROM knowledge_document"
 SSE_MAX = 16
 
 
@@ -104,6 +110,12 @@ async def test_a_websocket_question_takes_few_statements(warm, staff_user):
     assert any("45 euros" in fragment for fragment in fragments)
     print_statements("WebSocket question (a conversation's second)", second)
     assert len(second) <= WEBSOCKET_MAX
+    # Once each: the withheld check of the earlier turn (none in a new conversation), the
+    # documents' state for the sources; the final render asks neither again.
+    assert sum(WITHHELD_CHECK in statement for statement in first) == 0
+    assert sum(WITHHELD_CHECK in statement for statement in second) == 1
+    for statements in (first, second):
+        assert sum(statement.startswith(DOCUMENTS_STATE) for statement in statements) == 1
 
 
 async def sse_question(client: AsyncClient, question: str, **fields) -> tuple[list[str], str]:

@@ -16,7 +16,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from django.test import Client
 
+from chat import fragments as fragments_module
 from chat.models import Conversation, Message
+from chat.presenters import message_views
+from chat.transcript import answer_row_read
 from tests.support.clients import fragments_until_idle, send_payload, socket_for
 from tests.support.knowledge_base import LEAVE_TEXTS, document_create
 
@@ -174,12 +177,36 @@ async def test_a_conversation_that_gets_a_question_moves_to_the_top_of_the_sideb
     assert re.findall(r"data-sidebar-title>([^<]*)<", private) == ["A private chat"]
     item = shared.split(f'id="sidebar-{asked.pk}"', 1)[1].split("</a>", 1)[0]
     assert "menu-active" in item and 'aria-current="page"' in item  # highlighted
-    # sent as the answer starts (after its bubble), before the first piece of it
+    # sent right after the first piece of the answer: no part of the wait for its first words
     answer = await Message.objects.aget(conversation=asked, role="assistant")
     listed = fragments.index(lists[0])
     assert index_of(fragments, f'id="msg-{answer.pk}"') < listed
-    assert listed < index_of(fragments, f"beforeend:#msg-{answer.pk}-body")
+    assert listed == index_of(fragments, f"beforeend:#msg-{answer.pk}-body") + 1
     assert 'id="conversation-header"' not in lists[0]  # the page already has its header
+
+
+async def test_the_final_render_of_a_streamed_answer_is_what_a_reload_renders(
+    staff_user, leave_kb
+):
+    """The answer just streamed whole to its asker is rendered at the end from its stored row
+    without asking again whether it is withheld (chat/socket_render.py `_streamed_whole`):
+    the very HTML the reader's own render of the row gives, rating included."""
+    conversation = await Conversation.objects.acreate(owner=staff_user, title="Leave")
+    communicator = await socket_for(staff_user, conversation.pk)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+
+    answer = await Message.objects.aget(conversation=conversation, role="assistant")
+    assert answer.status == Message.Status.COMPLETE and await answer.citations.acount() > 0
+
+    def reload_render() -> str:
+        row = answer_row_read(answer.pk, conversation_id=conversation.pk)
+        view = message_views([row], user=staff_user, can_post=True)[0]
+        return fragments_module.message_html(view, oob="true")
+
+    expected = await database_sync_to_async(reload_render)()
+    assert fragments[-1].startswith(expected)
 
 
 async def test_a_refused_question_moves_its_conversation_up_too(staff_user, leave_kb):
