@@ -185,9 +185,7 @@ async def test_a_conversation_that_gets_a_question_moves_to_the_top_of_the_sideb
     assert 'id="conversation-header"' not in lists[0]  # the page already has its header
 
 
-async def test_the_final_render_of_a_streamed_answer_is_what_a_reload_renders(
-    staff_user, leave_kb
-):
+async def test_the_final_render_of_a_streamed_answer_is_what_a_reload_renders(staff_user, leave_kb):
     """The answer just streamed whole to its asker is rendered at the end from its stored row
     without asking again whether it is withheld (chat/socket_render.py `_streamed_whole`):
     the very HTML the reader's own render of the row gives, rating included."""
