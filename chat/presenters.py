@@ -404,13 +404,18 @@ def surroundings_read(
     *,
     conversation_id: uuid.UUID | None = None,
     questions: dict[uuid.UUID, str] | None = None,
+    documents: dict[int, bool] | None = None,
 ) -> Surroundings:
     """What the views of `rows` need, read for the reader `user` (None: no ratings): the
     cited documents' state, the questions the answers answer, the reader's ratings.
     `conversation_id`: every row is a message of this conversation (the reader's ratings are
     then found by conversation rather than by a list of message ids). `questions`: texts of
-    questions already known, by id (not read again)."""
-    documents = documents_file_state(c.document_id_snapshot for row in rows for c in row.citations)
+    questions already known, by id (not read again). `documents`: the cited documents' state
+    when the caller read it a moment before (not read again)."""
+    if documents is None:
+        documents = documents_file_state(
+            c.document_id_snapshot for row in rows for c in row.citations
+        )
     questions = {
         **(questions or {}),
         **{row.id: row.content for row in rows if row.role == Message.Role.USER},
@@ -489,11 +494,8 @@ def streamed_answer_view(
     nothing the socket has not just sent to this very reader. `question` is the text of the
     question it answers; `documents` the cited documents' state its sources were shown with
     (`documents_file_state`, read for them a moment before). The reader's rating is read."""
-    around = Surroundings(
-        documents=documents,
-        questions={row.reply_to_id: question} if row.reply_to_id else {},
-        ratings=ratings_given(user, message_ids=[row.id]),
-    )
+    known = {row.reply_to_id: question} if row.reply_to_id else {}
+    around = surroundings_read([row], user, questions=known, documents=documents)
     return view_of_row(row, around, can_post=True)
 
 
