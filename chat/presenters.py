@@ -405,13 +405,15 @@ def surroundings_read(
     conversation_id: uuid.UUID | None = None,
     questions: dict[uuid.UUID, str] | None = None,
     documents: dict[int, bool] | None = None,
+    ratings: dict[uuid.UUID, int] | None = None,
 ) -> Surroundings:
     """What the views of `rows` need, read for the reader `user` (None: no ratings): the
     cited documents' state, the questions the answers answer, the reader's ratings.
     `conversation_id`: every row is a message of this conversation (the reader's ratings are
     then found by conversation rather than by a list of message ids). `questions`: texts of
     questions already known, by id (not read again). `documents`: the cited documents' state
-    when the caller read it a moment before (not read again)."""
+    when the caller read it a moment before (not read again). `ratings`: the reader's ratings
+    of `rows` when the caller read them (not read again)."""
     if documents is None:
         documents = documents_file_state(
             c.document_id_snapshot for row in rows for c in row.citations
@@ -429,13 +431,20 @@ def surroundings_read(
     }
     if missing:
         questions.update(messages_text(missing))
-    ratings: dict[Any, int] = {}
-    if user is not None and getattr(user, "is_authenticated", False) and rows:
-        if conversation_id is not None:
-            ratings = ratings_given(user, conversation_id=conversation_id)
-        else:
-            ratings = ratings_given(user, message_ids=[row.id for row in rows])
+    if ratings is None:
+        ratings = _ratings_read(rows, user, conversation_id=conversation_id)
     return Surroundings(documents=documents, questions=questions, ratings=ratings)
+
+
+def _ratings_read(
+    rows: Sequence[MessageRow], user, *, conversation_id: uuid.UUID | None
+) -> dict[uuid.UUID, int]:
+    """The reader `user`'s ratings of `rows` (one query; none for no reader or no rows)."""
+    if user is None or not getattr(user, "is_authenticated", False) or not rows:
+        return {}
+    if conversation_id is not None:
+        return ratings_given(user, conversation_id=conversation_id)
+    return ratings_given(user, message_ids=[row.id for row in rows])
 
 
 def view_of_row(row: MessageRow, around: Surroundings, *, can_post: bool) -> MessageView:
@@ -469,33 +478,40 @@ def message_views(
     can_post: bool = True,
     questions: dict[uuid.UUID, str] | None = None,
     reader: Reader | None = None,
+    ratings: dict[uuid.UUID, int] | None = None,
 ) -> list[MessageView]:
     """Views of saved messages (instances, their citations prefetched or loaded here in one
     query each, or rows already read: `chat.transcript`), as the reader `user` may read them:
     an answer drawing on a document they may not read is withheld
     (`chat.withheld.messages_withheld`, one query), whether it cites the document or was only
     given it. `questions`: the text of questions the caller already knows, by id (not
-    read again). `reader`: `user`'s `Reader`, when the caller computed it for this request."""
+    read again). `reader`: `user`'s `Reader`, when the caller computed it for this request.
+    `ratings`: `user`'s ratings of `messages`, when the caller read them with the rows."""
     rows = [m if isinstance(m, MessageRow) else message_row(m) for m in messages]
     answers = [row.id for row in rows if row.role != Message.Role.USER]
     if answers:
         withheld = messages_withheld(user=reader or user, message_ids=answers)
         rows = rows_for_reader(rows, withheld)
-    around = surroundings_read(rows, user, questions=questions)
+    around = surroundings_read(rows, user, questions=questions, ratings=ratings)
     return [view_of_row(row, around, can_post=can_post) for row in rows]
 
 
 def streamed_answer_view(
-    row: MessageRow, *, user, question: str, documents: dict[int, bool]
+    row: MessageRow, *, rating: int | None, question: str, documents: dict[int, bool]
 ) -> MessageView:
     """The view of an answer its asker has just been sent whole over their socket (every piece
     of its text, then its sources), for the render that replaces what streamed. It is not
     checked for withholding again (`message_views` does that for any other render): it shows
-    nothing the socket has not just sent to this very reader. `question` is the text of the
-    question it answers; `documents` the cited documents' state its sources were shown with
-    (`documents_file_state`, read for them a moment before). The reader's rating is read."""
+    nothing the socket has not just sent to this very reader. `rating`: the reader's rating
+    of it, read with the row; `question` the text of the question it answers; `documents` the
+    cited documents' state its sources were shown with (`documents_file_state`, read for them
+    a moment before). Reads nothing."""
     known = {row.reply_to_id: question} if row.reply_to_id else {}
-    around = surroundings_read([row], user, questions=known, documents=documents)
+    around = Surroundings(
+        documents=documents,
+        questions=known,
+        ratings={row.id: rating} if rating is not None else {},
+    )
     return view_of_row(row, around, can_post=True)
 
 

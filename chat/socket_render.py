@@ -71,17 +71,23 @@ def final_html(exchange: Exchange, *, user: AbstractBaseUser, conversation_id: s
     read them)."""
     in_here = conversation_id
     answer_id = exchange.final_id or answer_id_of(exchange.question_id, conversation_id=in_here)
-    answer = answer_id and answer_row_read(answer_id, conversation_id=in_here)
-    if not answer:
+    read = answer_id and answer_row_read(answer_id, conversation_id=in_here, rater=user)
+    if not read:
         return ""
+    answer, rating = read
     if _streamed_whole(exchange, answer):
         view = streamed_answer_view(
-            answer, user=user, question=exchange.question, documents=exchange.documents
+            answer, rating=rating, question=exchange.question, documents=exchange.documents
         )
     else:
         known = {answer.reply_to_id: exchange.question} if exchange.question else None
         view = message_views(
-            [answer], user=user, can_post=True, questions=known, reader=exchange.reader
+            [answer],
+            user=user,
+            can_post=True,
+            questions=known,
+            reader=exchange.reader,
+            ratings={answer.pk: rating} if rating is not None else {},
         )[0]
     if exchange.answer_id == str(answer.pk):
         return fragments.message_html(view, oob="true")

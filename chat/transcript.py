@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.db import connection
 from django.db.models import (
     BooleanField,
@@ -20,7 +22,7 @@ from django.db.models import (
 )
 
 from chat.citations import citation_is_stale
-from chat.models import Citation, Conversation, Message
+from chat.models import Citation, Conversation, Feedback, Message
 from chat.withheld import Withheld, messages_withheld
 from knowledge.access import (
     UserLike,
@@ -174,56 +176,62 @@ def conversation_transcript(conversation: Conversation, *, user: UserLike) -> li
 
 
 def answer_row_read(
-    answer_id: uuid.UUID | str, *, conversation_id: uuid.UUID | str
-) -> MessageRow | None:
+    answer_id: uuid.UUID | str,
+    *,
+    conversation_id: uuid.UUID | str,
+    rater: AbstractBaseUser | AnonymousUser | None = None,
+) -> tuple[MessageRow, int | None] | None:
     """The row of the message `answer_id` of the conversation `conversation_id` with its
-    citations (their stale check in SQL, as `citation_fresh`), None when there is no such
-    message there. Not withheld here: the caller decides for its reader (`message_views`).
-    Two statements written out, for the end of every answer over the socket
-    (docs/decisions/0152-statements-written-out.md)."""
+    citations (their stale check in SQL, as `citation_fresh`), and the rating `rater` gave it
+    (None: not rated, or no rater); None when there is no such message there. Not withheld
+    here: the caller decides for its reader (`message_views`). One statement written out, for
+    the end of every answer over the socket (docs/decisions/0152-statements-written-out.md):
+    a row per citation, the message's columns on each."""
+    rater_id = rater.pk if rater is not None else None
     with connection.cursor() as cursor:
-        cursor.execute(_ANSWER_SQL, [str(answer_id), str(conversation_id)])
-        values = cursor.fetchone()
-        if values is None:
-            return None
-        cursor.execute(_ANSWER_CITATIONS_SQL, [values[0]])
-        cited = cursor.fetchall()
+        cursor.execute(_ANSWER_SQL, [rater_id, str(answer_id), str(conversation_id)])
+        rows = cursor.fetchall()
+    if not rows:
+        return None
+    width = len(_MESSAGE_COLUMNS)
     # JSON columns come as text from a plain cursor (Django's JSONField decodes them itself).
     values = [
         json.loads(value) if index in _JSON_INDEXES and isinstance(value, str) else value
-        for index, value in enumerate(values)
+        for index, value in enumerate(rows[0][:width])
     ]
-    return MessageRow(
+    rating = rows[0][width]
+    cited = [row[width + 1 :] for row in rows if row[width + 1] is not None]  # n: never NULL
+    row = MessageRow(
         *values[:_SUGGESTIONS],
         _suggestions(values[_SUGGESTIONS]),
         *values[_SUGGESTIONS + 1 :],
-        citations=tuple(CitationRow(*row[:-1], stale=not row[-1]) for row in cited),
+        citations=tuple(CitationRow(*c[:-1], stale=not c[-1]) for c in cited),
     )
+    return row, rating
 
 
-def _answer_sql() -> tuple[str, str]:
+def _answer_sql() -> str:
     message = Message._meta
     columns = ", ".join(f"m.{message.get_field(name).column}" for name in _MESSAGE_COLUMNS)
-    answer = (
-        f"SELECT {columns} FROM {message.db_table} m "
-        "WHERE m.id = %s::uuid AND m.conversation_id = %s::uuid"
-    )
     citation = Citation._meta
     cited = ", ".join(f"c.{citation.get_field(name).column}" for name in _CITATION_COLUMNS)
+    feedback = Feedback._meta
     # Fresh: the cited chunk still holds the very text cited, in an enabled, ready, unexpired
     # document (`citation_fresh`); not when the chunk is gone.
-    citations = (
-        f"SELECT {cited}, COALESCE(k.text = c.text AND d.enabled AND d.status = "
+    return (
+        f"SELECT {columns}, (SELECT f.rating FROM {feedback.db_table} f "
+        "WHERE f.message_id = m.id AND f.user_id = %s), "
+        f"{cited}, COALESCE(k.text = c.text AND d.enabled AND d.status = "
         f"'{Document.Status.READY.value}' AND (d.expires_at IS NULL OR d.expires_at > now()), "
-        f"FALSE) FROM {citation.db_table} c "
+        f"FALSE) FROM {message.db_table} m "
+        f"LEFT JOIN {citation.db_table} c ON c.message_id = m.id "
         f"LEFT JOIN {Chunk._meta.db_table} k ON k.id = c.chunk_id "
         f"LEFT JOIN {Document._meta.db_table} d ON d.id = k.document_id "
-        "WHERE c.message_id = %s ORDER BY c.n"
+        "WHERE m.id = %s::uuid AND m.conversation_id = %s::uuid ORDER BY c.n"
     )
-    return answer, citations
 
 
-_ANSWER_SQL, _ANSWER_CITATIONS_SQL = _answer_sql()
+_ANSWER_SQL = _answer_sql()
 _JSON_INDEXES = frozenset(
     index
     for index, name in enumerate(_MESSAGE_COLUMNS)

@@ -48,11 +48,17 @@ MEAL_QUESTION = "What is the daily meal allowance while travelling?"
 # before. The socket's final render of an answer it has just streamed whole to its asker no
 # longer asks whether the answer is withheld from them, nor reads the cited documents' state
 # a second time (docs/decisions/0150-answer-cost-per-question.md, "Fifth round"): 27 before.
-WEBSOCKET_MAX = 25
+# The final render reads the answer, its citations and the reader's rating of it in one
+# statement (0150, "Sixth round"): 25 before.
+WEBSOCKET_MAX = 23
 # The withheld check (`chat/withheld_sql.py`) and the cited documents' state
 # (`chat.documents.documents_file_state`).
 WITHHELD_CHECK = 'FROM "chat_documentgiven" x'
 DOCUMENTS_STATE = "SELECT id, source, file, sync_root FROM knowledge_document"
+# The final render's read of the answer (`chat.transcript.answer_row_read`) and the ratings'
+# own query (`chat.selectors.ratings_given`).
+FINAL_READ = "LEFT JOIN chat_citation c ON c.message_id = m.id"
+RATINGS_READ = 'SELECT "chat_feedback"."message_id"'
 SSE_MAX = 16
 
 
@@ -116,6 +122,9 @@ async def test_a_websocket_question_takes_few_statements(warm, staff_user):
     assert sum(WITHHELD_CHECK in statement for statement in second) == 1
     for statements in (first, second):
         assert sum(statement.startswith(DOCUMENTS_STATE) for statement in statements) == 1
+        # The final render's one read; no reading of ratings of its own.
+        assert sum(FINAL_READ in statement for statement in statements) == 1
+        assert not any(statement.startswith(RATINGS_READ) for statement in statements)
 
 
 async def sse_question(client: AsyncClient, question: str, **fields) -> tuple[list[str], str]:

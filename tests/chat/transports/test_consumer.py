@@ -199,7 +199,7 @@ async def test_the_final_render_of_a_streamed_answer_is_what_a_reload_renders(st
     assert answer.status == Message.Status.COMPLETE and await answer.citations.acount() > 0
 
     def reload_render() -> str:
-        row = answer_row_read(answer.pk, conversation_id=conversation.pk)
+        row, _ = answer_row_read(answer.pk, conversation_id=conversation.pk)
         view = message_views([row], user=staff_user, can_post=True)[0]
         return fragments_module.message_html(view, oob="true")
 
