@@ -109,6 +109,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.followed: set[int] = set()  # the owner's files being read, whose end is sent
         self.following: asyncio.Task | None = None
         self.listening = asyncio.Event()
+        self.states: dict[tuple[bool, bool], str] = {}  # see _state_html
         # Accept first, then close with a code: the browser sees why and does not reconnect.
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
@@ -434,12 +435,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(html + await self._state_html(busy=False))
 
     async def _state_html(self, *, busy: bool) -> str:
-        url = ""
-        if self.access in {"owner", "reader"}:
-            url = reverse("chat:conversation", kwargs={"conversation_id": self.conversation_id})
-        return fragments.state_html(
-            busy=busy, conversation_id=self.conversation_id, conversation_url=url
-        )
+        """The stream state fragment; each of its few forms (busy or not, with the
+        conversation's URL once it exists) rendered once per socket: it depends on nothing else."""
+        listed = self.access in {"owner", "reader"}
+        key = (busy, listed)
+        html = self.states.get(key)
+        if html is None:
+            url = ""
+            if listed:
+                url = reverse("chat:conversation", kwargs={"conversation_id": self.conversation_id})
+            html = self.states[key] = fragments.state_html(
+                busy=busy, conversation_id=self.conversation_id, conversation_url=url
+            )
+        return html
 
     # --- Stop / disconnect ----------------------------------------------------------------
     async def _cancel(self) -> bool:

@@ -314,6 +314,18 @@ async def _search_each_named(
     )
 
 
+def _plan_and_names(
+    question: str, *, stored: StoredExchange, within: list[int] | None
+) -> tuple[SearchPlan, list[NamedDocument]]:
+    """The search planned from the conversation (the question as written when it has no
+    earlier turn) and the documents the question names that the asker may read (`within`: the
+    request's document filter): one trip to the database thread for both."""
+    plan = SearchPlan(query=question)
+    if stored.history:
+        plan = search_plan_in_context(question, stored.history, reader=stored.reader)
+    return plan, named_documents_find(question, reader=stored.reader, within=within)
+
+
 async def question_search(
     exchange: ExchangeTrace,
     *,
@@ -330,11 +342,9 @@ async def question_search(
     which). A question naming two or more is searched in each of them first
     (`_search_each_named`), and as any question when none of them holds an answer."""
     started = time.perf_counter()
-    plan = SearchPlan(query=question)
-    if stored.history:
-        plan = await database_sync_to_async(search_plan_in_context)(
-            question, stored.history, reader=stored.reader
-        )
+    plan, named = await database_sync_to_async(_plan_and_names)(
+        question, stored=stored, within=request.document_ids
+    )
     if stored.mode == Message.Mode.GENERATIVE:
         plan = await search_plan_generative(plan, question=question, history=stored.history)
     if plan.contextual:
@@ -350,9 +360,6 @@ async def question_search(
         vector, truncated = await query_embed(question)
     if truncated:
         exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)
-    named = await database_sync_to_async(named_documents_find)(
-        question, reader=stored.reader, within=request.document_ids
-    )
     found = None
     if len(named) > 1:
         found = await _search_each_named(
