@@ -20,7 +20,6 @@ from typing import Any
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import AutoField, Model, QuerySet
-from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from chat.answering.questions import conversation_title_from, text_clean
@@ -154,6 +153,18 @@ def _rows_sql(objs: Sequence[Model]) -> tuple[list[str], str, list[Any]]:
     ]
     columns = [connection.ops.quote_name(f.column) for f in fields]
     return columns, ", ".join([row] * len(objs)), params
+
+
+def _assignments_sql(model: type[Model], values: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The SET list and its parameters that `model.objects.filter(...).update(**values)` would
+    send (each value prepared by its field, as the ORM's update does), written out: it runs for
+    every answer (docs/decisions/0152-statements-written-out.md)."""
+    assignments, params = [], []
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        assignments.append(f"{connection.ops.quote_name(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    return ", ".join(assignments), params
 
 
 def _exchange_insert(
@@ -463,16 +474,14 @@ def _answer_finish_statement(
     and the conversation's `updated_at`, and the documents `given` added to its record.
     Returns whether the answer was finished and the numbers of the citations whose chunk
     still exists."""
-    update = Message.objects.filter(pk=answer_id, status=Message.Status.STREAMING).query.chain(
-        UpdateQuery
-    )
-    update.add_update_values(fields)
-    compiler = update.get_compiler(connection.alias)
-    compiler.pre_sql_setup()
-    update_sql, update_params = compiler.as_sql()
+    assignments, params = _assignments_sql(Message, fields)
+    messages = connection.ops.quote_name(Message._meta.db_table)
     conversations = connection.ops.quote_name(Conversation._meta.db_table)
-    sql = [f"WITH answer AS ({update_sql} RETURNING conversation_id)"]
-    params: list[Any] = list(update_params)
+    sql = [
+        f"WITH answer AS (UPDATE {messages} SET {assignments} WHERE id = %s AND status = %s "
+        "RETURNING conversation_id)"
+    ]
+    params.extend([answer_id, Message.Status.STREAMING])
     if citations:
         table = connection.ops.quote_name(Citation._meta.db_table)
         chunks = connection.ops.quote_name(Chunk._meta.db_table)

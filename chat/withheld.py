@@ -126,16 +126,16 @@ def messages_withheld(
         filters["message__conversation_id"] = conversation_id
     if message_ids is not None:
         filters["message_id__in"] = message_ids
-    given, cited = _drawn_on(**filters)
     if reader.is_superuser:
         if not reader.others_files:
             return {}
-        given, cited = (_drawing_on_others_files(rows, reader) for rows in (given, cited))
+        given, cited = (_drawing_on_others_files(rows, reader) for rows in _drawn_on(**filters))
         drawn = given.values_list("message_id", flat=True).union(
             cited.values_list("message_id", flat=True)
         )
         return dict.fromkeys(drawn, Withheld.ACCESS)
     if reader.reads_nothing:
+        given, cited = _drawn_on(**filters)
         drawn = given.values_list("message_id", flat=True).union(
             cited.values_list("message_id", flat=True)
         )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 
 from chat.calibration import calibration_current
 from chat.models import ChatSettings
@@ -45,8 +46,21 @@ NO_EVIDENCE_REFUSAL = Refusal("insufficient-evidence", NO_EVIDENCE_MESSAGE, NO_E
 
 
 def chat_settings_get() -> ChatSettings:
-    """The settings row (pk=1); its defaults when the row is missing."""
-    return ChatSettings.objects.filter(pk=1).first() or ChatSettings(pk=1)
+    """The settings row (pk=1); its defaults when the row is missing. One statement written
+    out: it runs for every question (docs/decisions/0152-statements-written-out.md)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SETTINGS_SQL)
+        row = cursor.fetchone()
+    if row is None:
+        return ChatSettings(pk=1)
+    return ChatSettings.from_db(connection.alias, _SETTINGS_FIELDS, row)
+
+
+_SETTINGS_FIELDS = [field.attname for field in ChatSettings._meta.concrete_fields]
+_SETTINGS_SQL = (
+    f"SELECT {', '.join(f.column for f in ChatSettings._meta.concrete_fields)} "  # noqa: S608
+    f"FROM {ChatSettings._meta.db_table} WHERE id = 1"
+)
 
 
 def evidence_threshold(chat_settings: ChatSettings | None = None) -> float:
