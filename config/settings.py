@@ -275,6 +275,8 @@ AXES_LOCKOUT_CALLABLE = "accounts.views.lockout_response"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
 
+# Django's database sessions, their read written out (accounts/session_store.py).
+SESSION_ENGINE = "accounts.session_store"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
