@@ -131,27 +131,39 @@ def test_web_server_answers_503_during_an_outage_and_serves_again_after(outage_d
         assert page_client.get("/history/").status_code == 302
 
 
-def test_ingestion_worker_waits_out_an_outage_then_processes_tasks(outage_db):
+def test_ingestion_worker_waits_out_an_outage_then_processes_tasks(outage_db, tmp_path):
     url, control = outage_db
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("DB_POOL", "DATABASE_URL")},
         "DATABASE_URL": url,
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "ingest_worker", "--interval", "0.2", "--no-startup-delay"],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    log = tmp_path / "worker.log"
+    with log.open("w") as out:
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "manage.py",
+                "ingest_worker",
+                "--interval",
+                "0.2",
+                "--no-startup-delay",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     try:
-        time.sleep(3)  # polling the queue
+        # Polling the queue: the worker says so once its start-up queries are done.
+        output_wait(log, worker, "Starting worker", times=1)
         db_stop(control)
         try:
-            time.sleep(6)  # several failed polls: each would have ended db_worker
-            assert worker.poll() is None, worker.stdout.read()
+            # Several failed polls (1 s, then 2 s apart), each of which would have ended
+            # db_worker.
+            output_wait(log, worker, "retries in", times=3)
+            assert worker.poll() is None, log.read_text()
         finally:
             db_start(control)
 
@@ -174,18 +186,27 @@ def test_ingestion_worker_waits_out_an_outage_then_processes_tasks(outage_db):
             status = row[0] if row else None
             if status == "SUCCESSFUL":
                 break
-            time.sleep(0.5)
-        assert status == "SUCCESSFUL", worker.stdout.read() if worker.poll() is not None else ""
+            time.sleep(0.2)
+        assert status == "SUCCESSFUL", log.read_text() if worker.poll() is not None else ""
         assert row[1] == "missing"
         assert worker.poll() is None
     finally:
         worker.terminate()
         try:
-            output, _ = worker.communicate(timeout=15)
+            worker.wait(timeout=15)
         except subprocess.TimeoutExpired:
             worker.kill()
-            output, _ = worker.communicate()
-    assert "retries in" in output  # it said what it was doing
+            worker.wait()
+    assert "retries in" in log.read_text()  # it said what it was doing
+
+
+def output_wait(log: Path, process: subprocess.Popen, text: str, *, times: int) -> None:
+    """Wait (at most 60 s) until `process` has written `text` `times` times to `log`."""
+    deadline = time.monotonic() + 60
+    while log.read_text().count(text) < times:
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, f"{text!r} not {times} times in:\n{log.read_text()}"
+        time.sleep(0.1)
 
 
 def test_an_answer_streaming_when_the_database_goes_away_ends_with_an_error_event(outage_db):
@@ -198,10 +219,12 @@ def test_an_answer_streaming_when_the_database_goes_away_ends_with_an_error_even
         "DATABASE_URL": url,
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
-    run(["manage.py", "ingest", str(BASE_DIR / "demo" / "staff-handbook.md")], env)
+    # The handbook ingested and the user made in one process (one start-up, not two).
     code = (
+        "from django.core.management import call_command; "
         "from django.contrib.auth import get_user_model; "
         "from rest_framework.authtoken.models import Token; "
+        f"call_command('ingest', {str(BASE_DIR / 'demo' / 'staff-handbook.md')!r}); "
         "user = get_user_model().objects.create_user('outage', password='x', is_staff=True); "
         "print(Token.objects.create(user=user).key)"
     )
@@ -237,16 +260,17 @@ def test_an_answer_streaming_when_the_database_goes_away_ends_with_an_error_even
             ).fetchone()
         assert kept == question
 
-        # The database is back: the same server answers the same user (a new question).
+        # The database is back: the same server answers the same user (a new question, whose
+        # answer is one sentence: two pieces, two seconds of delays, not nine).
         deadline = time.monotonic() + 60
         while True:
-            body = {"message": question, "message_id": str(uuid.uuid4())}
+            body = {"message": "When is the handbook reviewed?", "message_id": str(uuid.uuid4())}
             with client.stream("POST", "/api/chat", json=body, headers=headers, timeout=90) as r:
                 status = r.status_code
                 kinds = [kind for kind, _ in sse_events(r)] if status == 200 else []
             if status != 503 or time.monotonic() > deadline:
                 break
-            time.sleep(1)
+            time.sleep(0.2)
         assert status == 200
         assert kinds[-1] == "answer_end", kinds
 
