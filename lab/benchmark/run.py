@@ -535,6 +535,16 @@ async def _server_measure(
     figures["conversation_page_load_ms"] = {"p50": page["p50"], "p95": page["p95"]}
 
 
+def _database_server_pid_closing() -> int | None:
+    """`database_server_pid()` from a worker thread, closing the thread's connection after:
+    left open, it outlives the thread and `database_sessions_end` waits its whole timeout
+    (5 s) for it before terminating it."""
+    try:
+        return database_server_pid()
+    finally:
+        connection.close()
+
+
 async def _answers_measure(
     server: RunningServer,
     *,
@@ -553,7 +563,7 @@ async def _answers_measure(
                 server, transport=transport, clients=clients[:1], questions=[[WARM_UP_QUESTION]]
             )
     run_samples = iter(samples)
-    database_pid = await asyncio.to_thread(database_server_pid)
+    database_pid = await asyncio.to_thread(_database_server_pid_closing)
     first: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     total: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
     counts: dict[str, dict[str, Any]] = {t: {} for t in TRANSPORTS}
