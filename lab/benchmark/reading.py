@@ -98,8 +98,8 @@ def files_being_read(*, database_url: str, files: int, pages: int) -> Iterator[R
 def worker_stop(worker: subprocess.Popen) -> None:
     """Stop the ingestion worker without waiting for the file it is reading: a first TERM
     stops an idle worker at once, but one in the middle of a file finishes the file first
-    (db_worker's graceful stop: 15 s of a 20-page PDF, read at low priority on a busy
-    machine); a second TERM, a second later, stops the file too (db_worker's forced stop).
+    (db_worker's graceful stop: about 15 s a round on a busy machine, measured, read at low
+    priority); a second TERM, a second later, stops the file too (db_worker's forced stop).
     KILL if it is still there 20 s after."""
     worker.terminate()
     try:
