@@ -75,3 +75,38 @@ def test_zero_leaves_the_priority_alone_and_a_value_out_of_range_is_refused(sett
     settings.INGEST_WORKER_NICE = 20
     with pytest.raises(CommandError, match="between 0 and 19"):
         call_command("ingest_worker", "--batch")
+
+
+def test_a_worker_failing_at_start_exits_with_its_error_not_an_abort():
+    """A worker that fails at once (here: a database nobody migrated) while its model is still
+    loading waits for the load before leaving: it exits with its error (status 1), not with
+    "terminate called without an active exception" (an abort, status 134)."""
+    import subprocess
+
+    import psycopg
+
+    empty = {**connection.settings_dict, "NAME": f"sourced_unmigrated_{os.getpid()}"}
+    admin_url = database_url_of({**connection.settings_dict, "NAME": "postgres"})
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{empty["NAME"]}"')
+        admin.execute(f'CREATE DATABASE "{empty["NAME"]}"')
+    try:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url_of(empty),
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+        }
+        result = subprocess.run(
+            [sys.executable, "manage.py", "ingest_worker", "--no-startup-delay"],
+            cwd=BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
+        assert "does not exist" in result.stderr  # its own error, said
+        assert "terminate called" not in result.stderr
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{empty["NAME"]}"')

@@ -15,6 +15,10 @@ from knowledge.worker import ResilientWorker
 
 logger = logging.getLogger(__name__)
 
+# How long a worker that is leaving waits for the model's warm-up to finish (it takes about 14 s
+# on a busy 2-core machine: docs/decisions/0004-embedding-onnx-runtime-and-batching.md).
+WARM_UP_JOIN_SECONDS = 60.0
+
 
 class Command(DbWorkerCommand):
     help = (
@@ -49,11 +53,13 @@ class Command(DbWorkerCommand):
         excluded = exclude_queues.split(",") if exclude_queues else []
         if excluded and "*" not in queue_names:
             raise CommandError("--exclude-queues can only be used with --queue-name=*")
+        warming = None
         if not batch:
             # The model is loaded while the worker waits for its first task, not by that task
             # (a user's first file would wait for it); the model lock makes a task that comes
             # first wait for this load instead of loading it again.
-            threading.Thread(target=_warm_up, name="embedding-warm-up", daemon=True).start()
+            warming = threading.Thread(target=_warm_up, name="embedding-warm-up", daemon=True)
+            warming.start()
         worker = ResilientWorker(
             queue_names=queue_names,
             interval=interval,
@@ -65,7 +71,15 @@ class Command(DbWorkerCommand):
             excluded_queue_names=excluded,
         )
         worker.configure_signals()  # no autoreload: a worker restarted mid-task loses it
-        worker.run()
+        try:
+            worker.run()
+        finally:
+            if warming is not None:
+                # Leaving while the load runs in the model's native code (the worker failing
+                # at once, or stopped at once) would abort the process ("terminate called
+                # without an active exception", exit status 134) instead of exiting with its
+                # error: the load is waited for, WARM_UP_JOIN_SECONDS at most.
+                warming.join(timeout=WARM_UP_JOIN_SECONDS)
 
 
 def _warm_up() -> None:
