@@ -404,20 +404,15 @@ def surroundings_read(
     *,
     conversation_id: uuid.UUID | None = None,
     questions: dict[uuid.UUID, str] | None = None,
-    documents: dict[int, bool] | None = None,
     ratings: dict[uuid.UUID, int] | None = None,
 ) -> Surroundings:
     """What the views of `rows` need, read for the reader `user` (None: no ratings): the
     cited documents' state, the questions the answers answer, the reader's ratings.
     `conversation_id`: every row is a message of this conversation (the reader's ratings are
     then found by conversation rather than by a list of message ids). `questions`: texts of
-    questions already known, by id (not read again). `documents`: the cited documents' state
-    when the caller read it a moment before (not read again). `ratings`: the reader's ratings
-    of `rows` when the caller read them (not read again)."""
-    if documents is None:
-        documents = documents_file_state(
-            c.document_id_snapshot for row in rows for c in row.citations
-        )
+    questions already known, by id (not read again). `ratings`: the reader's ratings of `rows`
+    when the caller read them (not read again)."""
+    documents = documents_file_state(c.document_id_snapshot for row in rows for c in row.citations)
     questions = {
         **(questions or {}),
         **{row.id: row.content for row in rows if row.role == Message.Role.USER},
