@@ -49,6 +49,10 @@ OCR_MIN_DPI = 100
 # time grows with the pixels without reading small text better past ~300 dpi on A4.
 MAX_PIXELS = 3508 * 2481
 MAX_SKEW = 5  # degrees a page may be askew and still be straightened
+# A prepared page whose lightest and darkest pixels differ by less than this (of 255) holds no
+# ink to read: a blank page (the back of a sheet, a page that renders empty). It is counted as
+# read, with no words, without running Tesseract on it (twice: its orientation would be asked).
+BLANK_PAGE_CONTRAST = 16
 SKEW_PROBE_PIXELS = 800
 
 
@@ -279,6 +283,8 @@ def page_ocr(image, *, timeout: float) -> OcrPage:
     is missing, `_OcrTimeout` past `timeout` seconds."""
     deadline = time.monotonic() + timeout
     image = image_prepare(image)
+    if page_is_blank(image):
+        return OcrPage([], 0, 0, None)
     png = _png(image)
     arguments = ["--psm", "3", "--dpi", str(OCR_DPI), "-l", languages_setting(), "tsv"]
     page = _read_tsv(_tesseract(arguments, png, deadline - time.monotonic()))
@@ -291,6 +297,13 @@ def page_ocr(image, *, timeout: float) -> OcrPage:
     again = _read_tsv(_tesseract(arguments, _png(turned), deadline - time.monotonic()))
     again = OcrPage(again.paragraphs, rotation, again.words, again.confidence)
     return again if _quality(again) > _quality(page) else page
+
+
+def page_is_blank(image) -> bool:
+    """Whether a greyscale page image (`image_prepare`'s) is one even tone: its lightest and
+    darkest pixels less than BLANK_PAGE_CONTRAST apart."""
+    darkest, lightest = image.getextrema()
+    return lightest - darkest < BLANK_PAGE_CONTRAST
 
 
 def _quality(page: OcrPage) -> float:

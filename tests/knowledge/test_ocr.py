@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from chat.presenters import sources_from_event
 from knowledge.models import Chunk, Document
 from knowledge.parsers import DocumentParseError, document_parse
 from knowledge.services import document_ingest
+from lab.evaluation.scans import pdf_page_images, scan, tiff_bytes
 from tests.support.answers import collect
 from tests.support.scans import (
     CLEAN,
@@ -21,6 +24,7 @@ from tests.support.scans import (
     REALISTIC,
     Degradation,
     photo_jpeg,
+    sample_pdf,
     scanned_sample_pdf,
     scanned_tiff,
 )
@@ -152,6 +156,49 @@ def test_tesseract_runs_niced_on_one_thread(tmp_path, monkeypatch):
     # Niceness 10 above this process's own (a niced worker's OCR runs lower still), and
     # OMP_THREAD_LIMIT=1.
     assert started == [str(min(19, os.nice(0) + 10)), "1"]
+
+
+def tesseract_recorded(tmp_path, monkeypatch) -> Path:
+    """A `tesseract` earlier on the PATH that appends a line to the returned log per run, then
+    runs the real one."""
+    log = tmp_path / "runs.log"
+    wrapper = tmp_path / "tesseract"
+    wrapper.write_text(f'#!/bin/sh\necho run >> {log}\nexec /usr/bin/tesseract "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_a_blank_page_is_counted_as_read_without_running_tesseract(tmp_path, monkeypatch):
+    """A page of one even tone (the back of a sheet, speckled by the scanner) has nothing to
+    read: it is recorded as read, with no text, and Tesseract is not run on it."""
+    runs = tesseract_recorded(tmp_path, monkeypatch)
+    first, _, third = pdf_page_images(sample_pdf(), dpi=200)
+    blank = scan(Image.new("L", first.size, 255), Degradation(noise=0.002, jpeg=80, seed=5))
+
+    with pytest.raises(DocumentParseError, match="No text"):
+        document_parse(data=tiff_bytes([blank]), name="back-of-a-sheet.tiff")
+    assert not runs.exists()
+
+    parsed = document_parse(
+        data=tiff_bytes([scan(first, CLEAN), blank, scan(third, CLEAN)]), name="duplex.tiff"
+    )
+    texts = page_texts(parsed)
+    assert sorted(texts) == [1, 3]
+    assert PAGE_WORDS[1] in texts[1] and PAGE_WORDS[3] in texts[3]
+    assert parsed.metadata["ocr"]["pages"] == [1, 2, 3]
+
+
+def test_faint_text_on_a_page_is_still_read(tmp_path, monkeypatch):
+    """Text a few shades darker than its paper is not a blank page: Tesseract reads it."""
+    runs = tesseract_recorded(tmp_path, monkeypatch)
+    page = pdf_page_images(sample_pdf(), dpi=200)[2]
+    faint = page.point(lambda value: 200 + value * 55 // 255)  # ink at 200, paper at 255
+
+    parsed = document_parse(data=tiff_bytes([faint]), name="faint.tiff")
+
+    assert runs.exists()
+    assert PAGE_WORDS[3] in page_texts(parsed)[1]
 
 
 # --- Ingested, asked about, cited --------------------------------------------------------

@@ -47,7 +47,9 @@ FORMATS = ["pdf", "docx", "html", "md", "txt", "xlsx", "csv", "pptx"]
 @functools.cache
 def sample(kind: str) -> bytes:
     """A real, valid file of the format (built once per session)."""
-    folder = Path(tempfile.mkdtemp(prefix="fuzz-samples-"))
+    if kind in ("xlsx", "csv", "pptx"):
+        with tempfile.TemporaryDirectory(prefix="fuzz-samples-") as folder:
+            return _written_sample(kind, Path(folder))
     if kind == "pdf":
         return documents.pdf_bytes()
     if kind == "docx":
@@ -58,13 +60,16 @@ def sample(kind: str) -> bytes:
         return documents.HTML.encode()
     if kind == "txt":
         return documents.latin1_text_bytes()
+    raise ValueError(kind)
+
+
+def _written_sample(kind: str, folder: Path) -> bytes:
+    """A sample its maker writes to a file: written in `folder`, read back."""
     if kind == "xlsx":
         return spreadsheets.inventory_xlsx(folder / "inventory.xlsx").read_bytes()
     if kind == "csv":
         return spreadsheets.price_list_csv(folder / "prices.csv").read_bytes()
-    if kind == "pptx":
-        return spreadsheets.deck_pptx(folder / "deck.pptx").read_bytes()
-    raise ValueError(kind)
+    return spreadsheets.deck_pptx(folder / "deck.pptx").read_bytes()
 
 
 @st.composite
