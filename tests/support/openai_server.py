@@ -191,7 +191,9 @@ def openai_server(port: int = 0) -> Iterator[OpenAIServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(state))
     httpd.daemon_threads = True
     state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, name="openai-test-server", daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, args=(0.05,), name="openai-test-server", daemon=True
+    )
     thread.start()
     try:
         yield state

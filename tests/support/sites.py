@@ -119,7 +119,7 @@ def site_serving(host: str = "127.0.0.1") -> Iterator[Site]:
     site = Site(host=host, port=free_port())
     server = ThreadingHTTPServer((host, site.port), _handler(site))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield site

@@ -78,7 +78,7 @@ class LinkSite:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
     def page_url(self, host: str, question: str) -> str:
         return f"http://{host}:{self.port}/?q={quote_plus(question)}"
