@@ -49,10 +49,6 @@ OCR_MIN_DPI = 100
 # time grows with the pixels without reading small text better past ~300 dpi on A4.
 MAX_PIXELS = 3508 * 2481
 MAX_SKEW = 5  # degrees a page may be askew and still be straightened
-# A prepared page whose lightest and darkest pixels differ by less than this (of 255) holds no
-# ink to read: a blank page (the back of a sheet, a page that renders empty). It is counted as
-# read, with no words, without running Tesseract on it (twice: its orientation would be asked).
-BLANK_PAGE_CONTRAST = 16
 SKEW_PROBE_PIXELS = 800
 
 
@@ -300,10 +296,12 @@ def page_ocr(image, *, timeout: float) -> OcrPage:
 
 
 def page_is_blank(image) -> bool:
-    """Whether a greyscale page image (`image_prepare`'s) is one even tone: its lightest and
-    darkest pixels less than BLANK_PAGE_CONTRAST apart."""
+    """Whether a greyscale page image (`image_prepare`'s) is one even tone, every pixel the
+    same: nothing on it to read (a page that renders empty). Counted as read with no words,
+    without running Tesseract (twice: its few words would ask for the orientation). Any
+    difference at all is read: Tesseract reads clean text one level darker than its paper."""
     darkest, lightest = image.getextrema()
-    return lightest - darkest < BLANK_PAGE_CONTRAST
+    return darkest == lightest
 
 
 def _quality(page: OcrPage) -> float:
