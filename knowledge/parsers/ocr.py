@@ -7,7 +7,8 @@ confidence of its words. A page whose first reading is poor is checked for its o
 page lying on its side or upside down is turned and read again, and the better reading
 kept. Before reading, every page is cleaned of speckles (a 3×3 median filter) and
 straightened (`skew_angle`: the angle within ±MAX_SKEW degrees at which the rows of ink are
-sharpest), since Tesseract splits the lines of a page a few degrees askew into columns.
+sharpest), since Tesseract splits the lines of a page a few degrees askew into columns. A page
+of one even tone (`page_is_blank`) is counted as read without running Tesseract.
 
 Tesseract runs under `nice` with `OMP_THREAD_LIMIT=1`, so OCR never competes with answering
 questions for the processor, and one page at a time.

@@ -177,11 +177,12 @@ def test_a_blank_page_is_counted_as_read_without_running_tesseract(tmp_path, mon
     blank = Image.new("L", first.size, 236)
 
     with pytest.raises(DocumentParseError, match="No text"):
-        document_parse(data=tiff_bytes([blank]), name="back-of-a-sheet.tiff")
+        document_parse(data=tiff_bytes([blank]), name="empty-page.tiff")
     assert not runs.exists()
 
     parsed = document_parse(
-        data=tiff_bytes([scan(first, CLEAN), blank, scan(third, CLEAN)]), name="duplex.tiff"
+        data=tiff_bytes([scan(first, CLEAN), blank, scan(third, CLEAN)]),
+        name="with-an-empty-page.tiff",
     )
     texts = page_texts(parsed)
     assert sorted(texts) == [1, 3]
