@@ -137,17 +137,22 @@ def test_a_missing_language_pack_is_a_readable_error(settings):
         document_parse(data=photo_jpeg(), name="receipt-rules.jpg")
 
 
-def test_tesseract_runs_niced_on_one_thread(tmp_path, monkeypatch):
-    """A `tesseract` earlier on the PATH records how it was started, then runs the real one."""
-    log = tmp_path / "started.log"
+def tesseract_recorded(tmp_path, monkeypatch, line: str = "run") -> Path:
+    """A `tesseract` earlier on the PATH that appends `line` (shell words, expanded in the
+    process Tesseract runs as) to the returned log at each run, then runs the real one."""
+    log = tmp_path / "runs.log"
     wrapper = tmp_path / "tesseract"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        f'echo "$(cut -d" " -f19 /proc/$$/stat) $OMP_THREAD_LIMIT" >> {log}\n'
-        'exec /usr/bin/tesseract "$@"\n'
-    )
+    wrapper.write_text(f'#!/bin/sh\necho "{line}" >> {log}\nexec /usr/bin/tesseract "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_tesseract_runs_niced_on_one_thread(tmp_path, monkeypatch):
+    """Tesseract's own process records its niceness and thread limit as it starts."""
+    log = tesseract_recorded(
+        tmp_path, monkeypatch, line='$(cut -d" " -f19 /proc/$$/stat) $OMP_THREAD_LIMIT'
+    )
     monkeypatch.delenv("OMP_THREAD_LIMIT", raising=False)
 
     document_parse(data=photo_jpeg(degradation=CLEAN), name="receipt-rules.jpg")
@@ -156,17 +161,6 @@ def test_tesseract_runs_niced_on_one_thread(tmp_path, monkeypatch):
     # Niceness 10 above this process's own (a niced worker's OCR runs lower still), and
     # OMP_THREAD_LIMIT=1.
     assert started == [str(min(19, os.nice(0) + 10)), "1"]
-
-
-def tesseract_recorded(tmp_path, monkeypatch) -> Path:
-    """A `tesseract` earlier on the PATH that appends a line to the returned log per run, then
-    runs the real one."""
-    log = tmp_path / "runs.log"
-    wrapper = tmp_path / "tesseract"
-    wrapper.write_text(f'#!/bin/sh\necho run >> {log}\nexec /usr/bin/tesseract "$@"\n')
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    return log
 
 
 def test_a_blank_page_is_counted_as_read_without_running_tesseract(tmp_path, monkeypatch):
