@@ -24,12 +24,15 @@ _KEEP_CONTROLS = {"\n", "\t"}
 
 
 def text_clean(text: str) -> str:
-    """NFC text without control, surrogate or private characters; newlines and tabs kept."""
+    """NFC text without control or surrogate characters; newlines and tabs kept.
+
+    Private-use characters stay: they are a person's text (a company font's glyphs, the logo a
+    keyboard types), stored and shown like any other character."""
     text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
     return "".join(
         char
         for char in text
-        if char in _KEEP_CONTROLS or unicodedata.category(char) not in {"Cc", "Cs", "Co"}
+        if char in _KEEP_CONTROLS or unicodedata.category(char) not in {"Cc", "Cs"}
     )
 
 

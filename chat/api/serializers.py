@@ -64,13 +64,16 @@ class PresentUUIDField(EmptyIsPresent, ClientUUIDField):
 
 
 # What the server reads as text with something in it (chat.answering.questions.text_clean drops
-# control, surrogate and private-use characters, then the text is trimmed of white space): at
-# least one character of the Basic Multilingual Plane that is none of those (the class below is
-# exactly that set), and DRF refuses NUL anywhere. For the schema only: the server's own checks
-# give the readable messages. Written in the regex syntax Python and ECMAScript share.
+# control and surrogate characters, then the text is trimmed of white space): at least one
+# character that is none of those, and DRF refuses NUL anywhere. The class below is exactly that
+# set in the Basic Multilingual Plane; every character above it counts (`[^\x00-\uffff]`: none
+# is white space, a control or a surrogate). tests/chat/api/test_text_pattern.py checks the
+# pattern against the server's rule. For the schema only: the server's own checks give the
+# readable messages. Written in the regex syntax Python, Rust's regex and ECMAScript's "u" mode
+# share (schemathesis and JSON Schema validators read it so).
 _TEXT_CHAR = (
-    r"[!-~\u00a1-\u167f\u1681-\u1fff\u200b-\u2027\u202a-\u202e\u2030-\u205e\u2060-\u2fff"
-    r"\u3001-\ud7ff\uf900-\uffff]"
+    r"(?:[!-~\u00a1-\u167f\u1681-\u1fff\u200b-\u2027\u202a-\u202e\u2030-\u205e\u2060-\u2fff"
+    r"\u3001-\ud7ff\ue000-\uffff]|[^\x00-\uffff])"
 )
 TEXT_PATTERN = rf"^[^\x00]*{_TEXT_CHAR}[^\x00]*$"
 
