@@ -316,7 +316,18 @@ def embed_query(text: str) -> tuple[np.ndarray, bool]:
     fitted, truncated = truncate_to_limit(text)
     if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() == "onnx":
         return _query_batcher().embed(fitted), truncated
+    _batched_cpu.ms = 0.0
     return embed_texts([fitted])[0], truncated
+
+
+_batched_cpu = threading.local()
+
+
+def batched_cpu_ms() -> float:
+    """The CPU milliseconds the model spent on the batcher's thread for the last question this
+    thread embedded (its share of the batch: the model call's thread CPU divided by the
+    questions in it); 0 when the model ran on this thread, whose own CPU time counts it."""
+    return getattr(_batched_cpu, "ms", 0.0)
 
 
 class QueryBatcher:
@@ -338,12 +349,15 @@ class QueryBatcher:
         self._thread.start()
 
     def embed(self, text: str) -> np.ndarray:
+        """`text`'s vector; its share of the model call's CPU is left for `batched_cpu_ms`."""
         future: Future = Future()
         ids = self.encoder.token_ids([text])[0]
         with self._ready:
             self._pending.append((ids, future))
             self._ready.notify()
-        return future.result()
+        vector, cpu_ms = future.result()
+        _batched_cpu.ms = cpu_ms
+        return vector
 
     def _serve(self) -> None:
         while True:
@@ -366,10 +380,12 @@ class QueryBatcher:
             for group in length_batches(
                 [len(row) for row in rows], self.max_batch, settings.EMBEDDING_BATCH_TOKENS
             ):
+                started = time.thread_time()
                 vectors = self.encoder.run([rows[i] for i in group])
+                share_ms = (time.thread_time() - started) * 1000 / len(group)
                 self.batches += 1
                 for i, vector in zip(group, vectors, strict=True):
-                    batch[i][1].set_result(vector)
+                    batch[i][1].set_result((vector, share_ms))
         except Exception as exc:  # each waiting question gets the error, the thread lives on
             for _, future in batch:
                 if not future.done():

@@ -41,7 +41,7 @@ from chat.answering.named_documents import (
     question_about,
 )
 from chat.answering.request import ValidatedRequest
-from chat.answering.stage_cpu import cpu_stage
+from chat.answering.stage_cpu import cpu_stage, stage_cpu_add
 from chat.answering.trace import ExchangeTrace
 from chat.models import Message
 from knowledge import embedding
@@ -117,7 +117,9 @@ async def query_embed(query: str) -> tuple[np.ndarray, bool]:
 
 @cpu_stage("embed")
 def _embed(query: str) -> tuple[np.ndarray, bool]:
-    return embedding.embed_query(query)
+    embedded = embedding.embed_query(query)
+    stage_cpu_add("embed", embedding.batched_cpu_ms())  # the model's run on the batcher's thread
+    return embedded
 
 
 async def _search_once(

@@ -5,7 +5,9 @@
 pipeline calls it first); a function decorated with `@cpu_stage("name")` adds the CPU time of
 the thread that runs it (`time.thread_time`) to its stage, in whatever thread it runs: the
 context is carried into `sync_to_async`'s threads. Outside an exchange the decorator only calls
-the function. Threads a stage starts itself (ONNX Runtime's own pool) are not counted.
+the function. Work a stage hands to a thread that is not its own reports its CPU with
+`stage_cpu_add` (the question's share of the embedding batcher's model call); threads ONNX
+Runtime starts itself (its pool, when it runs on more than one) are not counted.
 """
 
 from __future__ import annotations
@@ -49,6 +51,14 @@ def cpu_stage(stage: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         return counted
 
     return decorate
+
+
+def stage_cpu_add(stage: str, ms: float) -> None:
+    """Add `ms` of CPU spent for the current exchange in another thread to `stage` (nothing
+    outside an exchange)."""
+    counts = _current.get()
+    if counts is not None and ms:
+        counts[stage] = counts.get(stage, 0.0) + ms
 
 
 def stage_cpu_rounded(counts: dict[str, float]) -> dict[str, float]:

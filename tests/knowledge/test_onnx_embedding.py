@@ -6,6 +6,7 @@ answer may quote are embedded at ingestion, so that answering embeds only the qu
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from io import StringIO
@@ -256,6 +257,51 @@ def test_a_failing_batch_gives_each_waiting_question_the_error(runtime):
         batcher.embed("Leave?")
     with pytest.raises(RuntimeError, match="model failed"):  # the thread lives on
         batcher.embed("Leave again?")
+
+
+def test_each_question_of_a_batch_is_given_its_share_of_the_model_calls_cpu(runtime):
+    runtime("onnx")
+    batcher = embedding.QueryBatcher(embedding.get_model(), window_s=0.5, max_batch=64)
+    start = threading.Barrier(2)
+
+    def ask(question: str) -> float:
+        start.wait()
+        batcher.embed(question)
+        return embedding.batched_cpu_ms()  # read in the asking thread
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        shares = list(pool.map(ask, ["How many days of leave?", "Who approves expenses?"]))
+    assert batcher.batches == 1  # one model call, shared
+    assert shares[0] == shares[1] > 0
+
+
+@pytest.mark.django_db
+def test_the_embed_stage_counts_the_models_cpu_on_the_batchers_thread(runtime, settings):
+    """`manage.py bench` prints each stage's CPU: the question's embedding is counted where the
+    model ran for it (the batcher's thread), not only the asking thread's wait."""
+    from chat.answering.search import _embed
+    from chat.answering.stage_cpu import stage_cpu_begin
+
+    runtime("onnx")
+    question = "How many days of annual leave do full-time employees receive each year?"
+    embedding.embed_texts([question])  # the model loaded and warm
+    settings.EMBEDDING_BATCH_WINDOW_MS = 1
+    embedding._batcher = None
+    try:
+        _embed(question)  # the batcher started
+        counts = stage_cpu_begin()
+        _embed(question)
+        assert embedding._batcher.batches == 2
+        assert embedding.batched_cpu_ms() > 0
+        settings.EMBEDDING_BATCH_WINDOW_MS = 0  # the model runs in this thread, which counts it
+        started = time.thread_time()
+        embedding.embed_query(question)
+        in_this_thread_ms = (time.thread_time() - started) * 1000
+        assert embedding.batched_cpu_ms() == 0.0
+        # The asking thread alone spends a tenth of the model's CPU (tokenising, waiting).
+        assert counts["embed"] >= 0.5 * in_this_thread_ms
+    finally:
+        embedding._batcher = None
 
 
 @pytest.mark.django_db
