@@ -66,14 +66,13 @@ class PresentUUIDField(EmptyIsPresent, ClientUUIDField):
 # What the server reads as text with something in it (chat.answering.questions.text_clean drops
 # control and surrogate characters, then the text is trimmed of white space): at least one
 # character that is none of those, and DRF refuses NUL anywhere. The class below is every
-# character but the controls, the space and the other white space, in every plane;
-# tests/chat/api/test_text_pattern.py checks it against the server's rule. Surrogates are not
-# named: they are no characters of their own (UTF-8 cannot carry one; a JSON body can only
-# escape one, "\ud800", which the server refuses as empty), and Rust's regex (jsonschema-rs,
-# which schemathesis checks patterns and values with) refuses them in a class. For the schema
-# only: the server's own checks give the readable messages. One negated class, in
-# the syntax Python, Rust's regex and ECMAScript share: schemathesis draws from it in a third
-# less time than from the class of the Basic Multilingual Plane beside one of the planes above.
+# character but the controls, the space and the other white space, in every plane
+# (tests/chat/api/test_text_pattern.py checks it against the server's rule). Surrogates are not
+# named: Rust's regex (jsonschema-rs, which schemathesis checks with) refuses them in a class,
+# and an escaped one in a JSON body is refused by the server as empty. One negated class, in the
+# syntax Python, Rust's regex and ECMAScript share (why this form:
+# docs/decisions/0105-schema-valid-requests-accepted.md, "Later"). For the schema only: the
+# server's own checks give the readable messages.
 _TEXT_CHAR = r"[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 TEXT_PATTERN = rf"^[^\x00]*{_TEXT_CHAR}[^\x00]*$"
 
