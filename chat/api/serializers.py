@@ -65,15 +65,17 @@ class PresentUUIDField(EmptyIsPresent, ClientUUIDField):
 
 # What the server reads as text with something in it (chat.answering.questions.text_clean drops
 # control and surrogate characters, then the text is trimmed of white space): at least one
-# character that is none of those, and DRF refuses NUL anywhere. The class below is every
-# character but the controls, the space and the other white space, in every plane
-# (tests/chat/api/test_text_pattern.py checks it against the server's rule). Surrogates are not
-# named: Rust's regex (jsonschema-rs, which schemathesis checks with) refuses them in a class,
-# and an escaped one in a JSON body is refused by the server as empty. One negated class, in the
-# syntax Python, Rust's regex and ECMAScript share (why this form:
-# docs/decisions/0105-schema-valid-requests-accepted.md, "Later"). For the schema only: the
+# character that is none of those, and DRF refuses NUL anywhere. The class is exactly that set in
+# the Basic Multilingual Plane, and every character above it counts (`[^\x00-\uffff]`: none is
+# white space, a control or a surrogate); tests/chat/api/test_text_pattern.py checks the pattern
+# against the server's rule. In the syntax Python, Rust's regex (jsonschema-rs, which
+# schemathesis checks with) and ECMAScript share; why this form:
+# docs/decisions/0105-schema-valid-requests-accepted.md, "Later". For the schema only: the
 # server's own checks give the readable messages.
-_TEXT_CHAR = r"[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+_TEXT_CHAR = (
+    r"(?:[!-~\u00a1-\u167f\u1681-\u1fff\u200b-\u2027\u202a-\u202e\u2030-\u205e\u2060-\u2fff"
+    r"\u3001-\ud7ff\ue000-\uffff]|[^\x00-\uffff])"
+)
 TEXT_PATTERN = rf"^[^\x00]*{_TEXT_CHAR}[^\x00]*$"
 
 
