@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import socket
+import socketserver
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,10 +24,26 @@ LIVE_SERVER_DELAY_MS = 250
 TEST_SETTINGS = "tests.settings"
 
 
+# How often an in-process test server looks whether it was asked to stop: its `shutdown()`
+# waits up to this long (http.server's default, 0.5 s, added up to seconds per test file).
+SHUTDOWN_POLL_S = 0.05
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def server_thread_start(
+    server: socketserver.BaseServer, name: str | None = None
+) -> threading.Thread:
+    """Serve `server` in a daemon thread, looking for `shutdown()` every SHUTDOWN_POLL_S."""
+    thread = threading.Thread(
+        target=server.serve_forever, args=(SHUTDOWN_POLL_S,), name=name, daemon=True
+    )
+    thread.start()
+    return thread
 
 
 @contextmanager

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.live_server import server_thread_start
+
 
 @dataclass(frozen=True)
 class Scripted:
@@ -191,10 +193,7 @@ def openai_server(port: int = 0) -> Iterator[OpenAIServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(state))
     httpd.daemon_threads = True
     state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(
-        target=httpd.serve_forever, args=(0.05,), name="openai-test-server", daemon=True
-    )
-    thread.start()
+    thread = server_thread_start(httpd, name="openai-test-server")
     try:
         yield state
     finally:

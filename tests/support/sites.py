@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.support.live_server import free_port
+from tests.support.live_server import free_port, server_thread_start
 
 
 @dataclass
@@ -119,8 +119,7 @@ def site_serving(host: str = "127.0.0.1") -> Iterator[Site]:
     site = Site(host=host, port=free_port())
     server = ThreadingHTTPServer((host, site.port), _handler(site))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
+    server_thread_start(server)
     try:
         yield site
     finally:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import re
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote_plus
@@ -20,7 +19,12 @@ from urllib.parse import quote_plus
 import pytest
 
 from tests.support.browser import IDLE, PASSWORD, Live, screenshot, warm_up
-from tests.support.live_server import daphne_server, database_url_of, free_port
+from tests.support.live_server import (
+    daphne_server,
+    database_url_of,
+    free_port,
+    server_thread_start,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("db_reads")]
 
@@ -78,7 +82,7 @@ class LinkSite:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        server_thread_start(self.server)
 
     def page_url(self, host: str, question: str) -> str:
         return f"http://{host}:{self.port}/?q={quote_plus(question)}"
