@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import re
 
-from chat.answering.questions import text_clean
+from chat.answering.questions import question_normalize
 from chat.api.serializers import TEXT_PATTERN
+from chat.errors import AnswerError
 
 
 def server_finds_text(text: str) -> bool:
-    return bool(text_clean(text).strip())
+    """Whether the server's own check takes `text` as a question (not empty once cleaned)."""
+    try:
+        question_normalize(text)
+    except AnswerError:
+        return False
+    return True
 
 
 def code_points_checked() -> list[int]:
