@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 
 MIN_WORDS = 3
+# Chunk texts whose answerable pieces are remembered (`answerable_positions`): a question reads
+# the pieces of its chunks three times (their stored vectors, the evidence check, the answer),
+# and popular chunks come back with other questions; about 2 MB at most.
+POSITIONS_CACHE_TEXTS = 1024
 
 ABBREVIATIONS = {
     "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st", "no", "nos", "fig",
@@ -44,13 +49,25 @@ def text_hash(text: str) -> str:
 def answerable_spans(text: str, *, sheet: bool) -> list[tuple[int, int]]:
     """(start, end) of the pieces of a chunk an answer may quote: its rows when it comes from
     a spreadsheet, else its sentences; markup lines and pieces under MIN_WORDS words left out."""
+    return [(start, end) for _, start, end in answerable_positions(text, sheet=sheet)]
+
+
+@lru_cache(maxsize=POSITIONS_CACHE_TEXTS)
+def answerable_positions(text: str, *, sheet: bool) -> tuple[tuple[int, int, int], ...]:
+    """(position, start, end) of each piece of `answerable_spans`, `position` being its place
+    among all the rows (`sheet`) or sentences of `text`, answerable or not. Remembered for the
+    last POSITIONS_CACHE_TEXTS texts; a tuple, so no caller can change what the next one gets."""
     if sheet:
-        return [(start, end) for start, end in row_spans(text) if is_answerable(text[start:end])]
-    return [
-        (start, end)
-        for start, end in sentence_spans(text)
+        return tuple(
+            (position, start, end)
+            for position, (start, end) in enumerate(row_spans(text))
+            if is_answerable(text[start:end])
+        )
+    return tuple(
+        (position, start, end)
+        for position, (start, end) in enumerate(sentence_spans(text))
         if is_answerable(text[start:end]) and not is_heading_paragraph(text, start, end)
-    ]
+    )
 
 
 _HEADING_NUMBER = re.compile(r"\d{1,2}(?:\.\d{1,2}){0,4}\.?\s+(?=[A-Z])")

@@ -51,12 +51,9 @@ from knowledge import embedding
 from knowledge.parsers.spreadsheets import range_parse
 from knowledge.retrieval import RetrievedChunk
 from knowledge.selectors import sentence_vectors_stored
-from knowledge.sentences import (  # the splitting ingestion shares; re-exported here
+from knowledge.sentences import (  # the splitting ingestion shares
+    answerable_positions,
     answerable_sentences,
-    is_answerable,
-    is_heading_paragraph,
-    row_spans,
-    sentence_spans,
     span_trim,
     text_hash,
 )
@@ -180,14 +177,9 @@ def candidate_sentences(chunks: Sequence[RetrievedChunk]) -> list[Sentence]:
     seen: set[str] = set()
     candidates: list[Sentence] = []
     for rank, chunk in enumerate(chunks[:MAX_CANDIDATE_CHUNKS]):
-        spans = row_spans(chunk.text) if chunk.sheet else sentence_spans(chunk.text)
-        for position, (start, end) in enumerate(spans):
+        for position, start, end in answerable_positions(chunk.text, sheet=bool(chunk.sheet)):
             sentence = Sentence(chunk=chunk, rank=rank, position=position, start=start, end=end)
             text = sentence.text
-            if not is_answerable(text) or (
-                not chunk.sheet and is_heading_paragraph(chunk.text, start, end)
-            ):
-                continue
             key = " ".join(text.lower().split())
             if key in seen:
                 continue

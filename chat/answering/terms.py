@@ -8,9 +8,13 @@ calibration's probes also leave out `STOP_WORDS`.
 
 from __future__ import annotations
 
-import re
+from functools import lru_cache
 
 from knowledge.sentences import WORD
+
+# Distinct words whose term is remembered (`_term`): an organisation's vocabulary, about 7 MB at
+# most; a word seen again costs a dictionary lookup instead of its stemming.
+TERM_CACHE_WORDS = 1 << 15
 
 STOP_WORDS = {
     "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
@@ -31,13 +35,18 @@ STOP_WORDS = {
 
 def terms(text: str) -> list[str]:
     """Content words, lower-cased and lightly stemmed (plurals, -ing, -ed)."""
-    found = []
-    for word in WORD.findall(text.lower()):
-        word = re.sub(r"['’]s$", "", word)
-        if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
-            continue
-        found.append(_stem(word))
-    return found
+    return [term for term in map(_term, WORD.findall(text.lower())) if term is not None]
+
+
+@lru_cache(maxsize=TERM_CACHE_WORDS)
+def _term(word: str) -> str | None:
+    """The term of one lower-cased word (its possessive 's dropped), None for a stop word or a
+    one-letter word that is not a digit."""
+    if word.endswith(("'s", "’s")):
+        word = word[:-2]
+    if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
+        return None
+    return _stem(word)
 
 
 def _stem(word: str) -> str:

@@ -60,3 +60,24 @@ def test_numbered_list_items_and_sentences_are_still_quoted(text, quoted):
 )
 def test_page_numbers_and_captions_are_not_answerable(piece, answerable):
     assert is_answerable(piece) is answerable
+
+
+def test_positions_count_every_sentence_and_row_and_are_remembered_per_text():
+    from knowledge.sentences import answerable_positions, row_spans, sentence_spans
+
+    text = "4.1 Trains\n\nRail is the preferred way to travel. Page 3\n\nBook two weeks ahead."
+    positions = answerable_positions(text, sheet=False)
+    # The heading (0) and the page number (2) are sentences too: their places are kept.
+    assert [p for p, _, _ in positions] == [1, 3]
+    assert [text[s:e] for _, s, e in positions] == [
+        "Rail is the preferred way to travel.",
+        "Book two weeks ahead.",
+    ]
+    assert len(sentence_spans(text)) == 4
+    rows = "Item | Price\nPX-11 | 12 EUR each unit\n\nQX-2207 | 40 EUR per box"
+    assert [p for p, _, _ in answerable_positions(rows, sheet=True)] == [
+        i for i, (s, e) in enumerate(row_spans(rows)) if is_answerable(rows[s:e])
+    ]
+    hits = answerable_positions.cache_info().hits
+    assert answerable_positions(text, sheet=False) is positions  # a tuple: nobody can change it
+    assert answerable_positions.cache_info().hits == hits + 1

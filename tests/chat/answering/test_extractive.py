@@ -8,9 +8,10 @@ from dataclasses import replace
 import numpy as np
 
 from chat.answering import extractive, followups
-from chat.answering.extractive import candidate_sentences, extractive_answer, sentence_spans
+from chat.answering.extractive import candidate_sentences, extractive_answer
 from knowledge import embedding
 from knowledge.retrieval import RetrievedChunk
+from knowledge.sentences import sentence_spans
 from tests.support.knowledge_base import (
     CAREER_TEXT,
     EXPENSES_TEXTS,

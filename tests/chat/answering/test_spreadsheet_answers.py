@@ -15,10 +15,11 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from chat.answering.extractive import cited_rows, row_spans
+from chat.answering.extractive import cited_rows
 from chat.presenters import quoted_rows_excerpt, sources_from_event
 from knowledge.models import Document
 from knowledge.retrieval import RetrievedChunk
+from knowledge.sentences import row_spans
 from knowledge.services import document_ingest
 from tests.support.answers import assert_answer_is_grounded, collect
 from tests.support.clients import sse_events
