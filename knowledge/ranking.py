@@ -5,7 +5,6 @@ third ranking), and the recency tie-break of near-equal scores
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Sequence
 
 from django.db import connection
@@ -94,12 +93,14 @@ def days_read(chunk_ids: Iterable[int], days: dict[int, int]) -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute(_DAYS_SQL, [missing])
-        rows = cursor.fetchall()
-    days.update((pk, moment.astimezone(dt.UTC).date().toordinal()) for pk, moment in rows)
+        days.update(cursor.fetchall())
 
 
+# The ordinal computed by the database (Python's `date.toordinal`: 0001-01-01 is day 1): an
+# integer per row instead of a timestamp with its time zone parsed in Python.
 _DAYS_SQL = (
-    f"SELECT c.id, d.updated_at FROM {Chunk._meta.db_table} c "
+    f"SELECT c.id, (d.updated_at AT TIME ZONE 'UTC')::date - DATE '0001-01-01' + 1 "
+    f"FROM {Chunk._meta.db_table} c "
     f"JOIN {Document._meta.db_table} d ON d.id = c.document_id WHERE c.id = ANY(%s)"
 )
 

@@ -3,8 +3,9 @@ retrieval. Real PostgreSQL, real model (or vectors chosen by the test)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from django.utils import timezone
 
 from knowledge.access import OPERATOR
 from knowledge.models import Chunk, Document
-from knowledge.ranking import RECENCY_MARGIN, recency_tie_break
+from knowledge.ranking import RECENCY_MARGIN, days_read, recency_tie_break
 from knowledge.retrieval import chunks_search
 from knowledge.search_scope import knowledge_base_is_empty
 from knowledge.services import document_ingest
@@ -229,3 +230,23 @@ def test_recency_tie_break_reorders_only_runs_within_the_margin():
     # Scores further apart than the margin are never reordered.
     apart = [(a, 1.0), (c, 0.99), (b, 0.9), (d, 0.85)]
     assert recency_tie_break(apart, limit=4) == apart
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(2026, 11, 29, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(2026, 11, 30, 0, 30, tzinfo=ZoneInfo("Europe/Paris")),  # 23:30 UTC the day before
+        datetime(2024, 2, 29, 12, tzinfo=UTC),
+        datetime(1, 1, 1, 12, tzinfo=UTC),
+    ],
+)
+def test_the_day_of_a_chunks_document_is_its_utc_date_as_python_counts_it(moment):
+    document = document_create(title="Dated", texts=["alpha"], vectors=np.eye(384)[:1])
+    Document.objects.filter(pk=document.pk).update(updated_at=moment)
+    chunk_id = document.chunks.get().pk
+    days: dict[int, int] = {}
+
+    days_read([chunk_id], days)
+
+    assert days == {chunk_id: moment.astimezone(UTC).date().toordinal()}
