@@ -9,6 +9,7 @@ duplicates lose an INSERT race and then read what the winner stored.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import AutoField, Model, QuerySet
+from django.db.models import AutoField, Field, Model, QuerySet
 from django.utils import timezone
 
 from chat.answering.questions import conversation_title_from, text_clean
@@ -145,14 +146,18 @@ def exchange_begin(
 def _rows_sql(objs: Sequence[Model]) -> tuple[list[str], str, list[Any]]:
     """The quoted columns, a typed VALUES list and its parameters for inserting the unsaved
     `objs` (all of one model) as Django's `save` would (defaults, `auto_now`: `pre_save`)."""
-    model = type(objs[0])
-    fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoField)]
+    fields, columns, row = _row_shape(type(objs[0]))
+    params = [f.get_db_prep_save(f.pre_save(o, add=True), connection) for o in objs for f in fields]
+    return list(columns), ", ".join([row] * len(objs)), params
+
+
+@functools.cache
+def _row_shape(model: type[Model]) -> tuple[tuple[Field, ...], tuple[str, ...], str]:
+    """The fields `_rows_sql` writes of `model`, their quoted columns and one typed row of
+    placeholders (the column types, `db_type`, worked out once per process)."""
+    fields = tuple(f for f in model._meta.concrete_fields if not isinstance(f, AutoField))
     row = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in fields) + ")"
-    params = [
-        f.get_db_prep_save(f.pre_save(obj, add=True), connection) for obj in objs for f in fields
-    ]
-    columns = [connection.ops.quote_name(f.column) for f in fields]
-    return columns, ", ".join([row] * len(objs)), params
+    return fields, tuple(connection.ops.quote_name(f.column) for f in fields), row
 
 
 def _assignments_sql(model: type[Model], values: dict[str, Any]) -> tuple[str, list[Any]]:
