@@ -12,10 +12,12 @@ repetition penalty, which small models need.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +45,41 @@ def model_load(path: str) -> tuple[Any, Any]:
             options["gguf_file"] = location.name
             location = location.parent
         logger.info("loading the local language model %s", path)
-        tokenizer = AutoTokenizer.from_pretrained(str(location), **options)
-        model = AutoModelForCausalLM.from_pretrained(str(location), **options)
+        with _gguf_parsed_once():
+            tokenizer = AutoTokenizer.from_pretrained(str(location), **options)
+            model = AutoModelForCausalLM.from_pretrained(str(location), **options)
         model.eval()
         _loaded[path] = (model, tokenizer)
         return model, tokenizer
+
+
+@contextmanager
+def _gguf_parsed_once() -> Iterator[None]:
+    """While the block runs, a .gguf file is parsed once and the tensor-name map of an
+    architecture built once. transformers parses the file for the tokenizer, the configuration
+    and the weights (`gguf.GGUFReader` each time) and builds the name map again for every
+    module of the model (`gguf.get_tensor_name_map`); both read the module's attribute when
+    called, so the memoised versions are what they get. The reader is read-only (a memory
+    map). Without the `gguf` package, nothing changes (a folder model needs none)."""
+    try:
+        import gguf
+    except ImportError:
+        yield
+        return
+    read, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: Any, mode: str = "r") -> Any:
+        key = (str(path), mode)
+        if key not in readers:
+            readers[key] = read(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = read, name_map
 
 
 def model_is_loaded(path: str) -> bool:

