@@ -158,6 +158,26 @@ def ask(page, question: str) -> None:
     page.wait_for_function(IDLE, timeout=30_000)
 
 
+# Resolves once every time-based animation and transition of finite length on the page has
+# ended, waiting two frames first so that one a class change has just started is among them.
+# Scroll-driven animations (their timeline is not the document's) end only with a scroll.
+_ANIMATIONS_ENDED = """async () => {
+  for (let frame = 0; frame < 2; frame++) {
+    await new Promise((resolve) => requestAnimationFrame(resolve));
+  }
+  const finite = document.getAnimations().filter(
+    (animation) => animation.timeline === document.timeline && animation.effect
+      && animation.effect.getComputedTiming().endTime !== Infinity);
+  await Promise.all(finite.map((animation) => animation.finished.catch(() => null)));
+}"""
+
+
+def animations_ended(page) -> None:
+    """Wait until the page's transitions and animations (the drawer sliding in, a dialog
+    fading) have ended; endless ones (a spinner) and scroll-driven ones are not waited for."""
+    page.evaluate(_ANIMATIONS_ENDED)
+
+
 def last_answer(page):
     return page.locator('#messages [data-role="assistant"]').last
 

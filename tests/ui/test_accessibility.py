@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser import PASSWORD, Live, screenshot
+from tests.support.browser import PASSWORD, Live, animations_ended, screenshot
 from tests.support.live_server import daphne_server, database_url_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("db_reads")]
@@ -137,7 +137,7 @@ def test_axe_finds_no_violation(pages, live, name, path, who, action, scheme):
     pages.settled(page)
     if action:
         action(page)
-    page.wait_for_timeout(300)  # transitions (the drawer, the dialog) end
+    animations_ended(page)  # the drawer, the dialog
     violations = axe_violations(page)
     if violations:
         screenshot(page, f"axe-{name}-{scheme}.png", full_page=True)

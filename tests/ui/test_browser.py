@@ -20,6 +20,7 @@ from tests.support.browser import (
     IDLE,
     PASSWORD,
     Live,
+    animations_ended,
     ask,
     last_answer,
     login,
@@ -513,7 +514,7 @@ def test_dark_theme_follows_the_system(pages, live):
     assert not phone.locator("aside").is_visible()  # the sidebar is a drawer on small screens
     phone.get_by_label("Open the conversation list").click()
     phone.locator("aside").wait_for(state="visible")
-    phone.wait_for_timeout(500)  # the drawer slides in
+    animations_ended(phone)  # the drawer slid in
     screenshot(phone, "sidebar-mobile.png")
 
 
