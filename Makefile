@@ -16,13 +16,13 @@ run: setup migrate ocr
 
 ## make test: set everything up and run the whole test suite (browser tests included), in
 ## TEST_WORKERS pytest-xdist processes, each test file in one of them (each worker has its own
-## test database); TEST_WORKERS=0 runs it in one process. Why 3 on two cores:
-## docs/decisions/0170-the-suite-in-parallel-workers.md.
+## test database); TEST_WORKERS=0 runs it in one process. Why 3 on two cores, and the order the
+## files are handed out in (tests/conftest.py): docs/decisions/0170-the-suite-in-parallel-workers.md.
 TEST_WORKERS ?= 3
 test: setup browser redis ocr
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest --create-db -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest --create-db -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 ## The embedding model exported to ONNX from the packaged weights, once (nothing downloaded).
 setup: $(STAMP)

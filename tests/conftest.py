@@ -2,7 +2,31 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Tests so marked take seconds each: a browser, servers, a model, a large load.
+LONG_MARKERS = ("slow", "browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the order its workers are handed the files in (`make test` runs it
+    with `--no-loadscope-reorder`, so the first test of each file sets it): the files of one
+    long test (marked slow or browser) first, then the files by their number of tests, most
+    first, as pytest-xdist orders them by default. Handed out last, one such file ran on alone
+    for up to a minute at the end of a run while the other workers had nothing left
+    (docs/decisions/0170, tenth round). A file's tests keep their order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    counts: dict[object, int] = {}
+    long_files = set()
+    for item in items:
+        counts[item.path] = counts.get(item.path, 0) + 1
+        if any(item.get_closest_marker(marker) for marker in LONG_MARKERS):
+            long_files.add(item.path)
+    alone = {path for path in long_files if counts[path] == 1}
+    items.sort(key=lambda item: (item.path not in alone, -counts[item.path]))
 
 
 @pytest.fixture(autouse=True)
