@@ -10,6 +10,14 @@ import pytest
 LONG_MARKERS = ("slow", "browser")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Transactional tests keep the content types and permissions at teardown
+    (tests/support/database.py)."""
+    from tests.support.database import teardown_install
+
+    teardown_install()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist, the order its workers are handed the files in (`make test` runs it
     with `--no-loadscope-reorder`, so the first test of each file sets it): the files of one

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 
 import numpy as np
+from django.conf import settings
 
 from knowledge import embedding
 from knowledge.models import Chunk, Collection, Document, Embedding
@@ -108,6 +109,28 @@ def document_create(
     return document
 
 
+# The real model's vectors of each list of texts this process embedded for a test's knowledge
+# base, by model version: the same texts give the same vectors, so the hundreds of tests that
+# build the same documents pay the model once per worker (docs/decisions/0170, eleventh round).
+# As many entries as distinct lists the tests write: a few hundred, a few MB.
+_EMBEDDED: dict[tuple, np.ndarray] = {}
+
+
+def texts_embedded(texts: Sequence[str]) -> np.ndarray:
+    """The real model's vectors of `texts` (`embedding.embed_texts`), the first time these
+    texts are embedded by this model (and batch settings) in this process; after that a copy
+    of them."""
+    key = (
+        embedding.model_version(),
+        settings.EMBEDDING_BATCH_SIZE,
+        settings.EMBEDDING_BATCH_TOKENS,
+        tuple(texts),
+    )
+    if key not in _EMBEDDED:
+        _EMBEDDED[key] = np.asarray(embedding.embed_texts(list(texts)), dtype=np.float32)
+    return _EMBEDDED[key].copy()
+
+
 def chunks_replace(
     document: Document,
     *,
@@ -121,7 +144,7 @@ def chunks_replace(
     when `vectors` is given with a different length than `texts`."""
     document.chunks.all().delete()
     if vectors is None:
-        vectors = embedding.embed_texts(list(texts))
+        vectors = texts_embedded(texts)
     if len(vectors) != len(texts):
         raise ValueError("one vector per text is needed")
     chunks = []

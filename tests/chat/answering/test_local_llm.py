@@ -27,9 +27,12 @@ def smollm2_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def gguf_parsed():
-    """The .gguf files parsed (`gguf.GGUFReader` made) while this module's tests run."""
+    """The .gguf files parsed (`gguf.GGUFReader` made) from this module's first test on.
+    Session-wide: pytest-django runs a module's database tests apart from its others, with
+    other modules' tests between them, and a module fixture would start counting again for
+    the second part, after the model was loaded."""
     import gguf
 
     parsed: list[str] = []
