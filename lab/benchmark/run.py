@@ -56,7 +56,7 @@ from lab.benchmark.server import (
     server_running,
 )
 from lab.benchmark.stages import log_offset, stage_cpu_per_question
-from lab.benchmark.stats import latency_summary
+from lab.benchmark.stats import latency_summary, load_average
 from lab.evaluation.dataset import Dataset
 from lab.evaluation.isolated import database_url, isolated_database
 
@@ -141,7 +141,7 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
             "dataset": dataset.name,
             "cpus": os.cpu_count(),
             "questions": options.questions,
-            "load_average": {"start": _load_average()},
+            "load_average": {"start": load_average()},
         }
         say(f"Ingesting {len(dataset.documents)} documents of {dataset.name}…")
         figures["ingest"] = _ingest_step(dataset)
@@ -154,7 +154,7 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
         )
         if options.retrieval_only:
             figures["collections"] = _collections_step(dataset, sample, vectors)
-            figures["load_average"]["end"] = _load_average()
+            figures["load_average"]["end"] = load_average()
             return figures
 
         clients = bench_clients.clients_create(max(options.concurrency) + 1)
@@ -192,17 +192,17 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
                 clients=clients, samples=[pool[run::runs] for run in range(runs)], options=options
             )
         figures["collections"] = _collections_step(dataset, sample, vectors)
-        figures["load_average"]["end"] = _load_average()
+        figures["load_average"]["end"] = load_average()
     return figures
 
 
 def _collections_step(dataset: Dataset, sample: list[str], vectors: np.ndarray) -> dict[str, Any]:
     """The collections case at the corpus's current (largest) size, with the load average
     around it."""
-    started_load = _load_average()
+    started_load = load_average()
     with _bar(len(sample), "collections: restricted vs unrestricted", "q") as bar:
         figures = collections_measure(dataset, sample, vectors, progress=bar.update)
-    return {**figures, "load_average_start": started_load, "load_average_end": _load_average()}
+    return {**figures, "load_average_start": started_load, "load_average_end": load_average()}
 
 
 def _processes_compare(
@@ -215,7 +215,7 @@ def _processes_compare(
     try:
         for _ in range(options.compare_rounds):
             for processes in options.compare_processes:
-                started_load = _load_average()
+                started_load = load_average()
                 with server_running(
                     database_url=database_url(),
                     env={"CHAT_RATE_LIMIT": SERVER_RATE_LIMIT, "CHAT_FLOOD_MIN_INTERVAL": "0"},
@@ -257,7 +257,7 @@ def _reading_step(
     ("reading"), in READING_ROUNDS rounds of both (idle first, then reading first, and so on,
     so that the machine's changing load falls on each alike); each condition's p50/p95 over
     its rounds, and reading p95 / idle p95. `samples`: questions for each measured run."""
-    started_load = _load_average()
+    started_load = load_average()
     runs = iter(samples)
     times: dict[str, dict[str, list[float]]] = {
         str(c): {"idle": [], "reading": []} for c in options.concurrency
@@ -336,7 +336,7 @@ def _reading_step(
         "unread_at_end": unread_at_end,
         "errors": errors,
         "load_average_start": started_load,
-        "load_average_end": _load_average(),
+        "load_average_end": load_average(),
     }
 
 
@@ -374,14 +374,6 @@ def _database_mb() -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_database_size(current_database())")
         return round(cursor.fetchone()[0] / 1e6)
-
-
-def _load_average() -> float | None:
-    """The machine's 1-minute load average (other processes competing for the CPU)."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 def _ingest_step(dataset: Dataset) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Latency summaries (milliseconds): p50 as the median, p95 as the nearest rank, as `evaluate`
-reports them."""
+reports them; the load average the figures are given with."""
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Sequence
 
@@ -35,3 +36,12 @@ def int_list_parse(text: str, *, name: str, low: int, high: int) -> list[int]:
             raise ValueError(f"{name}: {value} is out of range ({low}..{high}).")
         values.append(value)
     return sorted(set(values))
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (other processes competing for the CPU); None
+    where the system does not tell it."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None

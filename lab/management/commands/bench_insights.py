@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from lab.benchmark.insights import insights_measure, insights_report
+from lab.benchmark.stats import load_average
 from lab.evaluation.isolated import isolated_database
 
 MAX_EXCHANGES = 5_000_000
 DATABASE_PREFIX = "sourced_bench_insights"
-
-
-def _load_average() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 class Command(BaseCommand):
@@ -49,12 +42,12 @@ class Command(BaseCommand):
         if json_path and not json_path.parent.is_dir():
             raise CommandError(f"Cannot write {json_path}: no such folder.")
         logging.getLogger("django.request").setLevel(logging.ERROR)
-        started_load = _load_average()
+        started_load = load_average()
         with isolated_database(DATABASE_PREFIX):
             figures = insights_measure(
                 exchanges=options["exchanges"], rounds=options["rounds"], say=self.stderr.write
             )
-        figures["load_average"] = {"start": started_load, "end": _load_average()}
+        figures["load_average"] = {"start": started_load, "end": load_average()}
         self.stdout.write(insights_report(figures))
         if json_path:
             json_path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
