@@ -21,8 +21,7 @@ def catalogue_tables() -> set[str]:
 def fixture_teardown_keeping_catalogue(self: TransactionTestCase) -> None:
     """A transactional test's teardown: every table emptied in one TRUNCATE, as Django's
     `flush` does, except the content types and permissions, which are kept rather than
-    emptied and written again by the `post_migrate` signal Django sends after it (the
-    signal's work was about a tenth of the CPU of a transactional test;
+    emptied and written again by the `post_migrate` signal Django sends after it (why:
     docs/decisions/0170-the-suite-in-parallel-workers.md, eleventh round). A test case that
     names its `available_apps` or asks for a serialized rollback is torn down as Django does."""
     if self.available_apps is not None or self.serialized_rollback:

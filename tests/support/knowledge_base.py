@@ -110,9 +110,9 @@ def document_create(
 
 
 # The real model's vectors of each list of texts this process embedded for a test's knowledge
-# base, by model version: the same texts give the same vectors, so the hundreds of tests that
-# build the same documents pay the model once per worker (docs/decisions/0170, eleventh round).
-# As many entries as distinct lists the tests write: a few hundred, a few MB.
+# base, by model version and batch settings: the same texts give the same vectors, so the
+# tests that build the same documents pay the model once per worker (docs/decisions/0170,
+# eleventh round). One entry per distinct list the tests write, 384 floats a text.
 _EMBEDDED: dict[tuple, np.ndarray] = {}
 
 
