@@ -1,5 +1,5 @@
 """`bin/serve` keeps the ingestion worker running: a worker that dies is started again, and
-the web server keeps serving meanwhile."""
+the web server keeps serving meanwhile. A stop signal sent twice stops both children once."""
 
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ class Output:
             self.text += chunk.decode(errors="replace")
 
 
-def test_serve_restarts_a_worker_that_dies_and_keeps_serving():
-    port = free_port()
+def serve_start(port: int) -> subprocess.Popen:
+    """`bin/serve` on `port` of 127.0.0.1 against the test database, in a session of its own,
+    its output on a pipe."""
     env = {
         **{k: v for k, v in os.environ.items() if k != "DB_POOL"},
         "DATABASE_URL": database_url_of(connection.settings_dict),
@@ -54,7 +55,7 @@ def test_serve_restarts_a_worker_that_dies_and_keeps_serving():
         "PORT": str(port),
         "PYTHONUNBUFFERED": "1",
     }
-    serve = subprocess.Popen(
+    return subprocess.Popen(
         [str(Path(settings.BASE_DIR) / "bin" / "serve")],
         cwd=settings.BASE_DIR,
         env=env,
@@ -63,6 +64,19 @@ def test_serve_restarts_a_worker_that_dies_and_keeps_serving():
         text=True,
         start_new_session=True,
     )
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_serve_restarts_a_worker_that_dies_and_keeps_serving():
+    port = free_port()
+    serve = serve_start(port)
     output = Output(serve.stdout)
     try:
         first = int(output.read_until(r"ingestion worker pid (\d+)", 120).group(1))
@@ -89,3 +103,28 @@ def test_serve_restarts_a_worker_that_dies_and_keeps_serving():
         except subprocess.TimeoutExpired:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
+
+
+def test_a_stop_signal_sent_twice_stops_both_children_once():
+    """`make run` stopped with SIGTERM to its process group: make passes the signal on to
+    `bin/serve`, which gets it twice, the second while it is stopping. It stops the web
+    server and the worker, waits for them and says so; it used to die on the second signal
+    and leave both running."""
+    serve = serve_start(free_port())
+    output = Output(serve.stdout)
+    children: list[int] = []
+    try:
+        pids = output.read_until(r"Web server pid (\d+), ingestion worker pid (\d+)", 120)
+        web, worker = children = [int(pids.group(1)), int(pids.group(2))]
+        serve.send_signal(signal.SIGTERM)
+        output.read_until(r"Stopping the web server and the ingestion worker", 10)
+        serve.send_signal(signal.SIGTERM)
+        output.read_until(r"Stopped\.", 40)
+        assert serve.wait(timeout=10) == 0
+        assert not running(web) and not running(worker)
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+        for pid in filter(running, children):  # each in a process group of its own
+            os.killpg(pid, signal.SIGKILL)
