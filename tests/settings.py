@@ -1,5 +1,6 @@
 """The settings the test suite runs with: the project's own (`config.settings`), with a fast
-password hasher, and one embedding thread per process in a pytest-xdist worker.
+password hasher, one embedding thread per process in a pytest-xdist worker, and database
+connections kept open between requests and thread hops.
 
 Django's default hasher (PBKDF2, a million iterations) is built to be slow; the suite creates
 about 750 users and signs in hundreds of times, so it would spend minutes hashing. MD5 is
@@ -23,3 +24,11 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("EMBEDDING_THREADS", "1")
     EMBEDDING_THREADS = int(os.environ["EMBEDDING_THREADS"])
+
+# Connections stay open between the requests and thread hops of a test process, as the
+# servers' pool keeps them (config/asgi.py), instead of a new PostgreSQL backend for every
+# `database_sync_to_async` call of an in-process answer: about 6 ms of CPU each, 1 of it the
+# test's and 5 PostgreSQL's (docs/decisions/0170-the-suite-in-parallel-workers.md, twelfth
+# round). A pooled process (DB_POOL) keeps its own.
+if not DB_POOL:  # noqa: F405
+    DATABASES["default"]["CONN_MAX_AGE"] = None  # noqa: F405
