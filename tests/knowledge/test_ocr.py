@@ -196,6 +196,29 @@ def test_faint_text_on_a_page_is_still_read(tmp_path, monkeypatch):
     assert PAGE_WORDS[3] in page_texts(parsed)[1]
 
 
+@pytest.mark.parametrize("mode", ["L", "1"])
+def test_the_speckle_filter_gives_the_pixels_of_pils_median_filter(mode):
+    """`median_filtered` is PIL's 3×3 median filter, pixel for pixel, edges included, on
+    greyscale and bilevel pages of any shape (one pixel, one row, one column, odd sizes), on
+    noise and on a rendered page with speckles."""
+    import numpy as np
+    from PIL import ImageFilter
+
+    from knowledge.parsers.ocr import median_filtered
+
+    generator = np.random.default_rng(41)
+    page = scan(pdf_page_images(sample_pdf(), dpi=100)[0], REALISTIC).convert("L")
+    images = [page.convert(mode)]
+    for height, width in [(1, 1), (1, 7), (7, 1), (2, 2), (3, 3), (37, 64), (201, 150)]:
+        noise = generator.integers(0, 256, size=(height, width), dtype=np.uint8)
+        images.append(Image.fromarray(noise).convert(mode))
+    for image in images:
+        filtered = median_filtered(image)
+        assert filtered.mode == image.mode and filtered.size == image.size
+        expected = np.asarray(image.filter(ImageFilter.MedianFilter(3)))
+        assert np.array_equal(np.asarray(filtered), expected), image.size
+
+
 # --- Ingested, asked about, cited --------------------------------------------------------
 
 
