@@ -52,7 +52,7 @@ MAX_PIXELS = 3508 * 2481
 MAX_SKEW = 5  # degrees a page may be askew and still be straightened
 SKEW_PROBE_PIXELS = 800
 # A page goes to Tesseract as a PNG compressed at this zlib level (1: the fastest to write;
-# Tesseract reads it as fast as the default level's, and far faster than an uncompressed image).
+# Tesseract reads it about as fast as the default level's, far faster than an uncompressed one).
 PNG_COMPRESS_LEVEL = 1
 
 
@@ -199,6 +199,8 @@ def median_filtered(image):
     from PIL import Image
 
     pixels = np.asarray(image)
+    if pixels.size == 0:  # an image with no pixels has nothing to filter (as PIL's)
+        return image.copy()
     bilevel = pixels.dtype == np.bool_
     if bilevel:
         pixels = pixels.view(np.uint8)

@@ -199,8 +199,8 @@ def test_faint_text_on_a_page_is_still_read(tmp_path, monkeypatch):
 @pytest.mark.parametrize("mode", ["L", "1"])
 def test_the_speckle_filter_gives_the_pixels_of_pils_median_filter(mode):
     """`median_filtered` is PIL's 3×3 median filter, pixel for pixel, edges included, on
-    greyscale and bilevel pages of any shape (one pixel, one row, one column, odd sizes), on
-    noise and on a rendered page with speckles."""
+    greyscale and bilevel pages of any shape (none, one pixel, one row, one column, odd
+    sizes), on noise and on a rendered page with speckles."""
     import numpy as np
     from PIL import ImageFilter
 
@@ -212,6 +212,7 @@ def test_the_speckle_filter_gives_the_pixels_of_pils_median_filter(mode):
     for height, width in [(1, 1), (1, 7), (7, 1), (2, 2), (3, 3), (37, 64), (201, 150)]:
         noise = generator.integers(0, 256, size=(height, width), dtype=np.uint8)
         images.append(Image.fromarray(noise).convert(mode))
+    images += [Image.new(mode, (0, 5)), Image.new(mode, (5, 0))]  # no pixels at all
     for image in images:
         filtered = median_filtered(image)
         assert filtered.mode == image.mode and filtered.size == image.size
