@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.support.live_server import database_url_of, free_port
+from tests.support.live_server import database_url_of, free_port, process_alive
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -66,14 +66,6 @@ def serve_start(port: int) -> subprocess.Popen:
     )
 
 
-def running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_serve_restarts_a_worker_that_dies_and_keeps_serving():
     port = free_port()
     serve = serve_start(port)
@@ -121,10 +113,10 @@ def test_a_stop_signal_sent_twice_stops_both_children_once():
         serve.send_signal(signal.SIGTERM)
         output.read_until(r"Stopped\.", 40)
         assert serve.wait(timeout=10) == 0
-        assert not running(web) and not running(worker)
+        assert not process_alive(web) and not process_alive(worker)
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
-        for pid in filter(running, children):  # each in a process group of its own
+        for pid in filter(process_alive, children):  # each in a process group of its own
             os.killpg(pid, signal.SIGKILL)

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.support.live_server import database_url_of, free_port
+from tests.support.live_server import database_url_of, free_port, process_alive
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -23,15 +23,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 def children(pid: int) -> list[int]:
     text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
     return [int(child) for child in text.split()]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status").read_text()
-    return "State:\tZ" not in status
 
 
 def start(port: int) -> subprocess.Popen:
@@ -66,14 +57,14 @@ def test_two_processes_serve_one_port_and_stop_together():
     try:
         wait_serving(port)
         daphnes = children(web.pid)
-        assert len(daphnes) == 2 and all(alive(pid) for pid in daphnes)
+        assert len(daphnes) == 2 and all(process_alive(pid) for pid in daphnes)
         for _ in range(10):
             assert httpx.get(f"http://127.0.0.1:{port}/login/", timeout=10).status_code == 200
     finally:
         web.send_signal(signal.SIGTERM)
         web.wait(timeout=40)
     assert web.returncode == 0
-    assert not any(alive(pid) for pid in daphnes)
+    assert not any(process_alive(pid) for pid in daphnes)
 
 
 def test_one_process_dying_stops_the_others_with_an_error_status():
@@ -89,4 +80,4 @@ def test_one_process_dying_stops_the_others_with_an_error_status():
             web.kill()
             web.wait()
     assert web.returncode != 0
-    assert not alive(second)
+    assert not process_alive(second)

@@ -35,6 +35,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended (a zombie, ended but not yet waited for
+    by its parent, counts as ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:  # it ended between the two looks
+        return False
+    return "State:\tZ" not in status
+
+
 def server_thread_start(
     server: socketserver.BaseServer, name: str | None = None
 ) -> threading.Thread:
