@@ -75,6 +75,7 @@ def main(arguments: list[str]) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
     from knowledge import embedding
+    from lab.benchmark.stats import load_average
     from lab.evaluation.isolated import isolated_database
 
     runs = int(arguments[0]) if arguments else 3
@@ -82,11 +83,11 @@ def main(arguments: list[str]) -> None:
     embedding.embed_texts(["warm up"])  # the worker loads its model when it starts
     with isolated_database("sourced_personal_files"):
         for run in range(1, runs + 1):
-            load = os.getloadavg()[0]
+            load = load_average()
             seconds, chunks = personal_file_ready_seconds(pages)
             print(
                 f"run {run}: {pages} pages, {chunks} chunks, ready in {seconds:.1f} s "
-                f"(load average {load:.2f} → {os.getloadavg()[0]:.2f})",
+                f"(load average {load} → {load_average()})",
                 flush=True,
             )
 
