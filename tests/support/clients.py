@@ -16,6 +16,10 @@ from django.contrib.sessions.backends.db import SessionStore
 
 from chat.routing import websocket_urlpatterns
 
+# How long a test waits for the socket's accept (channels' WebsocketCommunicator waits 1 s by
+# default, which a whole-suite run, three workers on two cores, once exceeded).
+CONNECT_TIMEOUT_S = 30
+
 
 def session_signed_in(user, **data) -> SessionStore:
     """A stored session signing `user` in, as `django.contrib.auth.login` makes it (`data`:
@@ -44,7 +48,7 @@ async def socket_scoped(user, conversation_id) -> WebsocketCommunicator:
 
 async def socket_for(user, conversation_id) -> WebsocketCommunicator:
     communicator = await socket_scoped(user, conversation_id)
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=CONNECT_TIMEOUT_S)
     assert connected
     return communicator
 
