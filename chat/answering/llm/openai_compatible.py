@@ -6,12 +6,15 @@ Resilience is the `openai` client's own: `timeout` (connect, and between two pie
 reply) and `max_retries` (connection errors, timeouts, 408/409/429/5xx, with its backoff and the
 server's Retry-After), which all happen before the first token; a reply that breaks off later
 is never retried (the user has already seen part of it). A client is made per reply and closed
-with it: nothing is bound to an event loop between answers.
+with it: nothing is bound to an event loop between answers. Its TLS context, which is bound to
+no loop, is built once per process (`tls_context`).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import ssl
 from collections.abc import AsyncIterator, Sequence
 
 import httpx
@@ -41,6 +44,15 @@ def error_text(error: BaseException) -> str:
         cause = error.__cause__
         return f"cannot connect ({cause or error})"[:300]
     return f"{type(error).__name__}: {error}"[:300]
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context every client of this module verifies the server with: httpx's default
+    (the certifi roots, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), built once per process. Building
+    it reads the whole certificate bundle, which a client made per reply otherwise did for every
+    reply, `http://` servers included (docs/decisions/0150-answer-cost-per-question.md)."""
+    return httpx.create_ssl_context()
 
 
 class OpenAIReply(Reply):
@@ -100,6 +112,7 @@ class OpenAICompatibleBackend(LLMBackend):
             api_key=self.api_key,
             timeout=self.timeout if timeout is None else timeout,
             max_retries=self.max_retries if max_retries is None else max_retries,
+            http_client=openai.DefaultAsyncHttpxClient(verify=tls_context()),
         )
 
     async def open(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Reply:
@@ -128,6 +141,7 @@ class OpenAICompatibleBackend(LLMBackend):
             api_key=self.api_key,
             timeout=min(self.timeout, PROBE_TIMEOUT_S),
             max_retries=0,
+            http_client=openai.DefaultHttpxClient(verify=tls_context()),
         )
         try:
             client.models.list()

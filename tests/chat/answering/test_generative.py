@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import re
+import ssl
 import time
 import uuid
 
@@ -26,6 +27,7 @@ from chat.answering.generative import (
     REWRITE_PROMPT,
 )
 from chat.answering.grounding import SYSTEM_PROMPT
+from chat.answering.llm.openai_compatible import OpenAICompatibleBackend, tls_context
 from chat.answering.memory import SUMMARY_PROMPT
 from chat.answering.pipeline import answer_stream
 from chat.models import ChatSettings, Conversation, Message
@@ -408,6 +410,31 @@ async def test_turns_within_the_count_are_folded_when_they_exceed_about_6000_tok
     users = [m["content"] for m in answering if m["role"] == "user"]
     assert users[:2] == [CARRY_QUESTION, MEAL_QUESTION]
     assert LEAVE_QUESTION not in "\n".join(m["content"] for m in answering)
+
+
+# --- The client ----------------------------------------------------------------------------------
+async def test_replies_verify_with_one_tls_context_built_once_per_process(
+    llm_server, generative, policies_kb, staff_user, monkeypatch
+):
+    """Building a TLS context reads the whole certificate bundle (about 30 ms of CPU): a client
+    is made per reply, its context is not."""
+    built = []
+    create_default_context = ssl.create_default_context
+
+    def counted(*args, **kwargs):
+        built.append(args or kwargs)
+        return create_default_context(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    tls_context.cache_clear()
+    llm_server.default = Scripted(pieces=["25 days [1]."])
+    for _ in range(3):
+        events = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=uuid.uuid4())
+        assert deltas(events) == "25 days [1]."
+    assert len(llm_server.completions()) == 3
+    assert len(built) == 1
+    assert OpenAICompatibleBackend().probe() == ""  # the admin's probe: the same context
+    assert len(built) == 1
 
 
 # --- Resilience --------------------------------------------------------------------------------
