@@ -40,11 +40,12 @@ $(STAMP): pyproject.toml
 migrate: setup
 	$(PY) manage.py migrate --noinput
 
-## Debian's Chromium for the browser tests (Playwright drives /usr/bin/chromium).
+## Debian's Chromium for the browser tests: its headless shell (Playwright drives
+## /usr/bin/chromium-headless-shell; why: docs/decisions/0170-the-suite-in-parallel-workers.md).
 browser:
-	@test -x /usr/bin/chromium || { \
+	@test -x /usr/bin/chromium-headless-shell || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium-headless-shell >/dev/null; }
 
 ## Debian's redis-server for the scale-out tests (each starts its own on a free loopback port).
 redis:

@@ -1,6 +1,12 @@
 """Debian's Chromium, as the browser tests launch it through Playwright, where they put their
 screenshots, and what they do in a page: log in, ask, wait for the answer. The live server they
-drive is tests.support.live_server.daphne_server."""
+drive is tests.support.live_server.daphne_server.
+
+The browser is Debian's Chromium headless shell (package `chromium-headless-shell`, built from
+the same `chromium` source and version as `/usr/bin/chromium`: the same Blink and V8 without
+the desktop browser around them), the build Playwright itself runs headless tests in. It uses
+about a third of the full browser's CPU for the same tests
+(docs/decisions/0170-the-suite-in-parallel-workers.md, "Thirteenth round")."""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = "/usr/bin/chromium-headless-shell"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

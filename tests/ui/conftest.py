@@ -28,9 +28,11 @@ def other_client(other_staff_user) -> Client:
 
 @pytest.fixture(scope="module")
 def browser():
-    """Debian's Chromium through Playwright, one per test module."""
+    """Debian's Chromium (its headless shell) through Playwright, one per test module."""
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`).")
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium-headless-shell (`make browser`)."
+        )
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API keeps an event loop in this thread: let the ORM run beside it.
