@@ -186,8 +186,8 @@ def server_running(
 
 
 def _wait_ready(server: RunningServer) -> None:
-    """Polls the login page until it answers; one client for every poll (a client per poll
-    built its TLS context, about 30 ms of CPU, five times a second while the server started)."""
+    """Polls the login page, with one HTTP client for every poll, until it answers; ServerError
+    when the server dies or does not answer within READY_TIMEOUT."""
     deadline = time.monotonic() + READY_TIMEOUT
     with httpx.Client(timeout=2.0, trust_env=False) as client:
         while time.monotonic() < deadline:

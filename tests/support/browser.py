@@ -4,9 +4,8 @@ drive is tests.support.live_server.daphne_server.
 
 The browser is Debian's Chromium headless shell (package `chromium-headless-shell`, built from
 the same `chromium` source and version as `/usr/bin/chromium`: the same Blink and V8 without
-the desktop browser around them), the build Playwright itself runs headless tests in. It uses
-about a third of the full browser's CPU for the same tests
-(docs/decisions/0170-the-suite-in-parallel-workers.md, "Thirteenth round")."""
+the desktop browser around them); why: docs/decisions/0170-the-suite-in-parallel-workers.md,
+"Thirteenth round"."""
 
 from __future__ import annotations
 

@@ -49,9 +49,8 @@ def error_text(error: BaseException) -> str:
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The TLS context every client of this module verifies the server with: httpx's default
-    (the certifi roots, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), built once per process. Building
-    it reads the whole certificate bundle, which a client made per reply otherwise did for every
-    reply, `http://` servers included (docs/decisions/0150-answer-cost-per-question.md)."""
+    (the certifi roots, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), built once per process and shared
+    by the clients made per reply (why: docs/decisions/0150-answer-cost-per-question.md)."""
     return httpx.create_ssl_context()
 
 
