@@ -62,7 +62,7 @@ from chat.selectors import (
     exchange_stored,
 )
 from chat.socket_limits import CLOSE_TOO_MANY_SOCKETS, socket_admit, socket_release
-from chat.socket_render import conversation_fragments, final_html, sources_html
+from chat.socket_render import conversation_fragments, final_html, finished_html, sources_html
 from chat.socket_request import Admission, Exchange, request_from
 from knowledge.access import Reader, reader_for, user_is_staff
 from knowledge.personal_progress import (
@@ -334,6 +334,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 options=options,
                 reader=reader,
             ):
+                if event.row is not None:
+                    self.exchange.finished = event.row
                 await self._render_event(event.type, event.data)
         except AnswerError as error:
             html = fragments.notice_html(error.message)
@@ -422,9 +424,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if exchange is None:
             return
         try:
-            html = await database_sync_to_async(final_html)(
-                exchange, user=self.user, conversation_id=self.conversation_id
-            )
+            # An answer just streamed whole is rendered from its row as stored: nothing to read.
+            html = finished_html(exchange)
+            if html is None:
+                html = await database_sync_to_async(final_html)(
+                    exchange, user=self.user, conversation_id=self.conversation_id
+                )
             html += await self._listing_html()  # stopped or refused before any answer started
         except Exception:
             logger.exception("Rendering the end of an answer failed")

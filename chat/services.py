@@ -428,6 +428,7 @@ def answer_finish(
     searched_documents: Sequence[dict[str, int | str]] = (),
     evidence: str = "",
     given: Sequence[int] = (),
+    answer: Message | None = None,
 ) -> list[Citation] | None:
     """Store the outcome of a streaming answer with its citations, in one statement.
     `evidence`: the evidence check's verdict on a complete answer (Message.Evidence).
@@ -441,7 +442,8 @@ def answer_finish(
     finished or no longer exists. A cited chunk deleted meanwhile keeps its snapshot.
     `searched_document`: (id, title) of the document the question named and the answer was
     searched in alone (chat/answering/named_documents.py); `searched_documents` every one of
-    them (`{id, title}`), when the question named them.
+    them (`{id, title}`), when the question named them. `answer`: the answer's instance (the
+    exchange's claim), its fields set to what was stored when it is finished.
     """
     fields: dict[str, Any] = {
         "status": status,
@@ -456,8 +458,8 @@ def answer_finish(
         "evidence": evidence,
         **{name: value for name, value in vars(figures).items() if value is not None},
     }
-    answer = Message(pk=answer_id, **fields)
-    citations = [citation_build(message=answer, n=n, chunk=chunk) for n, chunk in cited]
+    stored = Message(pk=answer_id, **fields)
+    citations = [citation_build(message=stored, n=n, chunk=chunk) for n, chunk in cited]
     drew_on = sorted({*given, *(chunk.document_id for _, chunk in cited)})
     finished, alive = _answer_finish_statement(answer_id, fields, citations, drew_on)
     if not finished:
@@ -465,6 +467,9 @@ def answer_finish(
     for citation in citations:
         if citation.n not in alive:
             citation.chunk_id = None
+    if answer is not None:
+        for name, value in fields.items():
+            setattr(answer, name, value)
     return citations
 
 

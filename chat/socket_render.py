@@ -76,20 +76,41 @@ def final_html(exchange: Exchange, *, user: AbstractBaseUser, conversation_id: s
         return ""
     answer, rating = read
     if _streamed_whole(exchange, answer):
-        view = streamed_answer_view(
-            answer, rating=rating, question=exchange.question, documents=exchange.documents
-        )
-    else:
-        known = {answer.reply_to_id: exchange.question} if exchange.question else None
-        view = message_views(
-            [answer],
-            user=user,
-            can_post=True,
-            questions=known,
-            reader=exchange.reader,
-            ratings={answer.pk: rating} if rating is not None else {},
-        )[0]
-    if exchange.answer_id == str(answer.pk):
+        return _streamed_html(exchange, answer, rating=rating)
+    known = {answer.reply_to_id: exchange.question} if exchange.question else None
+    view = message_views(
+        [answer],
+        user=user,
+        can_post=True,
+        questions=known,
+        reader=exchange.reader,
+        ratings={answer.pk: rating} if rating is not None else {},
+    )[0]
+    return _placed_html(exchange, view)
+
+
+@cpu_stage("render")
+def finished_html(exchange: Exchange) -> str | None:
+    """The final render of an answer this socket has just streamed whole (`_streamed_whole`)
+    from its row as the answering stored it (`exchange.finished`, the `answer_end` event's),
+    reading nothing; None when there is no such row or the answer was not streamed whole:
+    then `final_html` reads it. A row this process has just written cannot have been rated
+    by anyone yet: it is a new answer."""
+    answer = exchange.finished
+    if answer is None or not _streamed_whole(exchange, answer):
+        return None
+    return _streamed_html(exchange, answer, rating=None)
+
+
+def _streamed_html(exchange: Exchange, answer: MessageRow, *, rating: int | None) -> str:
+    view = streamed_answer_view(
+        answer, rating=rating, question=exchange.question, documents=exchange.documents
+    )
+    return _placed_html(exchange, view)
+
+
+def _placed_html(exchange: Exchange, view: MessageView) -> str:
+    if exchange.answer_id == str(view.id):
         return fragments.message_html(view, oob="true")
     if exchange.replace_target:
         return fragments.message_html(view, oob=f"outerHTML:{exchange.replace_target}")

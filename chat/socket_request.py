@@ -13,6 +13,7 @@ from chat.errors import AnswerError
 from chat.ids import uuid_parse
 from chat.models import Message
 from chat.ratelimit import Throttled
+from chat.transcript import MessageRow
 from knowledge.access import Reader
 from pages.client_input import client_int
 
@@ -45,6 +46,9 @@ class Exchange:
     sent_citations: tuple[tuple[int, int | None], ...] = ()
     documents: dict[int, bool] | None = None
     ended: bool = False
+    # The answer's row as the answering stored it (the answer_end event's), for its final
+    # render (chat.socket_render.finished_html).
+    finished: MessageRow | None = None
     reader: Reader | None = None  # the asker's, computed once for this message
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 
@@ -242,13 +242,27 @@ _JSON_INDEXES = frozenset(
 def message_row(message: Message) -> MessageRow:
     """The row of a message instance (its citations loaded, ideally prefetched with
     `citations_with_source_state`, else one query here)."""
+    return _row_of(message, message.citations.all(), stale=citation_is_stale)
+
+
+def finished_answer_row(answer: Message, citations: Sequence[Citation]) -> MessageRow:
+    """The row of `answer` as `services.answer_finish` has just stored it (`answer` given to it:
+    its fields set to what was written; `citations` what it returned), not read back. A
+    citation is stale when its chunk was gone as it was stored (`chunk_id` None): the stale
+    check (`citation_fresh`) finds nothing else in the moment its document was searched."""
+    return _row_of(answer, citations, stale=lambda citation: citation.chunk_id is None)
+
+
+def _row_of(
+    message: Message, citations: Iterable[Citation], *, stale: Callable[[Citation], bool]
+) -> MessageRow:
     return MessageRow(
         id=message.pk,
-        role=message.role,
+        role=str(message.role),
         content=message.content,
-        status=message.status,
+        status=str(message.status),
         reply_to_id=message.reply_to_id,
-        mode=message.mode,
+        mode=str(message.mode),
         suggestions=_suggestions(message.suggestions),
         warning=message.warning,
         search_query=message.search_query,
@@ -256,13 +270,13 @@ def message_row(message: Message) -> MessageRow:
         searched_document_title=message.searched_document_title,
         searched_documents=tuple(message.searched_documents or ()),
         error_code=message.error_code,
-        evidence=message.evidence,
+        evidence=str(message.evidence),
         created_at=message.created_at,
         citations=tuple(
             CitationRow(
                 *(getattr(citation, column) for column in _CITATION_COLUMNS),
-                stale=citation_is_stale(citation),
+                stale=stale(citation),
             )
-            for citation in sorted(message.citations.all(), key=lambda c: c.n)
+            for citation in sorted(citations, key=lambda c: c.n)
         ),
     )

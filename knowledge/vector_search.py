@@ -11,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 from django.db import connection
@@ -85,30 +86,32 @@ def vector_search_sql(
     # `= ANY(ARRAY(shortlist))`: the shortlist runs once, and the rows compared in full are
     # read through one index scan of them all rather than a join probing row by row. `+ 0.0`:
     # the distance as an expression the HNSW index cannot serve.
-    signs = query_vector_signs(vector)
+    # The question's signs are quantised by the database, as each row's `vector_bits` is.
+    dimensions = vector.count(",") + 1
     shortlist = (
         f"SELECT V0.chunk_id FROM {table} V0 WHERE {where} "
-        f"ORDER BY (V0.vector_bits <~> %s::bit({len(signs)})) ASC, 1 ASC "
-        f"LIMIT {exact_shortlist_size(limit, rows)}"
+        f"ORDER BY (V0.vector_bits <~> binary_quantize(%s::vector)::bit({dimensions})) ASC, "
+        f"1 ASC LIMIT {exact_shortlist_size(limit, rows)}"
     )
     sql = (
         f"SELECT {table}.chunk_id, (({table}.vector <=> %s::vector) + 0.0) AS distance "
         f"FROM {table} WHERE {table}.chunk_id = ANY(ARRAY({shortlist})) "
         f"AND {table}.model = %s ORDER BY 2 ASC LIMIT {limit}"
     )
-    return sql, [vector, *params, signs, model]
+    return sql, [vector, *params, vector, model]
 
 
 def vector_text(vector: np.ndarray) -> str:
     """`vector` as pgvector's text form, `[x,y,…]` (once per question: both queries that need
-    the question's vector take it as text)."""
-    return "[" + ",".join(map(str, vector.tolist())) + "]"
+    the question's vector take it as text). pgvector keeps float32 values: each is written
+    with 9 significant digits, which always read back as the same float32."""
+    values = np.asarray(vector, dtype=np.float32).tolist()
+    return "[" + _values_format(len(values)) % tuple(values) + "]"
 
 
-def query_vector_signs(vector: str) -> str:
-    """The signs of a vector given as text (`vector_text`), as the database's `binary_quantize`
-    writes them: 1 where positive."""
-    return "".join("1" if float(value) > 0 else "0" for value in vector.strip("[]").split(","))
+@lru_cache(maxsize=4)
+def _values_format(count: int) -> str:
+    return ",".join(["%.9g"] * count)
 
 
 def exact_shortlist_size(limit: int, rows: int) -> int:

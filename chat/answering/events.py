@@ -9,7 +9,10 @@ also end a stream that had started). Transports only render them: the SSE API as
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from chat.transcript import MessageRow
 
 EventType = Literal[
     "answer_start", "answer_delta", "sources", "answer_end", "refusal", "error", "warning"
@@ -20,6 +23,10 @@ EventType = Literal[
 class Event:
     type: EventType
     data: dict[str, Any] = field(default_factory=dict)
+    # answer_end of an answer just answered: the answer's row as it was stored
+    # (`chat.transcript.finished_answer_row`), for a transport rendering it whole at the end
+    # without reading it back. Never sent to a client.
+    row: MessageRow | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"type": self.type, **self.data}

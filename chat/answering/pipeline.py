@@ -97,6 +97,7 @@ from chat.answering.stage_cpu import cpu_stage, stage_cpu_begin
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.citations import citation_as_dict
 from chat.models import Message
+from chat.transcript import finished_answer_row
 from knowledge.access import Reader
 
 errors_logger = logging.getLogger(__name__)
@@ -279,6 +280,7 @@ async def answer_stream(
             ),
             searched_documents=[d.as_dict() for d in found.searched_documents],
             evidence=evidence,
+            answer=answer_message,
         )
         if citations is None:
             raise RuntimeError(f"answer {answer_message.pk} was finished by someone else")
@@ -293,7 +295,11 @@ async def answer_stream(
                 [d.as_dict() for d in found.searched_documents],
             ),
         )
-        yield exchange.event("answer_end", {"message_id": ids["message_id"], "status": str(status)})
+        yield exchange.event(
+            "answer_end",
+            {"message_id": ids["message_id"], "status": str(status)},
+            row=finished_answer_row(answer_message, citations),
+        )
     except (asyncio.CancelledError, GeneratorExit):
         if status == Message.Status.STREAMING:
             status = Message.Status.INTERRUPTED

@@ -7,7 +7,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -16,6 +16,9 @@ from chat.answering.answerers import Answerer, WrittenAnswer
 from chat.answering.events import Event
 from chat.answering.stage_cpu import stage_cpu_rounded
 from chat.models import Message
+
+if TYPE_CHECKING:
+    from chat.transcript import MessageRow
 
 logger = logging.getLogger("sourced.exchange")
 retrieval_logger = logging.getLogger("sourced.retrieval")
@@ -57,10 +60,10 @@ class ExchangeTrace:
     def elapsed_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 1)
 
-    def event(self, type_: str, data: dict[str, Any]) -> Event:
+    def event(self, type_: str, data: dict[str, Any], *, row: MessageRow | None = None) -> Event:
         if self.first_event_ms is None:
             self.first_event_ms = self.elapsed_ms()
-        return Event(type_, data)  # type: ignore[arg-type]
+        return Event(type_, data, row=row)  # type: ignore[arg-type]
 
     def figures(self, top_k: int) -> services.AnswerFigures:
         return services.AnswerFigures(

@@ -1,6 +1,7 @@
 """The socket's final render reads its answer in one statement (`chat.transcript.answer_row_read`):
 the row, its citations in order with their stale check, and the reader's own rating; the same
-row the conversation's transcript gives."""
+row the conversation's transcript gives. An answer the socket has just streamed whole is
+rendered from its row as stored (`chat.transcript.finished_answer_row`): the same row."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from chat.models import Conversation, Feedback
-from chat.transcript import answer_row_read, conversation_transcript
+from chat import services
+from chat.models import Conversation, Feedback, Message
+from chat.transcript import answer_row_read, conversation_transcript, finished_answer_row
+from knowledge.access import reader_for
 from knowledge.models import Chunk
+from knowledge.retrieval import chunks_search
 from tests.support.conversations import exchange_create
 from tests.support.knowledge_base import LEAVE_TEXTS, document_create
 
@@ -68,3 +72,49 @@ def test_an_answer_without_citations_or_rating_and_one_of_another_conversation(
     elsewhere = Conversation.objects.create(owner=staff_user, title="Another")
     assert answer_row_read(answer.pk, conversation_id=elsewhere.pk, rater=staff_user) is None
     assert answer_row_read(uuid.uuid4(), conversation_id=conversation.pk) is None
+
+
+def test_an_answer_just_finished_is_the_row_its_final_render_would_read(staff_user):
+    """`finished_answer_row`: the row of an answer as `services.answer_finish` stored it, made
+    without reading it back (chat/socket_render.py `finished_html`), is the row read back,
+    equal and with the same hash (rows key rendered fragments); a chunk deleted while the
+    answer was written is cited stale in both."""
+    handbook = document_create(title="Staff handbook", texts=LEAVE_TEXTS)
+    reader = reader_for(staff_user)
+    found = chunks_search(query="How many days of annual leave?", reader=reader, top_k=3).chunks
+    assert len(found) >= 2
+    claim = services.exchange_begin(
+        user=staff_user,
+        message_id=uuid.uuid4(),
+        question="How many days of annual leave?",
+        conversation_id=None,
+        is_private=False,
+        mode=Message.Mode.EXTRACTIVE,
+        top_k=3,
+    )
+    Chunk.objects.filter(pk=found[1].chunk_id).delete()
+    citations = services.answer_finish(
+        answer_id=claim.answer.pk,
+        status=Message.Status.COMPLETE,
+        content="25 days [1]. Carried over [2].",
+        cited=[(2, found[1]), (1, found[0])],
+        warning="Your question is longer than the search model can read.",
+        search_query="annual leave days",
+        searched_document=(handbook.pk, handbook.title),
+        searched_documents=[{"id": handbook.pk, "title": handbook.title}],
+        evidence=Message.Evidence.WEAK,
+        answer=claim.answer,
+    )
+    assert citations is not None
+
+    row = finished_answer_row(claim.answer, citations)
+    read, rating = answer_row_read(
+        claim.answer.pk, conversation_id=claim.conversation.pk, rater=staff_user
+    )
+    assert row == read and hash(row) == hash(read) and rating is None
+    assert [(c.n, c.stale) for c in row.citations] == [(1, False), (2, True)]
+    assert (row.status, row.evidence, row.searched_documents) == (
+        "complete",
+        "weak",
+        ((handbook.pk, "Staff handbook"),),
+    )

@@ -55,9 +55,16 @@ async def test_a_database_failure_while_admitting_is_shown_and_frees_the_compose
     assert_told_and_freed(fragments)
 
 
+def _read_back(exchange):
+    """The final render that reads the answer back (`final_html`), as after a Stop or an
+    error: `finished_html` declining."""
+    return None
+
+
 async def test_a_database_failure_rendering_the_end_is_shown_and_frees_the_composer(
     staff_user, leave_kb, monkeypatch
 ):
+    monkeypatch.setattr(chat.consumers, "finished_html", _read_back)
     monkeypatch.setattr(chat.socket_render, "answer_row_read", _database_gone)
     conversation_id = uuid.uuid4()
     communicator = await socket_for(staff_user, conversation_id)
@@ -70,6 +77,24 @@ async def test_a_database_failure_rendering_the_end_is_shown_and_frees_the_compo
     assert answer.status == Message.Status.COMPLETE
 
 
+async def test_a_failure_rendering_the_end_from_the_stored_row_is_shown_too(
+    staff_user, leave_kb, monkeypatch
+):
+    """The final render of an answer streamed whole reads nothing (`finished_html`); if it
+    fails, the page is told and its composer freed as when the read fails."""
+
+    def broken(*args, **kwargs):
+        raise ValueError("a template that cannot render")
+
+    monkeypatch.setattr(chat.socket_render, "streamed_answer_view", broken)
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    fragments = await fragments_until_idle(communicator, timeout=30)
+    await communicator.disconnect()
+    assert_told_and_freed(fragments)
+
+
 async def test_the_conversation_is_free_again_after_a_failure_while_answering(
     staff_user, leave_kb, monkeypatch
 ):
@@ -78,6 +103,7 @@ async def test_the_conversation_is_free_again_after_a_failure_while_answering(
     conversation_id = uuid.uuid4()
     communicator = await socket_for(staff_user, conversation_id)
     with monkeypatch.context() as patch:
+        patch.setattr(chat.consumers, "finished_html", _read_back)
         patch.setattr(chat.socket_render, "answer_row_read", _database_gone)
         await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
         assert_told_and_freed(await fragments_until_idle(communicator, timeout=30))
