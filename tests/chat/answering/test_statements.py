@@ -50,8 +50,8 @@ MEAL_QUESTION = "What is the daily meal allowance while travelling?"
 # a second time (docs/decisions/0150-answer-cost-per-question.md, "Fifth round"): 27 before.
 # The final render reads the answer, its citations and the reader's rating of it in one
 # statement (0150, "Sixth round"): 25 before. The final render of an answer streamed whole is
-# made from its row as the answering stored it, read back no more (0150, "Fourteenth round"):
-# 23 before.
+# made from its row as the answering stored it, not read back (0150, "Later (2026-11-30,
+# early morning)"): 23 before.
 WEBSOCKET_MAX = 22
 # The withheld check (`chat/withheld_sql.py`) and the cited documents' state
 # (`chat.documents.documents_file_state`).
