@@ -19,6 +19,7 @@ from knowledge.vector_search import (
     chunks_search_vector,
     vector_search_settings,
     vector_search_sql,
+    vector_text,
 )
 from tests.support.knowledge_base import basis, document_create
 
@@ -451,3 +452,23 @@ def test_chunks_replaced_by_a_concurrent_reingest_never_fail_a_search(tmp_path, 
     assert not returned & old_ids
     assert returned <= set(Chunk.objects.values_list("pk", flat=True))
     assert other.pk in {chunk.document_id for chunk in result.chunks}
+
+
+def test_the_question_vectors_text_reads_back_as_its_float32_values_and_signs():
+    """`vector_text` writes each value with 9 significant digits: pgvector reads back the very
+    float32 values (tiny, large, zero and negative zero included), and the database quantises
+    their signs as it does each row's `vector_bits`."""
+    rng = np.random.default_rng(7)
+    vectors = [rng.standard_normal(embedding.DIMENSIONS).astype(np.float32) for _ in range(20)]
+    scales = [np.float32(10.0**power) for power in (-30, -7, 5)]
+    vectors += [vector * scale for scale in scales for vector in vectors[:3]]
+    vectors[0][:4] = [0.0, -0.0, np.float32(1e-45), np.float32(-3.4e38)]
+    with connection.cursor() as cursor:
+        for vector in vectors:
+            text = vector_text(vector)
+            cursor.execute("SELECT %s::vector, binary_quantize(%s::vector)::text", [text, text])
+            stored, signs = cursor.fetchone()
+            # pgvector writes each float32 in its shortest form, which reads back exactly.
+            values = np.asarray(stored.strip("[]").split(","), dtype=np.float64)
+            assert np.array_equal(values.astype(np.float32), vector)
+            assert signs == "".join("1" if value > 0 else "0" for value in vector.tolist())
