@@ -248,8 +248,9 @@ def message_row(message: Message) -> MessageRow:
 def finished_answer_row(answer: Message, citations: Sequence[Citation]) -> MessageRow:
     """The row of `answer` as `services.answer_finish` has just stored it (`answer` given to it:
     its fields set to what was written; `citations` what it returned), not read back. A
-    citation is stale when its chunk was gone as it was stored (`chunk_id` None): the stale
-    check (`citation_fresh`) finds nothing else in the moment its document was searched."""
+    citation is stale when its chunk was gone as the answer was stored (`chunk_id` None), fresh
+    otherwise: what the stale check (`citation_fresh`) finds at that moment, its chunk and
+    document having just been searched."""
     return _row_of(answer, citations, stale=lambda citation: citation.chunk_id is None)
 
 
