@@ -68,6 +68,18 @@ async def fragments_until_idle(communicator, *, timeout: float = 30) -> list[str
             return fragments
 
 
+async def fragments_of_a_question(
+    user, conversation_id, question: str, *, timeout: float = 30
+) -> list[str]:
+    """Every fragment one question asked on a socket of its own gets, up to the one that says
+    the conversation is idle again; the socket is closed after."""
+    communicator = await socket_for(user, conversation_id)
+    await communicator.send_to(text_data=send_payload(question))
+    fragments = await fragments_until_idle(communicator, timeout=timeout)
+    await communicator.disconnect()
+    return fragments
+
+
 def sse_events(response: httpx.Response) -> Iterator[tuple[str, dict]]:
     """(event type, data) for each SSE frame, as soon as its blank line arrives."""
     event, data = None, []

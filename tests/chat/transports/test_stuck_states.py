@@ -21,7 +21,12 @@ import chat.socket_render
 from chat.models import Conversation, Message
 from chat.ratelimit import in_flight_holder
 from tests.support.answers import collect
-from tests.support.clients import fragments_until_idle, send_payload, socket_for
+from tests.support.clients import (
+    fragments_of_a_question,
+    fragments_until_idle,
+    send_payload,
+    socket_for,
+)
 from tests.support.knowledge_base import LEAVE_TEXTS, document_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,10 +53,7 @@ async def test_a_database_failure_while_admitting_is_shown_and_frees_the_compose
     staff_user, leave_kb, monkeypatch
 ):
     monkeypatch.setattr(chat.consumers, "chat_admit", _database_gone)
-    communicator = await socket_for(staff_user, uuid.uuid4())
-    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
-    fragments = await fragments_until_idle(communicator, timeout=10)
-    await communicator.disconnect()
+    fragments = await fragments_of_a_question(staff_user, uuid.uuid4(), LEAVE_QUESTION, timeout=10)
     assert_told_and_freed(fragments)
 
 
@@ -67,11 +69,9 @@ async def test_a_database_failure_rendering_the_end_is_shown_and_frees_the_compo
     monkeypatch.setattr(chat.consumers, "finished_html", _read_back)
     monkeypatch.setattr(chat.socket_render, "answer_row_read", _database_gone)
     conversation_id = uuid.uuid4()
-    communicator = await socket_for(staff_user, conversation_id)
-    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
-    fragments = await fragments_until_idle(communicator, timeout=30)
-    await communicator.disconnect()
-    assert_told_and_freed(fragments)
+    assert_told_and_freed(
+        await fragments_of_a_question(staff_user, conversation_id, LEAVE_QUESTION)
+    )
     # The answer itself was stored: a reload shows it.
     answer = await Message.objects.aget(conversation_id=conversation_id, role="assistant")
     assert answer.status == Message.Status.COMPLETE
@@ -87,12 +87,7 @@ async def test_a_failure_rendering_the_end_from_the_stored_row_is_shown_too(
         raise ValueError("a template that cannot render")
 
     monkeypatch.setattr(chat.socket_render, "streamed_answer_view", broken)
-    conversation_id = uuid.uuid4()
-    communicator = await socket_for(staff_user, conversation_id)
-    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
-    fragments = await fragments_until_idle(communicator, timeout=30)
-    await communicator.disconnect()
-    assert_told_and_freed(fragments)
+    assert_told_and_freed(await fragments_of_a_question(staff_user, uuid.uuid4(), LEAVE_QUESTION))
 
 
 async def test_the_conversation_is_free_again_after_a_failure_while_answering(
