@@ -25,6 +25,7 @@ from knowledge.selectors import (
     document_source_label,
     documents_visible_to,
 )
+from knowledge.sql_arrays import bigint_array
 
 
 def documents_list(user: AbstractBaseUser) -> list[dict]:
@@ -79,7 +80,7 @@ def documents_file_state(document_ids: Iterable[int | None]) -> dict[int, bool]:
     # Written out: it runs twice at the end of every answer
     # (docs/decisions/0152-statements-written-out.md).
     with connection.cursor() as cursor:
-        cursor.execute(_FILE_STATE_SQL, [sorted(ids)])
+        cursor.execute(_FILE_STATE_SQL, [bigint_array(sorted(ids))])
         rows = cursor.fetchall()
     documents = [Document.from_db(DEFAULT_DB_ALIAS, _FILE_STATE_FIELDS, row) for row in rows]
     return {document.pk: document_original_path(document) is not None for document in documents}

@@ -30,6 +30,7 @@ from chat.models import Citation, Conversation, DocumentGiven, Feedback, Message
 from chat.selectors import ConversationAccess, conversation_access
 from knowledge.models import Chunk
 from knowledge.retrieval import RetrievedChunk
+from knowledge.sql_arrays import bigint_array
 
 TITLE_MAX_CHARS = 200
 
@@ -518,7 +519,7 @@ def _answer_finish_statement(
             f"SELECT %s, d FROM (SELECT 1 FROM answer LIMIT 1) a, unnest(%s::bigint[]) d "
             f"ON CONFLICT DO NOTHING RETURNING 1)"
         )
-        params.extend([answer_id, given])
+        params.extend([answer_id, bigint_array(given)])
     sql.append(
         f", touched AS (UPDATE {conversations} SET updated_at = %s "
         f"WHERE id IN (SELECT conversation_id FROM answer) RETURNING 1) "
@@ -548,7 +549,7 @@ def answer_given_record(*, answer_id: uuid.UUID, document_ids: Sequence[int]) ->
     if not document_ids:
         return
     with connection.cursor() as cursor:
-        cursor.execute(_GIVEN_INSERT, [answer_id, sorted(set(document_ids))])
+        cursor.execute(_GIVEN_INSERT, [answer_id, bigint_array(sorted(set(document_ids)))])
 
 
 # --- Memory -------------------------------------------------------------------------------------
@@ -577,7 +578,7 @@ def conversation_summary_store(
             f"RETURNING id), given AS (INSERT INTO {_GIVEN} (message_id, document_id) "
             f"SELECT summary.id, d FROM summary, unnest(%s::bigint[]) d "
             f"ON CONFLICT DO NOTHING) SELECT id FROM summary",
-            [*params, sorted(set(given))],
+            [*params, bigint_array(sorted(set(given)))],
         )
     summary._state.adding, summary._state.db = False, connection.alias
     return summary

@@ -19,6 +19,7 @@ from django.db import connection
 from chat.models import Citation, DocumentGiven, Message
 from knowledge.access import Reader, readable_document_row_sql
 from knowledge.models import Chunk, Document
+from knowledge.sql_arrays import uuid_array
 
 
 def _table(model: type) -> str:
@@ -48,7 +49,7 @@ def withheld_rows(
         params.append(str(conversation_id))
     if message_ids is not None:
         conditions.append("x.message_id = ANY(%s::uuid[])")
-        params.append([str(message_id) for message_id in message_ids])
+        params.append(uuid_array(message_ids))
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     sql = (
         f"SELECT drawn.message_id, COALESCE({in_collection}, FALSE), d.id IS NOT NULL "

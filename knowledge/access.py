@@ -48,6 +48,7 @@ from django.db.models import Q, QuerySet, Subquery
 from django.utils import timezone
 
 from knowledge.models import Collection, Document
+from knowledge.sql_arrays import bigint_array, text_array
 
 # Either permission lets a member of staff see documents in the admin, withdrawn ones included.
 MANAGE_PERMISSIONS = ("view_document", "change_document")
@@ -110,7 +111,7 @@ def _reader_sql() -> str:
         SELECT u.is_active, u.is_staff, u.is_superuser,
           EXISTS (
             SELECT 1 FROM {permission} p JOIN {content_type} ct ON ct.id = p.content_type_id
-            WHERE ct.app_label = 'knowledge' AND p.codename = ANY(%s)
+            WHERE ct.app_label = 'knowledge' AND p.codename = ANY(%s::text[])
               AND (p.id IN (SELECT permission_id FROM {user_permissions} WHERE user_id = u.id)
                 OR p.id IN (SELECT gp.permission_id FROM {group_permissions} gp
                             JOIN {user_groups} ug ON ug.group_id = gp.group_id
@@ -141,7 +142,7 @@ def reader_for(user: UserLike) -> Reader:
     if user is None or not user.is_authenticated or user.pk is None:
         return NOBODY
     with connection.cursor() as cursor:
-        cursor.execute(_reader_sql(), [list(MANAGE_PERMISSIONS), user.pk])
+        cursor.execute(_reader_sql(), [text_array(MANAGE_PERMISSIONS), user.pk])
         row = cursor.fetchone()
     if row is None:
         return NOBODY
@@ -359,13 +360,13 @@ def _organisation_sql(
         organisation = f"NOT ({alias}.collection_id IN ({_PERSONAL_COLLECTIONS_SQL}))"
     else:
         organisation = f"{alias}.collection_id = ANY(%s::bigint[])"
-        params.append(sorted(reader.collection_ids))
+        params.append(bigint_array(sorted(reader.collection_ids)))
         if available:
             organisation = f"({organisation} AND {_AVAILABLE_SQL.format(alias=alias)})"
             params += _available_params()
     if file_ids:
         organisation = f"({organisation} OR {alias}.{document_column} = ANY(%s::bigint[]))"
-        params.append(sorted(file_ids))
+        params.append(bigint_array(sorted(file_ids)))
     return organisation, params
 
 

@@ -14,6 +14,7 @@ from django.db import connection
 from knowledge.access import Reader, rows_searchable_sql
 from knowledge.models import Chunk
 from knowledge.search_scope import reader_required
+from knowledge.sql_arrays import bigint_array
 from knowledge.vocabulary import Vocabulary, text_search_parse, vocabulary_get
 
 # Lexical candidates: the chunks holding the question's rarest terms, as many terms as hold
@@ -139,7 +140,7 @@ def chunks_search_lexical(
     where = searchable
     if document_ids is not None:
         where += f" AND {table}.document_id = ANY(%s::bigint[])"
-        params.append(sorted(int(pk) for pk in document_ids))
+        params.append(bigint_array(sorted(int(pk) for pk in document_ids)))
     sql = (
         f"SELECT {table}.id, {score_sql} AS rank FROM {table} WHERE {where} "
         f"AND {table}.search_vector @@ to_tsquery('simple'::regconfig, %s) "

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from django.db import connection
 
 from knowledge.models import Chunk, Document
+from knowledge.sql_arrays import bigint_array
 
 # Reciprocal rank fusion's constant (docs/product.md §4), for a follow-up's preferred documents.
 RRF_K = 60
@@ -50,7 +51,10 @@ def preferred_ranking(rankings: Sequence[Sequence[int]], document_ids: Sequence[
     """The candidates of `rankings` that belong to `document_ids`, in fused order."""
     candidates = sorted({cid for ranking in rankings for cid in ranking})
     with connection.cursor() as cursor:  # written out: it runs for every follow-up (0152)
-        cursor.execute(_PREFERRED_SQL, [candidates, sorted(int(pk) for pk in document_ids)])
+        cursor.execute(
+            _PREFERRED_SQL,
+            [bigint_array(candidates), bigint_array(sorted(int(pk) for pk in document_ids))],
+        )
         preferred = {pk for (pk,) in cursor.fetchall()}
     return [cid for cid, _ in reciprocal_rank_fusion(rankings) if cid in preferred]
 
@@ -92,7 +96,7 @@ def days_read(chunk_ids: Iterable[int], days: dict[int, int]) -> None:
     if not missing:
         return
     with connection.cursor() as cursor:
-        cursor.execute(_DAYS_SQL, [missing])
+        cursor.execute(_DAYS_SQL, [bigint_array(missing)])
         days.update(cursor.fetchall())
 
 
@@ -101,7 +105,7 @@ def days_read(chunk_ids: Iterable[int], days: dict[int, int]) -> None:
 _DAYS_SQL = (
     f"SELECT c.id, (d.updated_at AT TIME ZONE 'UTC')::date - DATE '0001-01-01' + 1 "
     f"FROM {Chunk._meta.db_table} c "
-    f"JOIN {Document._meta.db_table} d ON d.id = c.document_id WHERE c.id = ANY(%s)"
+    f"JOIN {Document._meta.db_table} d ON d.id = c.document_id WHERE c.id = ANY(%s::bigint[])"
 )
 
 

@@ -68,6 +68,7 @@ from knowledge.ranking import (
     tied_ids,
 )
 from knowledge.search_scope import reader_required
+from knowledge.sql_arrays import bigint_array
 from knowledge.vector_search import (
     candidate_depth,
     chunks_search_vector,
@@ -251,7 +252,7 @@ def _chunks_read(chunk_ids: Sequence[int]) -> dict[int, dict]:
     """The fields of `RetrievedChunk` that come from the database, by chunk id, for those of
     `chunk_ids` that exist: one statement, written out (it runs for every question)."""
     with connection.cursor() as cursor:
-        cursor.execute(_CHUNKS_SQL, [sorted(chunk_ids)])
+        cursor.execute(_CHUNKS_SQL, [bigint_array(sorted(chunk_ids))])
         rows = cursor.fetchall()
     chunks = {}
     for row in rows:

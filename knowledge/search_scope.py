@@ -17,6 +17,7 @@ from knowledge.access import (
     rows_searchable_sql,
 )
 from knowledge.models import Chunk, Document
+from knowledge.sql_arrays import bigint_array
 
 
 def not_expired(prefix: str = "") -> Q:
@@ -58,7 +59,7 @@ def documents_searched_among(reader: Reader, document_ids: Iterable[int]) -> set
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id FROM {table} WHERE id = ANY(%s::bigint[]) AND {condition}",  # noqa: S608
-            [ids, *params],
+            [bigint_array(ids), *params],
         )
         return {pk for (pk,) in cursor.fetchall()}
 

@@ -24,6 +24,7 @@ from knowledge.chunking import CHUNKER_VERSION
 from knowledge.models import Chunk, Document, SentenceVector
 from knowledge.parsers.cells import range_parse
 from knowledge.parsers.sheets import CELL_SEPARATOR, LABEL_SEPARATOR, ROW_PREFIX_SEPARATOR
+from knowledge.sql_arrays import text_array
 
 IN_PROGRESS = (Document.Status.PENDING, Document.Status.PROCESSING)
 # A document waiting or processing for longer than this has stalled (no worker running, or
@@ -302,8 +303,8 @@ def sentence_vectors_stored(*, text_hashes: Iterable[str]) -> dict[str, np.ndarr
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT text_hash, vector_send(vector) FROM {table} "
-            "WHERE model = %s AND text_hash = ANY(%s)",
-            [embedding.model_version(), hashes],
+            "WHERE model = %s AND text_hash = ANY(%s::text[])",
+            [embedding.model_version(), text_array(hashes)],
         )
         rows = cursor.fetchall()
     return {

@@ -20,6 +20,7 @@ from django.db.models import Q
 from knowledge import embedding
 from knowledge.access import Reader, rows_searchable_sql
 from knowledge.models import Embedding
+from knowledge.sql_arrays import bigint_array
 
 # A reader who may search at most this many embeddings is searched exactly, row by row, not
 # through the HNSW index (docs/decisions/0077-the-collection-on-every-searched-row.md).
@@ -75,7 +76,7 @@ def vector_search_sql(
     params.append(model)
     if document_ids is not None:
         where += f" AND {alias}.document_id = ANY(%s::bigint[])"
-        params.append(sorted(int(pk) for pk in document_ids))
+        params.append(bigint_array(sorted(int(pk) for pk in document_ids)))
     limit = int(limit)
     if not exact:
         sql = (
@@ -259,7 +260,7 @@ def similarities_for(chunk_ids: Sequence[int], query_vector: np.ndarray | str) -
         cursor.execute(
             f"SELECT chunk_id, vector <=> %s::vector FROM {table} "
             "WHERE chunk_id = ANY(%s::bigint[]) AND model = %s",
-            [vector, sorted(int(pk) for pk in chunk_ids), embedding.model_version()],
+            [vector, bigint_array(sorted(int(pk) for pk in chunk_ids)), embedding.model_version()],
         )
         rows = cursor.fetchall()
     return {chunk_id: 1.0 - float(distance) for chunk_id, distance in rows}
