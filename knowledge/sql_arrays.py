@@ -15,9 +15,9 @@ from collections.abc import Iterable
 
 
 def bigint_array(values: Iterable[int]) -> str:
-    """`values` as the text of a `bigint[]`. Each goes through `int()`, so only digits and a
-    sign reach the text; a value that is not an integer raises (TypeError, ValueError) as
-    psycopg would refuse it."""
+    """`values` (ids) as the text of a `bigint[]`. Each goes through `int()`, so only digits
+    and a sign reach the text; what `int()` refuses (None, a text that is not a number) raises
+    TypeError or ValueError before any SQL."""
     return "{" + ",".join([str(int(value)) for value in values]) + "}"
 
 
