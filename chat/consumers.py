@@ -99,6 +99,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
         async with ThreadSensitiveContext():
             await super().__call__(scope, receive, send)
 
+    async def dispatch(self, message: dict) -> None:
+        """As Channels dispatches, less its hop to the socket's thread before each message
+        from the browser to close the thread's outdated database connections: every database
+        call of this consumer goes through `database_sync_to_async`, which does that before
+        and after the call (channels.db), and the message's first one, the session's check,
+        follows at once."""
+        if message.get("type") == "websocket.receive":
+            await self.websocket_receive(message)
+            return
+        await super().dispatch(message)
+
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
@@ -333,6 +344,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 is_private=is_private,
                 options=options,
                 reader=reader,
+                conversation_empty=self.access == "new",
             ):
                 if event.row is not None:
                     self.exchange.finished = event.row

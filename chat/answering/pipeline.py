@@ -87,7 +87,6 @@ from chat.answering.exchange import (
     heartbeat_keep,
     partial_store,
 )
-from chat.answering.followups import leans_on_conversation
 from chat.answering.generative import GenerativeAnswerer
 from chat.answering.replay import replay_log, stored_answer_events, stored_answer_wait
 from chat.answering.request import AnswerOptions, request_validate
@@ -131,6 +130,7 @@ async def answer_stream(
     is_private: bool = False,
     options: AnswerOptions | None = None,
     reader: Reader | None = None,
+    conversation_empty: bool = False,
 ) -> AsyncIterator[Event]:
     """Answer `question` for `user` as a stream of events (see the module docstring).
 
@@ -140,7 +140,9 @@ async def answer_stream(
     `options.regenerate` the stored question `message_id` is answered again and `question` is
     ignored. `reader`: `user`'s `Reader` when the caller computed it for this request (a
     WebSocket computes one per message, never per connection); otherwise it is computed once
-    when the exchange is stored.
+    when the exchange is stored. `conversation_empty`: the caller knows `conversation_id`
+    holds no earlier question (a socket opened on a conversation its first question creates);
+    a hint for speed only (see step 2), never a different answer.
     """
     exchange = ExchangeTrace(cpu_ms=stage_cpu_begin())
     # 1. Validate.
@@ -153,14 +155,16 @@ async def answer_stream(
         options=options or AnswerOptions(),
         reader=reader,
     )
-    # 2. Store the exchange; the question is embedded meanwhile (CPU, a worker thread) unless
-    # it leans on an existing conversation: then it is searched read in context, and embedded
-    # as written only should that search fail (followups.py).
+    # 2. Store the exchange. A question that opens a conversation is embedded meanwhile (CPU,
+    # a worker thread). One asked in a conversation with earlier turns is embedded once its
+    # search is planned: as written or read in context (followups.py), whichever the plan
+    # searches first; its fallback is embedded only should that search fail
+    # (docs/decisions/0150-answer-cost-per-question.md).
     embedded = None
     if (
         request.supplied_vector is None
         and not request.regenerate
-        and not (request.conversation_id is not None and leans_on_conversation(request.question))
+        and (request.conversation_id is None or conversation_empty)
     ):
         embedded = asyncio.ensure_future(query_embed(request.question))
     stored = await exchange_store_or_release(request, embedded)

@@ -222,6 +222,7 @@ async def ask(ctx: Context, question: str, conversation_id: str | None = None) -
         message_id=uuid.uuid4(),
         conversation_id=conversation_id or uuid.uuid4(),
         is_private=True,
+        conversation_empty=not conversation_id,
     )
     try:
         async with aclosing(stream):

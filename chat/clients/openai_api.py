@@ -112,16 +112,16 @@ async def model_detail(request: HttpRequest, model_id: str) -> HttpResponse:
 
 def _conversation_for(
     user: AbstractBaseUser, parsed: f.CompletionRequest, message_id: uuid.UUID
-) -> uuid.UUID | str:
+) -> tuple[uuid.UUID | str, bool]:
     """The conversation named by the client; else the one of a retried question; else the
-    one whose questions are the earlier user messages; else a new one."""
+    one whose questions are the earlier user messages; else a new one. And whether it is the
+    new one (no earlier question)."""
     if parsed.conversation_id:
-        return parsed.conversation_id
-    return (
-        conversation_of_question(user, message_id)
-        or conversation_continued(user, parsed.earlier_questions)
-        or uuid.uuid4()
+        return parsed.conversation_id, False
+    found = conversation_of_question(user, message_id) or conversation_continued(
+        user, parsed.earlier_questions
     )
+    return (found, False) if found else (uuid.uuid4(), True)
 
 
 @csrf_exempt
@@ -149,7 +149,9 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     try:
         parsed = f.completion_request_parse(payload, request.headers)
         message_id = message_id_for(user, parsed.message_id)
-        conversation_id = await database_sync_to_async(_conversation_for)(user, parsed, message_id)
+        conversation_id, new = await database_sync_to_async(_conversation_for)(
+            user, parsed, message_id
+        )
     except AnswerError as error:
         return f.answer_error(error)
 
@@ -160,6 +162,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         conversation_id=conversation_id,
         is_private=True,
         options=AnswerOptions(file_ids=parsed.file_ids),
+        conversation_empty=new,
     )
     fold = AnswerFold(base_url=request.build_absolute_uri("/"))
     # Up to the first decisive event: bad input, or a failure before any text, is an error

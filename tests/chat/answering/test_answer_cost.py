@@ -11,7 +11,7 @@ import json
 import uuid
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 
 from chat.answering.named_documents import named_document_find
 from chat.answering.named_index import names_index_forget
@@ -20,7 +20,7 @@ from knowledge import embedding, vocabulary
 from knowledge.access import reader_for, reader_of_all_staff
 from knowledge.models import Collection, Document, collection_default_id
 from knowledge.vocabulary import text_search_parse, vocabulary_get
-from tests.support.clients import socket_scoped
+from tests.support.clients import fragments_until_idle, send_payload, socket_for, socket_scoped
 from tests.support.knowledge_base import EXPENSES_TEXTS, LEAVE_TEXTS, document_create
 from tests.support.personal import personal_file_create
 from tests.support.readers import readers_create
@@ -151,3 +151,58 @@ READER_STATEMENT = "WHERE owner_id = u.id),"
 # The follow-up from connect to close, the session and user read again for the message
 # (docs/decisions/0140) included: 33 before the Reader was passed down (0151).
 STATEMENTS_MAX = 31
+
+
+# Calls to another thread (`sync_to_async`, `database_sync_to_async`) for one question on an open
+# socket, from its message to the lock's release: 17 for a follow-up read in context before the
+# second embedding and Channels' connection clean-up hop went (docs/decisions/0150).
+HOPS_MAX = 15
+
+
+async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(monkeypatch):
+    """The first question of a conversation is embedded while it is stored; a later one once
+    its search is planned, as written or read in context, never both
+    (docs/decisions/0150-answer-cost-per-question.md). And the thread hops of each, counted."""
+    readers = await sync_to_async(readers_create)(with_outsiders=False)
+    await sync_to_async(document_create)(title="Staff handbook", texts=LEAVE_TEXTS, pages=[3, 4])
+    await sync_to_async(document_create)(title="Expenses policy", texts=EXPENSES_TEXTS)
+    embedded: list[str] = []
+    embed_query = embedding.embed_query
+
+    def counted(text: str):
+        embedded.append(text)
+        return embed_query(text)
+
+    monkeypatch.setattr(embedding, "embed_query", counted)
+    hops: list[str] = []
+    hop = SyncToAsync.__call__
+
+    def hop_counted(self, *args, **kwargs):
+        hops.append(getattr(self.func, "__name__", repr(self.func)))
+        return hop(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", hop_counted)
+    communicator = await socket_for(readers["staff"], uuid.uuid4())
+    asked = []
+    for question in (
+        FIRST_QUESTION,
+        "How many days of annual leave can be carried over?",  # read in context
+        "How much is the daily meal allowance while travelling?",  # as written
+    ):
+        embedded.clear()
+        hops.clear()
+        await communicator.send_to(text_data=send_payload(question))
+        page = "".join(await fragments_until_idle(communicator))
+        await communicator.receive_nothing(timeout=0.2)  # the lock released after the end
+        print(f"{question}: {len(hops)} hops: {', '.join(hops)}")
+        assert len(hops) <= HOPS_MAX and "close_old_connections" not in hops
+        asked.append((list(embedded), page))
+    await communicator.disconnect()
+
+    (first, first_page), (in_context, context_page), (as_written, written_page) = asked
+    assert first == [FIRST_QUESTION] and "25 days" in first_page
+    assert len(in_context) == 1
+    assert FIRST_QUESTION.rstrip("?") in in_context[0]  # the question read with its conversation
+    assert "31 March" in context_page
+    assert as_written == ["How much is the daily meal allowance while travelling?"]
+    assert "45 euros" in written_page
