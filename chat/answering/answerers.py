@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from chat.answering import followups
 from chat.answering.extractive import ExtractiveAnswer, extractive_answer
@@ -99,7 +100,9 @@ class ExtractiveAnswerer(Answerer):
     """No language model: the sentences of the chunks that best answer the question, verbatim,
     each followed by its chunk's marker (chat/answering/extractive.py). The sentences are chosen
     for what was searched, so a follow-up ("And in London?") is answered in its context, with
-    the follow-up's own words deciding between the sentences."""
+    the follow-up's own words deciding between the sentences. The text is produced whole: it
+    is streamed as one piece, or in pieces of a few words when CHAT_STREAM_DELAY_MS paces the
+    stream."""
 
     mode = Message.Mode.EXTRACTIVE
 
@@ -120,7 +123,11 @@ class ExtractiveAnswerer(Answerer):
             said=said_before(request.question, request.search_query, request.history),
             follows_bonus=followups.FOLLOWS_SAID_BONUS,
         )
-        for piece in self._answer.pieces():
+        pieces = self._answer.pieces()
+        if not settings.CHAT_STREAM_DELAY_MS and pieces:
+            # Produced whole and not paced: one piece, one frame or event for the transport.
+            pieces = ["".join(pieces)]
+        for piece in pieces:
             self._streamed.append(piece)  # handed to the transport: part of what was said
             yield piece
 
@@ -129,5 +136,6 @@ class ExtractiveAnswerer(Answerer):
             return WrittenAnswer(content="", cited=[])
         if complete:
             return WrittenAnswer(content=self._answer.text, cited=self._answer.cited_chunks)
-        sent = [(n, c) for n, c in self._answer.cited_chunks if f" [{n}]" in self._streamed]
-        return WrittenAnswer(content="".join(self._streamed), cited=sent)
+        streamed = "".join(self._streamed)
+        sent = [(n, c) for n, c in self._answer.cited_chunks if f" [{n}]" in streamed]
+        return WrittenAnswer(content=streamed, cited=sent)

@@ -217,8 +217,9 @@ def test_a_generative_answer_repeating_its_source_without_a_marker(people, llm):
     check_matrix(people, conversation_id, answer, question=QUESTION, question_id=answer.reply_to_id)
 
 
-def test_an_extractive_answer_stopped_before_its_first_marker(people):
+def test_an_extractive_answer_stopped_before_its_first_marker(people, settings):
     mode_set(ChatSettings.Mode.EXTRACTIVE)
+    settings.CHAT_STREAM_DELAY_MS = 1  # paced: the answer goes out in pieces
     conversation_id, question_id = uuid.uuid4(), uuid.uuid4()
 
     async def stopped() -> str:

@@ -115,7 +115,8 @@ async def test_browser_socket_needs_an_allowed_origin_and_a_session(staff_user):
 
 
 # --- Streaming -----------------------------------------------------------------------------------
-async def test_answer_streams_as_the_fragment_sequence(staff_user, leave_kb):
+async def test_answer_streams_as_the_fragment_sequence(staff_user, leave_kb, settings):
+    settings.CHAT_STREAM_DELAY_MS = 1  # paced: the answer in pieces (unpaced, it is one)
     conversation_id = uuid.uuid4()
     communicator = await socket_for(staff_user, conversation_id)
     await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
