@@ -472,7 +472,8 @@ EMBEDDING_BATCH_TOKENS = int(os.environ.get("EMBEDDING_BATCH_TOKENS", "4096"))
 EMBEDDING_RUNTIME = os.environ.get("EMBEDDING_RUNTIME", "onnx")
 EMBEDDING_ONNX_DIR = Path(os.environ.get("EMBEDDING_ONNX_DIR", BASE_DIR / ".data" / "models"))
 # Questions of concurrent requests wait this long (ms) for others to be embedded together
-# (0: each alone); config/asgi.py sets it for server processes.
+# (0: each alone; a question asked while no other answer is in progress never waits);
+# config/asgi.py sets it for server processes.
 EMBEDDING_BATCH_WINDOW_MS = float(os.environ.get("EMBEDDING_BATCH_WINDOW_MS", "0"))
 # Threads per embedding call (0: the runtime's default, every core) and whether the model is
 # loaded in the background at startup; config/asgi.py sets both (1, on) for server processes.

@@ -306,16 +306,18 @@ def embed_texts(texts: list[str], *, batch_size: int | None = None) -> np.ndarra
     return np.asarray(vectors, dtype=np.float32)
 
 
-def embed_query(text: str) -> tuple[np.ndarray, bool]:
+def embed_query(text: str, *, alone: bool = False) -> tuple[np.ndarray, bool]:
     """The question's vector and whether the question had to be cut to fit the model. With
     settings.EMBEDDING_BATCH_WINDOW_MS > 0 (server processes) and the `onnx` runtime, questions
-    asked at the same moment are embedded together (see QueryBatcher). Not under `onnx-int8`:
+    asked at the same moment are embedded together (see QueryBatcher); `alone`: the caller
+    knows no other question is on its way (none else is being answered), so an idle model does
+    not wait for one. Not under `onnx-int8`:
     its activations are quantised with a scale computed over the whole batch, so a text's
     vector would depend on its batch mates (measured:
     docs/decisions/0004-embedding-onnx-runtime-and-batching.md)."""
     fitted, truncated = truncate_to_limit(text)
     if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() == "onnx":
-        return _query_batcher().embed(fitted), truncated
+        return _query_batcher().embed(fitted, alone=alone), truncated
     _batched_cpu.ms = 0.0
     return embed_texts([fitted])[0], truncated
 
@@ -332,7 +334,8 @@ def batched_cpu_ms() -> float:
 
 class QueryBatcher:
     """Embeds the questions of concurrent requests together: one thread runs the model; a
-    question waits at most `window_s` for others to join it when the model is idle, and every
+    question waits at most `window_s` for others to join it when the model is idle (unless
+    every question waiting was asked `alone`), and every
     question that arrived while the model was busy goes in the next batch (at most
     `max_batch`, grouped by token length). A text's vector does not depend on its batch mates
     beyond float rounding (attention masks the padding), so a question gets the same answer
@@ -343,17 +346,23 @@ class QueryBatcher:
         self.window_s = window_s
         self.max_batch = max_batch
         self.batches = 0  # model calls so far (for tests and logs)
-        self._pending: list[tuple[list[int], Future]] = []
+        # (token ids, the caller's future, whether the caller expects company)
+        self._pending: list[tuple[list[int], Future, bool]] = []
+        self._company_expected = 0  # pending questions whose callers expect company
         self._ready = threading.Condition()
         self._thread = threading.Thread(target=self._serve, name="embedding-batcher", daemon=True)
         self._thread.start()
 
-    def embed(self, text: str) -> np.ndarray:
-        """`text`'s vector; its share of the model call's CPU is left for `batched_cpu_ms`."""
+    def embed(self, text: str, *, alone: bool = False) -> np.ndarray:
+        """`text`'s vector; its share of the model call's CPU is left for `batched_cpu_ms`.
+        `alone`: no other question is expected meanwhile; a batch of such questions only runs
+        at once, without the window."""
         future: Future = Future()
         ids = self.encoder.token_ids([text])[0]
         with self._ready:
-            self._pending.append((ids, future))
+            self._pending.append((ids, future, not alone))
+            if not alone:
+                self._company_expected += 1
             self._ready.notify()
         vector, cpu_ms = future.result()
         _batched_cpu.ms = cpu_ms
@@ -365,17 +374,18 @@ class QueryBatcher:
                 while not self._pending:
                     self._ready.wait()
                 deadline = time.monotonic() + self.window_s
-                while len(self._pending) < self.max_batch:
+                while self._company_expected and len(self._pending) < self.max_batch:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
                     self._ready.wait(remaining)
                 batch = self._pending[: self.max_batch]
                 self._pending = self._pending[self.max_batch :]
+                self._company_expected = sum(1 for _, _, expects in self._pending if expects)
             self._run(batch)
 
-    def _run(self, batch: list[tuple[list[int], Future]]) -> None:
-        rows = [ids for ids, _ in batch]
+    def _run(self, batch: list[tuple[list[int], Future, bool]]) -> None:
+        rows = [ids for ids, _, _ in batch]
         try:
             for group in length_batches(
                 [len(row) for row in rows], self.max_batch, settings.EMBEDDING_BATCH_TOKENS
@@ -387,7 +397,7 @@ class QueryBatcher:
                 for i, vector in zip(group, vectors, strict=True):
                     batch[i][1].set_result((vector, share_ms))
         except Exception as exc:  # each waiting question gets the error, the thread lives on
-            for _, future in batch:
+            for _, future, _ in batch:
                 if not future.done():
                     future.set_exception(exc)
 

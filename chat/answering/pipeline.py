@@ -91,7 +91,7 @@ from chat.answering.generative import GenerativeAnswerer
 from chat.answering.replay import replay_log, stored_answer_events, stored_answer_wait
 from chat.answering.request import AnswerOptions, request_validate
 from chat.answering.request import embedding_validate as _embedding_validate  # noqa: F401 (tests)
-from chat.answering.search import query_embed, question_search
+from chat.answering.search import answer_in_progress, query_embed, question_search
 from chat.answering.stage_cpu import cpu_stage, stage_cpu_begin
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.citations import citation_as_dict
@@ -131,6 +131,35 @@ async def answer_stream(
     options: AnswerOptions | None = None,
     reader: Reader | None = None,
     conversation_empty: bool = False,
+) -> AsyncIterator[Event]:
+    """Answer `question` for `user` as a stream of events: `_answer_stream`, counted among the
+    answers in progress in this process for as long as it runs (`answer_in_progress`)."""
+    with answer_in_progress():
+        stream = _answer_stream(
+            user=user,
+            question=question,
+            message_id=message_id,
+            conversation_id=conversation_id,
+            is_private=is_private,
+            options=options,
+            reader=reader,
+            conversation_empty=conversation_empty,
+        )
+        async with aclosing(stream):
+            async for event in stream:
+                yield event
+
+
+async def _answer_stream(
+    *,
+    user: AbstractBaseUser,
+    question: str | None,
+    message_id: uuid.UUID | str,
+    conversation_id: uuid.UUID | str | None,
+    is_private: bool,
+    options: AnswerOptions | None,
+    reader: Reader | None,
+    conversation_empty: bool,
 ) -> AsyncIterator[Event]:
     """Answer `question` for `user` as a stream of events (see the module docstring).
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -109,6 +110,22 @@ def _retrieve(
     return result
 
 
+# Answers being worked on in this process (`answer_in_progress`, on its event loop): a question
+# embedded while no other is cannot be joined by another in the batcher's window.
+_answers_in_progress = 0
+
+
+@contextmanager
+def answer_in_progress() -> Iterator[None]:
+    """Count an answer in progress for as long as the block lasts (`_embed` reads the count)."""
+    global _answers_in_progress
+    _answers_in_progress += 1
+    try:
+        yield
+    finally:
+        _answers_in_progress -= 1
+
+
 async def query_embed(query: str) -> tuple[np.ndarray, bool]:
     """(the query's unit vector, whether the query was truncated to the model's limit); the
     embedding model runs in a worker thread, never on the event loop."""
@@ -117,7 +134,8 @@ async def query_embed(query: str) -> tuple[np.ndarray, bool]:
 
 @cpu_stage("embed")
 def _embed(query: str) -> tuple[np.ndarray, bool]:
-    embedded = embedding.embed_query(query)
+    # Alone: no other answer is in progress, so no other question can join it in the batcher.
+    embedded = embedding.embed_query(query, alone=_answers_in_progress <= 1)
     stage_cpu_add("embed", embedding.batched_cpu_ms())  # the model's run on the batcher's thread
     return embedded
 

@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from io import StringIO
 
 import numpy as np
@@ -240,6 +241,24 @@ def test_concurrent_questions_are_embedded_together_with_the_vectors_they_get_al
 
     assert np.abs(together - alone).max() < 1e-5
     assert batcher.batches < len(questions)  # some questions shared a model call
+
+
+def test_a_question_asked_alone_does_not_wait_for_company_and_one_expecting_it_does(runtime):
+    """The window is waited only for a question whose caller expects others (another answer
+    in progress); one asked alone runs at once. The window here is a minute: a question that
+    waited for it would fail the test."""
+    runtime("onnx")
+    batcher = embedding.QueryBatcher(embedding.get_model(), window_s=60.0, max_batch=2)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        alone = pool.submit(batcher.embed, "How many days of leave?", alone=True)
+        alone.result(timeout=20)
+        assert batcher.batches == 1
+        waiting = pool.submit(batcher.embed, "Who approves expenses?")
+        with pytest.raises(FuturesTimeout):
+            waiting.result(timeout=0.5)  # waits for a second question to join it
+        joined = pool.submit(batcher.embed, "Who signs contracts?", alone=True)
+        waiting.result(timeout=20), joined.result(timeout=20)
+    assert batcher.batches == 2  # the two later questions in one model call
 
 
 def test_a_failing_batch_gives_each_waiting_question_the_error(runtime):

@@ -15,6 +15,7 @@ from asgiref.sync import SyncToAsync, sync_to_async
 
 from chat.answering.named_documents import named_document_find
 from chat.answering.named_index import names_index_forget
+from chat.answering.search import answer_in_progress
 from chat.models import Attachment, Conversation
 from knowledge import embedding, vocabulary
 from knowledge.access import reader_for, reader_of_all_staff
@@ -169,9 +170,12 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
     embedded: list[str] = []
     embed_query = embedding.embed_query
 
-    def counted(text: str):
+    alone: list[bool] = []
+
+    def counted(text: str, **options):
         embedded.append(text)
-        return embed_query(text)
+        alone.append(options.get("alone", False))
+        return embed_query(text, **options)
 
     monkeypatch.setattr(embedding, "embed_query", counted)
     hops: list[str] = []
@@ -197,7 +201,14 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
         print(f"{question}: {len(hops)} hops: {', '.join(hops)}")
         assert len(hops) <= HOPS_MAX and "close_old_connections" not in hops
         asked.append((list(embedded), page))
+    # While another answer is in progress, a question's embedding may be joined by another's.
+    with answer_in_progress():
+        embedded.clear()
+        await communicator.send_to(text_data=send_payload("Who approves exceptions?"))
+        await fragments_until_idle(communicator)
     await communicator.disconnect()
+    # The batcher waits for company only then.
+    assert alone[:3] == [True, True, True] and alone[3:] and not any(alone[3:])
 
     (first, first_page), (in_context, context_page), (as_written, written_page) = asked
     assert first == [FIRST_QUESTION] and "25 days" in first_page

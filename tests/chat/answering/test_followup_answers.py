@@ -83,9 +83,9 @@ async def test_a_follow_up_searched_in_context_never_embeds_the_question_as_writ
     embedded: list[str] = []
     real = embedding.embed_query
 
-    def recording(text: str):
+    def recording(text: str, **options):
         embedded.append(text)
-        return real(text)
+        return real(text, **options)
 
     monkeypatch.setattr(embedding, "embed_query", recording)
     conversation_id = uuid.uuid4()
