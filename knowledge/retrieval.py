@@ -120,6 +120,59 @@ class SearchResult:
         return max(values) if values else None
 
 
+@dataclass(frozen=True)
+class LexicalSide:
+    """The lexical ranking of a hybrid search, run ahead of it (`lexical_side_run`: while the
+    question is being embedded): what `chunks_search` computes for the same query, reader,
+    top_k and document filter, which it then uses instead of running it again."""
+
+    query: str
+    reader: Reader
+    top_k: int
+    document_ids: tuple[int, ...] | None
+    hits: tuple[tuple[int, float], ...]
+    ms: float | None  # wall-clock ms of its ranking (None: the query had no term to rank)
+
+    def serves(
+        self, *, query: str, reader: Reader, top_k: int, document_ids: Sequence[int] | None
+    ) -> bool:
+        """Whether it is the lexical side of a search with these arguments."""
+        return (
+            self.query == query
+            and self.reader is reader
+            and self.top_k == top_k
+            and self.document_ids == (None if document_ids is None else tuple(document_ids))
+        )
+
+
+def lexical_side_run(
+    *, query: str, reader: Reader, top_k: int, document_ids: Sequence[int] | None = None
+) -> LexicalSide:
+    """The lexical side of `chunks_search(query=query, reader=reader, top_k=top_k,
+    document_ids=document_ids)` (hybrid), to pass it as `lexical_side`. Reads the database."""
+    reader_required(reader)
+    validate_top_k(top_k)
+    started = time.perf_counter()
+    lexical = lexical_query(query, reader=reader)
+    hits: list[tuple[int, float]] = []
+    if lexical is not None:
+        hits = chunks_search_lexical(
+            question=query,
+            limit=candidate_depth(top_k),
+            reader=reader,
+            document_ids=document_ids,
+            query=lexical,
+        )
+    return LexicalSide(
+        query=query,
+        reader=reader,
+        top_k=top_k,
+        document_ids=None if document_ids is None else tuple(document_ids),
+        hits=tuple(hits),
+        ms=None if lexical is None else round((time.perf_counter() - started) * 1000, 1),
+    )
+
+
 def excerpt_of(text: str, limit: int = EXCERPT_CHARS) -> str:
     """The first `limit` characters of `text`, cut at a word boundary, with an ellipsis."""
     text = " ".join(text.split())
@@ -149,14 +202,17 @@ def chunks_search(
     document_ids: Sequence[int] | None = None,
     query_vector: np.ndarray | None = None,
     prefer_document_ids: Sequence[int] = (),
+    lexical_side: LexicalSide | None = None,
 ) -> SearchResult:
     """Rank the chunks `reader` may read for `query` (the module docstring says which).
 
     `query_vector` (unit length, 384 floats), when given, is used instead of embedding the
     query. `prefer_document_ids` (hybrid mode): the documents a conversation is about (a
     follow-up question's); their candidates form a third ranking in the fusion, so they win
-    when the other rankings place them close (chat/answering/followups.py). Raises ValueError
-    for a bad top_k or mode.
+    when the other rankings place them close (chat/answering/followups.py).
+    `lexical_side` (hybrid mode): the lexical ranking already run for these arguments
+    (`lexical_side_run`), used when it `serves` them, else the ranking is run here. Raises
+    ValueError for a bad top_k or mode.
     """
     reader_required(reader)
     validate_top_k(top_k)
@@ -170,8 +226,17 @@ def chunks_search(
     vector_hits: list[tuple[int, float]] = []
     lexical_hits: list[tuple[int, float]] = []
     timed: dict[str, float] = {}
+    if mode != "hybrid" or not (
+        lexical_side
+        and lexical_side.serves(query=query, reader=reader, top_k=top_k, document_ids=document_ids)
+    ):
+        lexical_side = None
     started = time.perf_counter()
-    lexical = lexical_query(query, reader=reader) if mode in ("hybrid", "lexical") else None
+    lexical = (
+        lexical_query(query, reader=reader)
+        if mode in ("hybrid", "lexical") and lexical_side is None
+        else None
+    )
     planned = time.perf_counter() - started  # the lexical side's: planning its query
     vector = vector_text(query_vector)  # the question's vector as text, for every query
     if mode in ("hybrid", "vector"):
@@ -190,6 +255,10 @@ def chunks_search(
             query=lexical,
         )
         timed["lexical_ms"] = round((time.perf_counter() - lexical_started + planned) * 1000, 1)
+    elif lexical_side is not None:
+        lexical_hits = list(lexical_side.hits)
+        if lexical_side.ms is not None:
+            timed["lexical_ms"] = lexical_side.ms
 
     # Each side settles its own ties first: two copies of a passage tie exactly on both sides,
     # and each side's order of them (by id) would otherwise decide the fused order.

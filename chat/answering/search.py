@@ -47,7 +47,13 @@ from chat.answering.trace import ExchangeTrace
 from chat.models import Message
 from knowledge import embedding
 from knowledge.access import Reader
-from knowledge.retrieval import RetrievedChunk, SearchResult, chunks_search
+from knowledge.retrieval import (
+    LexicalSide,
+    RetrievedChunk,
+    SearchResult,
+    chunks_search,
+    lexical_side_run,
+)
 from knowledge.search_scope import knowledge_base_is_empty
 
 # A named document's answer is taken when its best passage is at most this much (cosine) below
@@ -88,6 +94,7 @@ def _retrieve(
     document_ids: list[int] | None,
     query_vector: np.ndarray,
     prefer_document_ids: Sequence[int] = (),
+    lexical_side: LexicalSide | None = None,
 ) -> SearchResult | None:
     """The ranked chunks `reader` may read for the query; None when nothing is searched for
     them (the knowledge base is empty *for them*: a reader of some collections is not told
@@ -103,11 +110,20 @@ def _retrieve(
         document_ids=document_ids,
         query_vector=query_vector,
         prefer_document_ids=prefer_document_ids,
+        lexical_side=lexical_side,
     )
     if not result.chunks:
         return None if knowledge_base_is_empty(reader=reader) else result
     sentence_vectors_preload(result.chunks)
     return result
+
+
+@cpu_stage("retrieve")
+def _lexical_ahead(
+    *, query: str, top_k: int, reader: Reader, document_ids: list[int] | None
+) -> LexicalSide:
+    """The lexical side of the first search, run while the question is being embedded."""
+    return lexical_side_run(query=query, reader=reader, top_k=top_k, document_ids=document_ids)
 
 
 # Answers being worked on in this process (`answer_in_progress`, on its event loop): a question
@@ -150,9 +166,11 @@ async def _search_once(
     plan: SearchPlan,
     document_ids: list[int] | None,
     stored: StoredExchange,
+    lexical_side: LexicalSide | None = None,
 ) -> Found:
     """Retrieve for `query` (`question`, or the question read in context) among what the asker
-    may read (`stored.reader`) and check the evidence against the same."""
+    may read (`stored.reader`) and check the evidence against the same. `lexical_side`: the
+    search's lexical ranking, run ahead (`_lexical_ahead`)."""
     threshold = stored.threshold
     result = await database_sync_to_async(_retrieve)(
         query=query,
@@ -161,6 +179,7 @@ async def _search_once(
         document_ids=document_ids,
         query_vector=query_vector,
         prefer_document_ids=plan.prefer_documents if contextual else (),
+        lexical_side=lexical_side,
     )
     if result is None:
         return Found(query, contextual, query_vector, [], EMPTY_KB_REFUSAL)
@@ -211,9 +230,11 @@ async def _search_everywhere(
     embedded: asyncio.Future | None,
     request: ValidatedRequest,
     stored: StoredExchange,
+    lexical_side: LexicalSide | None = None,
 ) -> Found:
     """The planned query among everything the request searches and, when the evidence check
-    refuses it, the plan's fallback once more."""
+    refuses it, the plan's fallback once more. `lexical_side`: the first search's lexical
+    ranking, run ahead."""
     found = await _search_once(
         exchange,
         question=question,
@@ -223,6 +244,7 @@ async def _search_everywhere(
         plan=plan,
         document_ids=request.document_ids,
         stored=stored,
+        lexical_side=lexical_side,
     )
     if found.refusal is not None and found.refusal is not EMPTY_KB_REFUSAL and plan.fallback:
         if plan.contextual and embedded is not None:  # the question as written: embedded early
@@ -367,17 +389,36 @@ async def question_search(
     )
     if stored.mode == Message.Mode.GENERATIVE:
         plan = await search_plan_generative(plan, question=question, history=stored.history)
-    if plan.contextual:
-        if embedded is not None and plan.fallback != question:
-            embedded.cancel()
-            embedded = None
-        vector, truncated = await query_embed(plan.query)
-    elif request.supplied_vector is not None:
-        vector, truncated = request.supplied_vector, False
-    elif embedded is not None:
-        vector, truncated = await embedded
-    else:
-        vector, truncated = await query_embed(question)
+    # The first search's lexical ranking needs no vector: it runs on the database thread while
+    # the question is embedded on the model's (unless the question names several documents:
+    # each is searched first).
+    ahead = None
+    if len(named) <= 1:
+        ahead = asyncio.ensure_future(
+            database_sync_to_async(_lexical_ahead)(
+                query=plan.query,
+                top_k=stored.top_k,
+                reader=stored.reader,
+                document_ids=request.document_ids,
+            )
+        )
+    try:
+        if plan.contextual:
+            if embedded is not None and plan.fallback != question:
+                embedded.cancel()
+                embedded = None
+            vector, truncated = await query_embed(plan.query)
+        elif request.supplied_vector is not None:
+            vector, truncated = request.supplied_vector, False
+        elif embedded is not None:
+            vector, truncated = await embedded
+        else:
+            vector, truncated = await query_embed(question)
+        lexical_side = await ahead if ahead is not None else None
+    except BaseException:
+        if ahead is not None and not ahead.done():
+            ahead.cancel()
+        raise
     if truncated:
         exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)
     found = None
@@ -400,6 +441,7 @@ async def question_search(
             embedded=embedded,
             request=request,
             stored=stored,
+            lexical_side=lexical_side,
         )
         if len(named) == 1 and found.refusal is None:
             found = await _prefer_named(

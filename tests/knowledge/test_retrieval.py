@@ -22,6 +22,7 @@ from knowledge.vector_search import (
     vector_text,
 )
 from tests.support.knowledge_base import basis, document_create
+from tests.support.statements import statements_recorded
 
 pytestmark = pytest.mark.django_db
 
@@ -251,6 +252,37 @@ def test_hybrid_result_carries_similarity_score_and_location():
     scores = [chunk.score for chunk in result.chunks]
     assert scores == sorted(scores, reverse=True)
     assert best.excerpt == LEAVE_TEXTS[0]
+
+
+def test_a_lexical_side_run_ahead_gives_the_same_result_without_ranking_again():
+    """The chat runs a search's lexical ranking while the question is embedded
+    (`lexical_side_run`) and hands it to `chunks_search`: the same chunks, scores and ranks,
+    one ranking statement fewer; a side run for other arguments is not used."""
+    document_create(title="Handbook", texts=LEAVE_TEXTS, pages=[3, 4])
+    other = document_create(title="Other", texts=OTHER_TEXTS)
+    query = "how many days of annual leave does an employee receive"
+    vector = embedding.embed_query(query)[0]
+    plain = chunks_search(reader=OPERATOR, query=query, top_k=5, query_vector=vector)
+
+    side = retrieval.lexical_side_run(query=query, reader=OPERATOR, top_k=5)
+    with statements_recorded() as statements:
+        ahead = chunks_search(
+            reader=OPERATOR, query=query, top_k=5, query_vector=vector, lexical_side=side
+        )
+    assert ahead.chunks == plain.chunks and side.hits
+    assert not [s for s in statements if "search_vector @@" in s]  # not ranked again
+
+    for elsewhere in (
+        {"query": "annual leave", "top_k": 5},
+        {"query": query, "top_k": 4},
+        {"query": query, "top_k": 5, "document_ids": [other.pk]},
+    ):
+        expected = chunks_search(reader=OPERATOR, query_vector=vector, **elsewhere).chunks
+        with statements_recorded() as statements:
+            given = chunks_search(
+                reader=OPERATOR, query_vector=vector, lexical_side=side, **elsewhere
+            ).chunks
+        assert given == expected and [s for s in statements if "search_vector @@" in s]
 
 
 def test_document_filter_restricts_results_to_the_chosen_documents():
