@@ -391,9 +391,12 @@ async def question_search(
         plan = await search_plan_generative(plan, question=question, history=stored.history)
     # The first search's lexical ranking needs no vector: it runs on the database thread while
     # the question is embedded on the model's (unless the question names several documents:
-    # each is searched first).
+    # each is searched first; or its vector is there already: no wait to fill).
     ahead = None
-    if len(named) <= 1:
+    vector_ready = request.supplied_vector is not None and not plan.contextual
+    if embedded is not None and embedded.done() and not plan.contextual:
+        vector_ready = True
+    if len(named) <= 1 and not vector_ready:
         ahead = asyncio.ensure_future(
             database_sync_to_async(_lexical_ahead)(
                 query=plan.query,

@@ -201,8 +201,9 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
         await communicator.receive_nothing(timeout=0.2)  # the lock released after the end
         print(f"{question}: {len(hops)} hops: {', '.join(hops)}")
         assert len(hops) <= HOPS_MAX and "close_old_connections" not in hops
-        # The lexical ranking runs while the question is embedded, before the rest of retrieval.
-        assert hops.index("_lexical_ahead") < hops.index("_retrieve")
+        if question != FIRST_QUESTION:  # embedded after its plan (the first may be done then)
+            # Its lexical ranking runs while it is embedded, before the rest of retrieval.
+            assert hops.index("_lexical_ahead") < hops.index("_retrieve")
         asked.append((list(embedded), page))
     # While another answer is in progress, a question's embedding may be joined by another's.
     with answer_in_progress():
