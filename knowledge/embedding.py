@@ -309,12 +309,12 @@ def embed_texts(texts: list[str], *, batch_size: int | None = None) -> np.ndarra
 def embed_query(text: str, *, alone: bool = False) -> tuple[np.ndarray, bool]:
     """The question's vector and whether the question had to be cut to fit the model. With
     settings.EMBEDDING_BATCH_WINDOW_MS > 0 (server processes) and the `onnx` runtime, questions
-    asked at the same moment are embedded together (see QueryBatcher); `alone`: the caller
-    knows no other question is on its way (none else is being answered), so an idle model does
-    not wait for one. Not under `onnx-int8`:
+    asked at the same moment are embedded together (see QueryBatcher). Not under `onnx-int8`:
     its activations are quantised with a scale computed over the whole batch, so a text's
     vector would depend on its batch mates (measured:
-    docs/decisions/0004-embedding-onnx-runtime-and-batching.md)."""
+    docs/decisions/0004-embedding-onnx-runtime-and-batching.md). `alone`: the caller knows no
+    other question is on its way (no other answer is in progress), so an idle batcher does not
+    wait for one."""
     fitted, truncated = truncate_to_limit(text)
     if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() == "onnx":
         return _query_batcher().embed(fitted, alone=alone), truncated
