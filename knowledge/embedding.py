@@ -348,7 +348,6 @@ class QueryBatcher:
         self.batches = 0  # model calls so far (for tests and logs)
         # (token ids, the caller's future, whether the caller expects company)
         self._pending: list[tuple[list[int], Future, bool]] = []
-        self._company_expected = 0  # pending questions whose callers expect company
         self._ready = threading.Condition()
         self._thread = threading.Thread(target=self._serve, name="embedding-batcher", daemon=True)
         self._thread.start()
@@ -361,8 +360,6 @@ class QueryBatcher:
         ids = self.encoder.token_ids([text])[0]
         with self._ready:
             self._pending.append((ids, future, not alone))
-            if not alone:
-                self._company_expected += 1
             self._ready.notify()
         vector, cpu_ms = future.result()
         _batched_cpu.ms = cpu_ms
@@ -374,14 +371,15 @@ class QueryBatcher:
                 while not self._pending:
                     self._ready.wait()
                 deadline = time.monotonic() + self.window_s
-                while self._company_expected and len(self._pending) < self.max_batch:
+                while len(self._pending) < self.max_batch and any(
+                    expects for _, _, expects in self._pending
+                ):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
                     self._ready.wait(remaining)
                 batch = self._pending[: self.max_batch]
                 self._pending = self._pending[self.max_batch :]
-                self._company_expected = sum(1 for _, _, expects in self._pending if expects)
             self._run(batch)
 
     def _run(self, batch: list[tuple[list[int], Future, bool]]) -> None:

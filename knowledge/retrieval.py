@@ -226,18 +226,6 @@ def chunks_search(
     vector_hits: list[tuple[int, float]] = []
     lexical_hits: list[tuple[int, float]] = []
     timed: dict[str, float] = {}
-    if mode != "hybrid" or not (
-        lexical_side
-        and lexical_side.serves(query=query, reader=reader, top_k=top_k, document_ids=document_ids)
-    ):
-        lexical_side = None
-    started = time.perf_counter()
-    lexical = (
-        lexical_query(query, reader=reader)
-        if mode in ("hybrid", "lexical") and lexical_side is None
-        else None
-    )
-    planned = time.perf_counter() - started  # the lexical side's: planning its query
     vector = vector_text(query_vector)  # the question's vector as text, for every query
     if mode in ("hybrid", "vector"):
         vector_started = time.perf_counter()
@@ -245,17 +233,10 @@ def chunks_search(
             query_vector=vector, limit=depth, reader=reader, document_ids=document_ids
         )
         timed["vector_ms"] = round((time.perf_counter() - vector_started) * 1000, 1)
-    if lexical is not None:
-        lexical_started = time.perf_counter()
-        lexical_hits = chunks_search_lexical(
-            question=query,
-            limit=depth,
-            reader=reader,
-            document_ids=document_ids,
-            query=lexical,
-        )
-        timed["lexical_ms"] = round((time.perf_counter() - lexical_started + planned) * 1000, 1)
-    elif lexical_side is not None:
+    if mode in ("hybrid", "lexical"):
+        arguments = {"query": query, "reader": reader, "top_k": top_k, "document_ids": document_ids}
+        if not (mode == "hybrid" and lexical_side and lexical_side.serves(**arguments)):
+            lexical_side = lexical_side_run(**arguments)
         lexical_hits = list(lexical_side.hits)
         if lexical_side.ms is not None:
             timed["lexical_ms"] = lexical_side.ms

@@ -393,9 +393,9 @@ async def question_search(
     # the question is embedded on the model's (unless the question names several documents:
     # each is searched first; or its vector is there already: no wait to fill).
     ahead = None
-    vector_ready = request.supplied_vector is not None and not plan.contextual
-    if embedded is not None and embedded.done() and not plan.contextual:
-        vector_ready = True
+    vector_ready = not plan.contextual and (
+        request.supplied_vector is not None or (embedded is not None and embedded.done())
+    )
     if len(named) <= 1 and not vector_ready:
         ahead = asyncio.ensure_future(
             database_sync_to_async(_lexical_ahead)(
