@@ -101,9 +101,10 @@ def days_read(chunk_ids: Iterable[int], days: dict[int, int]) -> None:
 
 
 # The ordinal computed by the database (Python's `date.toordinal`: 0001-01-01 is day 1): an
-# integer per row instead of a timestamp with its time zone parsed in Python.
+# integer per row instead of a timestamp with its time zone parsed in Python. `d`: the document.
+DOCUMENT_DAY_SQL = "(d.updated_at AT TIME ZONE 'UTC')::date - DATE '0001-01-01' + 1"
 _DAYS_SQL = (
-    f"SELECT c.id, (d.updated_at AT TIME ZONE 'UTC')::date - DATE '0001-01-01' + 1 "
+    f"SELECT c.id, {DOCUMENT_DAY_SQL} "
     f"FROM {Chunk._meta.db_table} c "
     f"JOIN {Document._meta.db_table} d ON d.id = c.document_id WHERE c.id = ANY(%s::bigint[])"
 )

@@ -56,9 +56,10 @@ from django.db import connection
 from knowledge import embedding
 from knowledge.access import Reader
 from knowledge.lexical_search import chunks_search_lexical, lexical_query
-from knowledge.models import Chunk, Document
+from knowledge.models import Chunk, Document, Embedding
 from knowledge.personal import personal_file_label
 from knowledge.ranking import (
+    DOCUMENT_DAY_SQL,
     days_read,
     preferred_ranking,
     recency_tie_break,
@@ -244,18 +245,26 @@ def chunks_search(
     # Each side settles its own ties first: two copies of a passage tie exactly on both sides,
     # and each side's order of them (by id) would otherwise decide the fused order.
     days: dict[int, int] = {}
-    # The days of both sides' runs in one statement (the fused ranking's runs are nearly
-    # always among them).
-    days_read(
-        [
-            *tied_ids(vector_hits, tie_runs(vector_hits, len(vector_hits))),
-            *tied_ids(lexical_hits, tie_runs(lexical_hits, len(lexical_hits))),
-        ],
-        days,
+    similarity = dict(vector_hits)
+    # Lexical-only candidates need their cosine to be fused by score.
+    lexical_only = []
+    if mode == "hybrid" and not prefer_document_ids:
+        lexical_only = [cid for cid, _ in lexical_hits if cid not in similarity]
+    # The days of both sides' runs (the fused ranking's runs are nearly always among them) and
+    # the lexical-only candidates' cosines: one statement.
+    similarity.update(
+        _days_and_similarities_read(
+            [
+                *tied_ids(vector_hits, tie_runs(vector_hits, len(vector_hits))),
+                *tied_ids(lexical_hits, tie_runs(lexical_hits, len(lexical_hits))),
+            ],
+            days,
+            similarity_ids=lexical_only,
+            query_vector=vector,
+        )
     )
     vector_hits = recency_tie_break(vector_hits, limit=len(vector_hits), days=days)
     lexical_hits = recency_tie_break(lexical_hits, limit=len(lexical_hits), days=days)
-    similarity = dict(vector_hits)
     if mode == "vector":
         ranked = vector_hits
     elif mode == "hybrid" and prefer_document_ids and (vector_hits or lexical_hits):
@@ -264,9 +273,6 @@ def chunks_search(
         rankings.append(preferred_ranking(rankings, prefer_document_ids))
         ranked = reciprocal_rank_fusion(rankings)
     elif mode == "hybrid":
-        # Lexical-only candidates need their cosine to be fused (one query).
-        lexical_only = [cid for cid, _ in lexical_hits if cid not in similarity]
-        similarity.update(similarities_for(lexical_only, vector))
         ranked = scores_fuse(vector_hits, lexical_hits, similarity)
     else:
         ranked = lexical_hits
@@ -296,6 +302,55 @@ def chunks_search(
         if chunk_id in chunks
     ]
     return SearchResult(chunks=results, query_vector=query_vector, truncated=truncated, **timed)
+
+
+def _days_and_similarities_read(
+    day_ids: Sequence[int],
+    days: dict[int, int],
+    *,
+    similarity_ids: Sequence[int],
+    query_vector: str,
+) -> dict[int, float]:
+    """`days_read(day_ids, days)` and `similarities_for(similarity_ids, query_vector)` (whose
+    result it returns) in one statement, none when neither has anything to read (when both
+    are read, the days of `similarity_ids` are added to `days` too). `query_vector`: the
+    question's vector as text (`vector_text`)."""
+    wanted_days = {chunk_id for chunk_id in day_ids if chunk_id not in days}
+    if not similarity_ids:
+        days_read(wanted_days, days)
+        return {}
+    if not wanted_days:
+        return similarities_for(similarity_ids, query_vector)
+    ids = sorted({*wanted_days, *(int(pk) for pk in similarity_ids)})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _DAYS_AND_SIMILARITIES_SQL,
+            [
+                bigint_array(sorted(int(pk) for pk in similarity_ids)),
+                query_vector,
+                embedding.model_version(),
+                bigint_array(ids),
+            ],
+        )
+        rows = cursor.fetchall()
+    similarity = {}
+    for chunk_id, day, distance in rows:
+        days[chunk_id] = day
+        if distance is not None:
+            similarity[chunk_id] = 1.0 - float(distance)
+    return similarity
+
+
+# A chunk's document's day as `days_read` computes it, and the cosine distance of its current
+# embedding to the question as `similarities_for` does (only for the chunks asked: NULL
+# otherwise, and for a chunk without one).
+_DAYS_AND_SIMILARITIES_SQL = (
+    f"SELECT c.id, {DOCUMENT_DAY_SQL}, "
+    "CASE WHEN c.id = ANY(%s::bigint[]) THEN e.vector <=> %s::vector END "
+    f"FROM {Chunk._meta.db_table} c JOIN {Document._meta.db_table} d ON d.id = c.document_id "
+    f"LEFT JOIN {Embedding._meta.db_table} e ON e.chunk_id = c.id AND e.model = %s "
+    "WHERE c.id = ANY(%s::bigint[])"
+)
 
 
 def _chunks_read(chunk_ids: Sequence[int]) -> dict[int, dict]:

@@ -17,6 +17,7 @@ from knowledge.retrieval import chunks_search
 from knowledge.search_scope import knowledge_base_is_empty
 from knowledge.vector_search import (
     chunks_search_vector,
+    similarities_for,
     vector_search_settings,
     vector_search_sql,
     vector_text,
@@ -285,6 +286,56 @@ def test_a_lexical_side_run_ahead_gives_the_same_result_without_ranking_again():
         assert given == expected and [s for s in statements if "search_vector @@" in s]
 
 
+def test_tied_chunks_days_and_lexical_only_cosines_are_read_in_one_statement():
+    """A hybrid search reads the days of its tied candidates and the cosines of its
+    lexical-only ones in one statement: the values the two separate reads give; a chunk
+    without a current embedding gets no cosine; with nothing of one kind to read, only the
+    other's statement runs."""
+    from knowledge.models import Chunk, Embedding
+    from knowledge.ranking import days_read
+
+    document_create(title="Handbook", texts=LEAVE_TEXTS)
+    document_create(title="Other", texts=OTHER_TEXTS)
+    ids = list(Chunk.objects.order_by("pk").values_list("pk", flat=True))
+    Embedding.objects.filter(chunk_id=ids[-1]).delete()
+    vector = vector_text(embedding.embed_query("annual leave carry-over")[0])
+    day_ids, similarity_ids = ids[:2], ids[1:]
+    expected_days: dict[int, int] = {}
+    days_read(ids, expected_days)
+    expected = similarities_for(similarity_ids, vector)
+    assert set(expected) == set(ids[1:-1])
+
+    days: dict[int, int] = {}
+    with statements_recorded() as statements:
+        got = retrieval._days_and_similarities_read(
+            day_ids, days, similarity_ids=similarity_ids, query_vector=vector
+        )
+    assert len(statements) == 1
+    assert got == expected and days == expected_days
+
+    with statements_recorded() as statements:  # every day known: the cosines alone
+        assert (
+            retrieval._days_and_similarities_read(
+                day_ids, days, similarity_ids=similarity_ids, query_vector=vector
+            )
+            == expected
+        )
+    assert len(statements) == 1 and "AT TIME ZONE" not in statements[0]
+    days = {}
+    with statements_recorded() as statements:  # no cosine wanted: the days alone
+        assert (
+            retrieval._days_and_similarities_read(
+                day_ids, days, similarity_ids=[], query_vector=vector
+            )
+            == {}
+        )
+    assert len(statements) == 1 and "<=>" not in statements[0]
+    assert days == {chunk_id: expected_days[chunk_id] for chunk_id in day_ids}
+    with statements_recorded() as statements:
+        retrieval._days_and_similarities_read(day_ids, days, similarity_ids=[], query_vector=vector)
+    assert not statements
+
+
 def test_document_filter_restricts_results_to_the_chosen_documents():
     handbook = document_create(title="Handbook", texts=LEAVE_TEXTS)
     policies = document_create(title="Policies", texts=OTHER_TEXTS)
@@ -459,9 +510,9 @@ def test_chunks_replaced_by_a_concurrent_reingest_never_fail_a_search(tmp_path, 
     parking = document_ingest(path=path).document
     other = document_create(title="Bikes", texts=["Bicycle parking is free for staff."])
     old_ids = set(parking.chunks.values_list("pk", flat=True))
-    real = retrieval.similarities_for
+    real = retrieval._chunks_read
 
-    def reingest_meanwhile(chunk_ids, query_vector):
+    def reingest_meanwhile(chunk_ids):
         # Another process replaces the document's chunks after the ranking queries found them
         # and before they are read (its own connection, committed).
         def reingest() -> None:
@@ -474,9 +525,9 @@ def test_chunks_replaced_by_a_concurrent_reingest_never_fail_a_search(tmp_path, 
         thread = threading.Thread(target=reingest)
         thread.start()
         thread.join()
-        return real(chunk_ids, query_vector)
+        return real(chunk_ids)
 
-    monkeypatch.setattr(retrieval, "similarities_for", reingest_meanwhile)
+    monkeypatch.setattr(retrieval, "_chunks_read", reingest_meanwhile)
     result = chunks_search(reader=OPERATOR, query="staff parking permits", top_k=5)
 
     assert not old_ids & set(parking.chunks.values_list("pk", flat=True))  # really replaced
