@@ -90,6 +90,8 @@ STOP_LOOKUP_SECONDS = 1.0
 FILES_RECHECK_SECONDS = 30.0
 FILES_RETRY_SECONDS = 2.0
 FAILED_MESSAGE = "Something went wrong while answering. Please try again."
+# The messages that ask a question (the composer's `action`).
+ANSWER_ACTIONS = frozenset({"send", "regenerate", "retry"})
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -160,12 +162,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.access is None:  # refused in connect() or on a message: the socket is closing
             return
-        if not await self._still_signed_in():
-            return
         try:
             payload = json.loads(text_data or "")
         except ValueError:
             payload = None
+        action = self._answerable(payload)
+        if action is not None:
+            # The session is checked first thing on the admission's thread hop (`_admit`).
+            self._answer_start(payload, action, session_checked=False)
+            return
+        # Anything else is checked on a hop of its own first, which the socket's thread runs
+        # after the hops already queued (a question sent as the last answer's lock is being
+        # released finds that answer done).
+        if not await self._still_signed_in():
+            return
         if not isinstance(payload, dict):
             await self.send(fragments.notice_html("That request could not be read."))
             return
@@ -176,7 +186,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if action == "files":
             await self._follow(payload.get("file_ids"))
             return
-        if action not in {"send", "regenerate", "retry"}:
+        if not isinstance(action, str) or action not in ANSWER_ACTIONS:
             await self.send(fragments.notice_html(f"Unknown action: {str(action)[:40]}."))
             return
         if self.task is not None and not self.task.done():
@@ -193,40 +203,67 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "owner can ask questions in it."
             )
             return
+        self._answer_start(payload, action, session_checked=True)
+
+    def _answer_start(self, payload: dict, action: str, *, session_checked: bool) -> None:
+        """Answer the question of `payload` in a task of its own (`self.task`)."""
         try:
             request: dict[str, Any] | AnswerError = request_from(payload, action)
         except AnswerError as error:
             request = error  # refused in the task, after the rate limit counted it
-        self.task = asyncio.create_task(self._answer(request))
+        self.task = asyncio.create_task(self._answer(request, session_checked=session_checked))
+
+    def _answerable(self, payload: object) -> str | None:
+        """The action of a message that asks a question this socket takes (no answer running,
+        the asker's own conversation), else None. Such a message is answered after the
+        session's check on the admission's hop; any other is checked on a hop of its own
+        first."""
+        if not isinstance(payload, dict):
+            return None
+        action = payload.get("action", "send")
+        if not isinstance(action, str) or action not in ANSWER_ACTIONS:
+            return None
+        if (self.task is not None and not self.task.done()) or self.access == "reader":
+            return None
+        return action
+
+    def _standing(self) -> str:
+        """The session's `Standing`, read again for each message (`session_standing`)."""
+        key = getattr(self.scope.get("session"), "session_key", None)
+        return session_standing(session_key=key, user_id=self.user.pk)
 
     async def _still_signed_in(self) -> bool:
         """Whether the session still signs the user in, read again for each message; if not,
         the answer is stopped and the socket closed, 4401 or 4403 (no longer staff)
         (docs/decisions/0140-sign-in-age-for-sessions-tokens-and-sockets.md)."""
-        key = getattr(self.scope.get("session"), "session_key", None)
-        standing = await database_sync_to_async(session_standing)(
-            session_key=key, user_id=self.user.pk
-        )
+        standing = await database_sync_to_async(self._standing)()
         if standing == Standing.SIGNED_IN:
             return True
-        self.access = None
         await self._cancel()
+        await self._signed_out(standing)
+        return False
+
+    async def _signed_out(self, standing: str) -> None:
+        """Close the socket of a session that no longer signs its user in: 4401, or 4403 when
+        they are no longer staff."""
+        self.access = None
         forbidden = standing == Standing.FORBIDDEN
         await self.close(code=CLOSE_FORBIDDEN if forbidden else CLOSE_UNAUTHENTICATED)
-        return False
 
     async def _refuse(self, text: str) -> None:
         await self.send(fragments.notice_html(text) + await self._state_html(busy=False))
 
     # --- One answer -----------------------------------------------------------------------
-    async def _answer(self, request: dict[str, Any] | AnswerError) -> None:
+    async def _answer(
+        self, request: dict[str, Any] | AnswerError, *, session_checked: bool = False
+    ) -> None:
         """Admit the request (rate limit, then the conversation's in-flight lock, then what is
         stored under its message id, on one thread hop), then answer it. See
         docs/decisions/0041-one-statement-admission.md. Whatever fails (the database going
         away while admitting, answering or rendering the end), the page is told and its
         composer freed (docs/decisions/0106-stuck-states-and-stop-frames.md)."""
         try:
-            await self._answer_admitted(request)
+            await self._answer_admitted(request, session_checked=session_checked)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -241,9 +278,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             + await self._state_html(busy=False)
         )
 
-    async def _answer_admitted(self, request: dict[str, Any] | AnswerError) -> None:
+    async def _answer_admitted(
+        self, request: dict[str, Any] | AnswerError, *, session_checked: bool
+    ) -> None:
         message_id = None if isinstance(request, AnswerError) else request["message_id"]
-        admission = await database_sync_to_async(self._admit)(message_id)
+        admission = await database_sync_to_async(self._admit)(
+            message_id, session_checked=session_checked
+        )
+        if admission.signed_in != Standing.SIGNED_IN:
+            await self._signed_out(admission.signed_in)
+            return
         if admission.throttled is not None:
             await self._refuse(
                 f"{throttled_message(admission.throttled)} "
@@ -259,12 +303,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "(in another tab?). Please wait for it to finish."
             )
             return
+        self.lock_released = False
         renewing = asyncio.ensure_future(self._renew())
         try:
             await self._answer_locked(**request, stored=admission.stored, reader=admission.reader)
         finally:
             renewing.cancel()
-            await self._release()
+            if not self.lock_released:
+                await self._release()
 
     async def _renew(self) -> None:
         """Renew the conversation's lock every IN_FLIGHT_RENEW_SECONDS until cancelled (the
@@ -284,11 +330,28 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except DatabaseError:
             logger.warning("The in-flight lock of a conversation could not be released")
 
-    def _admit(self, message_id: str | None) -> Admission:
-        """Count the request against the rate limit; unless it is refused (or malformed:
-        `message_id` None), take the conversation's in-flight lock, read the stored
-        question with this id and its answer, and compute the asker's `Reader` for this message
-        (the pipeline, the withheld checks and the final render use it)."""
+    def _sources_released(self, *args: Any) -> tuple[str, dict[int, bool]]:
+        """`sources_html(*args)`, and the conversation's lock released on the same thread hop:
+        the sources come once the answer is stored whole (`lock_released` is then set; a
+        database that cannot be reached leaves the release to the end of the answer)."""
+        rendered = sources_html(*args)
+        try:
+            in_flight_release(self._lock)
+        except DatabaseError:
+            logger.warning("The in-flight lock of a conversation could not be released")
+        else:
+            self.lock_released = True
+        return rendered
+
+    def _admit(self, message_id: str | None, *, session_checked: bool) -> Admission:
+        """Check the session unless `session_checked` (`_standing`: nothing more when it no
+        longer signs the user in); count the request against the rate limit; unless it is
+        refused (or malformed: `message_id` None), take the conversation's in-flight lock, read
+        the stored question with this id and its answer, and compute the asker's `Reader` for
+        this message (the pipeline, the withheld checks and the final render use it)."""
+        standing = Standing.SIGNED_IN if session_checked else self._standing()
+        if standing != Standing.SIGNED_IN:
+            return Admission(signed_in=standing)
         admitted = chat_admit(self.user, lock=None if message_id is None else self._lock)
         if admitted.throttled is not None or not admitted.locked:
             return Admission(throttled=admitted.throttled)
@@ -392,7 +455,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             exchange.sent_citations = tuple(
                 (c.get("n"), c.get("chunk_id")) for c in data.get("citations") or []
             )
-            html, exchange.documents = await database_sync_to_async(sources_html)(
+            html, exchange.documents = await database_sync_to_async(self._sources_released)(
                 exchange.answer_id,
                 data.get("citations") or [],
                 str(data.get("evidence") or ""),

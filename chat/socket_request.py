@@ -22,6 +22,7 @@ from pages.client_input import client_int
 class Admission:
     """What admitting a question found."""
 
+    signed_in: str = "signed-in"  # the session's `accounts.sessions.Standing`, read first
     throttled: Throttled | None = None  # refused by the rate limit or the flood rule
     locked: bool = False  # the conversation's in-flight lock was taken
     stored: tuple[Message | None, Message | None] = (None, None)  # question, answer
