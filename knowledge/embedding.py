@@ -315,11 +315,23 @@ def embed_query(text: str, *, alone: bool = False) -> tuple[np.ndarray, bool]:
     docs/decisions/0004-embedding-onnx-runtime-and-batching.md). `alone`: the caller knows no
     other question is on its way (no other answer is in progress), so an idle batcher does not
     wait for one."""
+    submitted = embed_query_submit(text, alone=alone)
+    if submitted is not None:
+        vector, truncated, _batched_cpu.ms = submitted.result()
+        return vector, truncated
     fitted, truncated = truncate_to_limit(text)
-    if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() == "onnx":
-        return _query_batcher().embed(fitted, alone=alone), truncated
     _batched_cpu.ms = 0.0
     return embed_texts([fitted])[0], truncated
+
+
+def embed_query_submit(text: str, *, alone: bool = False) -> Future | None:
+    """`embed_query(text, alone=alone)` handed to the batcher (`QueryBatcher.submit`) when
+    questions go through it: a future of (the vector, whether the question was cut to fit, the
+    CPU milliseconds spent for it on the batcher's thread); None when they do not (the caller
+    runs `embed_query`, which then runs the model on the calling thread)."""
+    if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() == "onnx":
+        return _query_batcher().submit(text, alone=alone)
+    return None
 
 
 _batched_cpu = threading.local()
@@ -346,24 +358,30 @@ class QueryBatcher:
         self.window_s = window_s
         self.max_batch = max_batch
         self.batches = 0  # model calls so far (for tests and logs)
-        # (token ids, the caller's future, whether the caller expects company)
-        self._pending: list[tuple[list[int], Future, bool]] = []
+        # (the question, the caller's future, whether the caller expects company)
+        self._pending: list[tuple[str, Future, bool]] = []
         self._ready = threading.Condition()
         self._thread = threading.Thread(target=self._serve, name="embedding-batcher", daemon=True)
         self._thread.start()
 
     def embed(self, text: str, *, alone: bool = False) -> np.ndarray:
-        """`text`'s vector; its share of the model call's CPU is left for `batched_cpu_ms`.
-        `alone`: no other question is expected meanwhile; a batch of such questions only runs
-        at once, without the window."""
-        future: Future = Future()
-        ids = self.encoder.token_ids([text])[0]
-        with self._ready:
-            self._pending.append((ids, future, not alone))
-            self._ready.notify()
-        vector, cpu_ms = future.result()
-        _batched_cpu.ms = cpu_ms
+        """`text`'s vector (cut to fit the model); the CPU spent for it is left for
+        `batched_cpu_ms`. See `submit`."""
+        vector, _, _batched_cpu.ms = self.submit(text, alone=alone).result()
         return vector
+
+    def submit(self, text: str, *, alone: bool = False) -> Future:
+        """A future of (`text`'s vector, whether `text` was cut to fit the model, the CPU
+        milliseconds spent for it on the batcher's thread: its tokenising and its share of the
+        model call). Everything runs on the batcher's thread, so an event loop waits for it
+        without a thread of its own (`asyncio.wrap_future`); a future cancelled before its
+        batch runs is left out. `alone`: no other question is expected meanwhile; a batch of
+        such questions runs at once, without the window."""
+        future: Future = Future()
+        with self._ready:
+            self._pending.append((text, future, not alone))
+            self._ready.notify()
+        return future
 
     def _serve(self) -> None:
         while True:
@@ -382,20 +400,35 @@ class QueryBatcher:
                 self._pending = self._pending[self.max_batch :]
             self._run(batch)
 
-    def _run(self, batch: list[tuple[list[int], Future, bool]]) -> None:
-        rows = [ids for ids, _, _ in batch]
+    def _run(self, batch: list[tuple[str, Future, bool]]) -> None:
+        # (token ids, future, truncated, CPU ms of its tokenising) of each question still wanted
+        asked: list[tuple[list[int], Future, bool, float]] = []
+        for text, future, _ in batch:
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled while it waited
+            started = time.thread_time()
+            try:
+                fitted, truncated = truncate_to_limit(text)
+                ids = self.encoder.token_ids([fitted])[0]
+            except Exception as exc:
+                future.set_exception(exc)
+                continue
+            asked.append((ids, future, truncated, (time.thread_time() - started) * 1000))
         try:
             for group in length_batches(
-                [len(row) for row in rows], self.max_batch, settings.EMBEDDING_BATCH_TOKENS
+                [len(ids) for ids, _, _, _ in asked],
+                self.max_batch,
+                settings.EMBEDDING_BATCH_TOKENS,
             ):
                 started = time.thread_time()
-                vectors = self.encoder.run([rows[i] for i in group])
+                vectors = self.encoder.run([asked[i][0] for i in group])
                 share_ms = (time.thread_time() - started) * 1000 / len(group)
                 self.batches += 1
                 for i, vector in zip(group, vectors, strict=True):
-                    batch[i][1].set_result((vector, share_ms))
+                    _, future, truncated, own_ms = asked[i]
+                    future.set_result((vector, truncated, own_ms + share_ms))
         except Exception as exc:  # each waiting question gets the error, the thread lives on
-            for _, future, _ in batch:
+            for _, future, _, _ in asked:
                 if not future.done():
                     future.set_exception(exc)
 

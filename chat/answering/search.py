@@ -144,13 +144,20 @@ def answer_in_progress() -> Iterator[None]:
 
 async def query_embed(query: str) -> tuple[np.ndarray, bool]:
     """(the query's unit vector, whether the query was truncated to the model's limit); the
-    embedding model runs in a worker thread, never on the event loop."""
-    return await sync_to_async(_embed, thread_sensitive=False)(query)
+    embedding model never runs on the event loop: where questions go through the batcher
+    (server processes) the loop waits for the batcher's thread, otherwise the model runs in a
+    worker thread."""
+    # Alone: no other answer is in progress, so no other question can join it in the batcher.
+    submitted = embedding.embed_query_submit(query, alone=_answers_in_progress <= 1)
+    if submitted is None:
+        return await sync_to_async(_embed, thread_sensitive=False)(query)
+    vector, truncated, cpu_ms = await asyncio.wrap_future(submitted)
+    stage_cpu_add("embed", cpu_ms)  # what the batcher's thread spent for it
+    return vector, truncated
 
 
 @cpu_stage("embed")
 def _embed(query: str) -> tuple[np.ndarray, bool]:
-    # Alone: no other answer is in progress, so no other question can join it in the batcher.
     embedded = embedding.embed_query(query, alone=_answers_in_progress <= 1)
     stage_cpu_add("embed", embedding.batched_cpu_ms())  # the model's run on the batcher's thread
     return embedded
