@@ -7,8 +7,9 @@ waits for, each sent as its chip once read,
 docs/decisions/0082-personal-file-progress-over-the-socket.md); the consumer answers with HTML
 fragments the htmx WebSocket extension swaps in out of band: the question's bubble, the
 answer's bubble with a typing indicator, each piece of the answer (escaped) appended to it (the
-sidebar's list with the conversation moved to the top of its group right after the first), the
-sources, then the answer rendered whole from the database (the very partial a reload uses).
+sidebar's list with the conversation moved to the top of its group right after the first; for
+the socket's later questions, only the conversation's item moved up), the sources, then the
+answer rendered whole from the database (the very partial a reload uses).
 
 Generation runs in its own task, so Stop and a disconnect can cancel it; the pipeline then
 stores the part already streamed as `interrupted`. An answer runs in the process that holds
@@ -62,7 +63,13 @@ from chat.selectors import (
     exchange_stored,
 )
 from chat.socket_limits import CLOSE_TOO_MANY_SOCKETS, socket_admit, socket_release
-from chat.socket_render import conversation_fragments, final_html, finished_html, sources_html
+from chat.socket_render import (
+    conversation_fragments,
+    conversation_moved_html,
+    final_html,
+    finished_html,
+    sources_html,
+)
 from chat.socket_request import Admission, Exchange, request_from
 from knowledge.access import Reader, reader_for, user_is_staff
 from knowledge.personal_progress import (
@@ -123,6 +130,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.following: asyncio.Task | None = None
         self.listening = asyncio.Event()
         self.states: dict[tuple[bool, bool], str] = {}  # see _state_html
+        self.sidebar_listed = False  # the socket sent the sidebar's list (`_listing_html`)
         # Accept first, then close with a code: the browser sees why and does not reconnect.
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
@@ -478,15 +486,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _listing_html(self) -> str:
         """Once per exchange, when its question is stored: the sidebar with the conversation
         at the top of its group, highlighted; and when the question created the conversation,
-        its header too (the state that follows gives the page its new URL)."""
+        its header too (the state that follows gives the page its new URL). After the socket's
+        first such list, only the conversation's item is moved up: a list that grows with the
+        conversations is not rendered again for every question."""
         exchange = self.exchange
         if exchange is None or exchange.listed:
             return ""
-        html = await database_sync_to_async(conversation_fragments)(
-            self.user, self.conversation_id, new=self.access == "new"
-        )
+        if self.sidebar_listed and self.access != "new":
+            html = await database_sync_to_async(conversation_moved_html)(
+                self.user, self.conversation_id
+            )
+        else:
+            html = await database_sync_to_async(conversation_fragments)(
+                self.user, self.conversation_id, new=self.access == "new"
+            )
         if html:
-            exchange.listed = True
+            exchange.listed = self.sidebar_listed = True
             if self.access == "new":
                 self.access = "owner"
         return html

@@ -106,6 +106,22 @@ def conversation_list_html(user, *, active_id: str = "", focus_id: str = "") -> 
     return render_to_string("chat/layout.html#conversation-list", {**context, "focus_id": focus_id})
 
 
+def sidebar_item_moved_html(conversation: Conversation, *, user) -> str:
+    """`conversation`'s sidebar item, highlighted, moved out of band to the top of its group
+    (right after the group's title), wherever it was in the list or if it was not there: what
+    a question asked in it changes in a list the page already shows. Its other items stay as
+    they are."""
+    item = render_to_string(
+        "chat/layout.html#sidebar-item",
+        {"conversation": conversation, "user": user, "active_id": str(conversation.pk)},
+    )
+    group = "private" if conversation.is_private else "shared"
+    return (
+        f'<li id="sidebar-{conversation.pk}" hx-swap-oob="delete"></li>'
+        f'<ul hx-swap-oob="afterend:#group-{group}">{item}</ul>'
+    )
+
+
 def sidebar_item_html(conversation: Conversation, *, user, active_id: str = "") -> str:
     """One conversation of the sidebar (after its title editor is closed), its rename button
     focused."""

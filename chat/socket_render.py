@@ -62,6 +62,16 @@ def conversation_fragments(user: AbstractBaseUser, conversation_id: str, *, new:
 
 
 @cpu_stage("render")
+def conversation_moved_html(user: AbstractBaseUser, conversation_id: str) -> str:
+    """The conversation `conversation_id`'s sidebar item moved to the top of its group with
+    its new date (`fragments.sidebar_item_moved_html`); "" when it does not exist."""
+    conversation = conversation_get(conversation_id)
+    if conversation is None:
+        return ""
+    return fragments.sidebar_item_moved_html(conversation, user=user)
+
+
+@cpu_stage("render")
 def final_html(exchange: Exchange, *, user: AbstractBaseUser, conversation_id: str) -> str:
     """The exchange's answer, looked up in the socket's conversation `conversation_id` only
     (after a Stop the question id may be the client's, naming any conversation's), as `user`

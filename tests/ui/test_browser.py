@@ -627,6 +627,20 @@ def test_sidebar_moves_a_conversation_to_the_top_when_it_gets_a_question(pages):
     assert moved.get_attribute("aria-current") == "page" and "menu-active" in (
         moved.get_attribute("class")
     )
+    # The next question moves just its item up, from wherever the page shows it.
+    page.evaluate(
+        f"""() => {{
+            const item = document.getElementById("sidebar-{older.pk}");
+            item.parentElement.appendChild(item);
+            item.querySelector("span").textContent = "an old date";
+        }}"""
+    )
+    assert shared_items.first.get_attribute("id") != f"sidebar-{older.pk}"
+    ask(page, "And how many days can be carried over?")
+    assert shared_items.first.get_attribute("id") == f"sidebar-{older.pk}"
+    assert page.locator(f"#sidebar-{older.pk}").count() == 1
+    assert "an old date" not in page.locator(f"#sidebar-{older.pk}").inner_text()
+    assert moved.get_attribute("aria-current") == "page"
     assert page.evaluate("window.__sameDocument") is True  # no reload
 
 

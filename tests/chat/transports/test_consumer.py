@@ -166,7 +166,15 @@ async def test_a_conversation_that_gets_a_question_moves_to_the_top_of_the_sideb
     communicator = await socket_for(staff_user, asked.pk)
     await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
     fragments = await fragments_until_idle(communicator)
+    # The socket's next question moves just its item up: the list is not rendered again.
+    await communicator.send_to(text_data=send_payload("And how many days can be carried over?"))
+    later = await fragments_until_idle(communicator)
     await communicator.disconnect()
+    assert not [f for f in later if 'id="conversation-list"' in f]
+    (moved,) = [f for f in later if f'id="sidebar-{asked.pk}"' in f]
+    assert moved.startswith(f'<li id="sidebar-{asked.pk}" hx-swap-oob="delete"></li>')
+    assert '<ul hx-swap-oob="afterend:#group-shared">' in moved
+    assert "menu-active" in moved and "Leave, asked again" in moved
 
     lists = [f for f in fragments if 'id="conversation-list" hx-swap-oob="true"' in f]
     assert len(lists) == 1  # once per exchange
@@ -179,7 +187,11 @@ async def test_a_conversation_that_gets_a_question_moves_to_the_top_of_the_sideb
     item = shared.split(f'id="sidebar-{asked.pk}"', 1)[1].split("</a>", 1)[0]
     assert "menu-active" in item and 'aria-current="page"' in item  # highlighted
     # sent right after the first piece of the answer: no part of the wait for its first words
-    answer = await Message.objects.aget(conversation=asked, role="assistant")
+    answer = (
+        await Message.objects.filter(conversation=asked, role="assistant")
+        .order_by("created_at")
+        .afirst()
+    )
     listed = fragments.index(lists[0])
     assert index_of(fragments, f'id="msg-{answer.pk}"') < listed
     assert listed == index_of(fragments, f"beforeend:#msg-{answer.pk}-body") + 1
