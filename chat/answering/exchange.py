@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from channels.db import database_sync_to_async
 from django.db import DatabaseError
@@ -51,6 +51,7 @@ class StoredExchange:
     reader: Reader  # what the asker may read, computed once for the exchange
     notice: str = ""  # why the answer is not in the admin's mode (chat/answering/generative.py)
     max_history_turns: int = 6
+    then: object = None  # what `exchange_store_then` ran after the store gave (or raised)
 
 
 @cpu_stage("store")
@@ -136,12 +137,32 @@ def documents_given(
     return tuple(sorted(drawn))
 
 
+def exchange_store_then(
+    request: ValidatedRequest, then: Callable[[StoredExchange], object] | None
+) -> StoredExchange:
+    """`exchange_store(request)`, and `then(stored)` right after it on the same thread when
+    the exchange is a new claim (not one stored earlier under the message id), kept in
+    `stored.then`: its result, or the exception it raised (for the caller to raise where its
+    failure is handled)."""
+    stored = exchange_store(request)
+    if then is None or not isinstance(stored.begun, services.ExchangeClaim):
+        return stored
+    try:
+        outcome = then(stored)
+    except Exception as exc:
+        outcome = exc
+    return replace(stored, then=outcome)
+
+
 async def exchange_store_or_release(
-    request: ValidatedRequest, embedded: asyncio.Future | None
+    request: ValidatedRequest,
+    embedded: asyncio.Future | None,
+    then: Callable[[StoredExchange], object] | None = None,
 ) -> StoredExchange:
     """Step 2, shielded: cancelled meanwhile, the store still completes and an answer it
-    claimed is released (`_release_unstarted`)."""
-    prepare = asyncio.ensure_future(database_sync_to_async(exchange_store)(request))
+    claimed is released (`_release_unstarted`). `then`: see `exchange_store_then` (one thread
+    hop for both)."""
+    prepare = asyncio.ensure_future(database_sync_to_async(exchange_store_then)(request, then))
     try:
         return await asyncio.shield(prepare)
     except BaseException as exc:

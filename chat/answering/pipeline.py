@@ -67,6 +67,7 @@ The embedding model runs in worker threads (never on the event loop); database w
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -91,7 +92,12 @@ from chat.answering.generative import GenerativeAnswerer
 from chat.answering.replay import replay_log, stored_answer_events, stored_answer_wait
 from chat.answering.request import AnswerOptions, request_validate
 from chat.answering.request import embedding_validate as _embedding_validate  # noqa: F401 (tests)
-from chat.answering.search import answer_in_progress, query_embed, question_search
+from chat.answering.search import (
+    answer_in_progress,
+    query_embed,
+    question_search,
+    search_planned,
+)
 from chat.answering.stage_cpu import cpu_stage, stage_cpu_begin
 from chat.answering.trace import ExchangeTrace, exchange_log
 from chat.citations import citation_as_dict
@@ -196,7 +202,9 @@ async def _answer_stream(
         and (request.conversation_id is None or conversation_empty)
     ):
         embedded = asyncio.ensure_future(query_embed(request.question))
-    stored = await exchange_store_or_release(request, embedded)
+    stored = await exchange_store_or_release(
+        request, embedded, then=functools.partial(search_planned, within=request.document_ids)
+    )
     if isinstance(stored.begun, services.ExchangeExisting):
         if embedded is not None:
             embedded.cancel()

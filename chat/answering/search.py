@@ -363,16 +363,24 @@ async def _search_each_named(
     )
 
 
-def _plan_and_names(
-    question: str, *, stored: StoredExchange, within: list[int] | None
-) -> tuple[SearchPlan, list[NamedDocument]]:
-    """The search planned from the conversation (the question as written when it has no
-    earlier turn) and the documents the question names that the asker may read (`within`: the
-    request's document filter): one trip to the database thread for both."""
+@dataclass(frozen=True)
+class Planned:
+    """The search planned for a question (`search_planned`)."""
+
+    plan: SearchPlan
+    named: list[NamedDocument]
+
+
+def search_planned(stored: StoredExchange, *, within: list[int] | None) -> Planned:
+    """The search planned from the conversation for the stored question (as written when it
+    has no earlier turn) and the documents it names that the asker may read (`within`: the
+    request's document filter). Reads the database: the pipeline runs it on the store's thread
+    hop, right after the store (`exchange_store_then`)."""
+    question = stored.begun.question.content
     plan = SearchPlan(query=question)
     if stored.history:
         plan = search_plan_in_context(question, stored.history, reader=stored.reader)
-    return plan, named_documents_find(question, reader=stored.reader, within=within)
+    return Planned(plan, named_documents_find(question, reader=stored.reader, within=within))
 
 
 async def question_search(
@@ -391,9 +399,12 @@ async def question_search(
     which). A question naming two or more is searched in each of them first
     (`_search_each_named`), and as any question when none of them holds an answer."""
     started = time.perf_counter()
-    plan, named = await database_sync_to_async(_plan_and_names)(
-        question, stored=stored, within=request.document_ids
-    )
+    planned = stored.then
+    if isinstance(planned, Exception):
+        raise planned  # planned on the store's hop (`exchange_store_then`), failed there
+    if not isinstance(planned, Planned):
+        planned = await database_sync_to_async(search_planned)(stored, within=request.document_ids)
+    plan, named = planned.plan, planned.named
     if stored.mode == Message.Mode.GENERATIVE:
         plan = await search_plan_generative(plan, question=question, history=stored.history)
     # The first search's lexical ranking needs no vector: it runs on the database thread while

@@ -157,10 +157,10 @@ STATEMENTS_MAX = 26
 # Calls to another thread (`sync_to_async`, `database_sync_to_async`) for one question on an open
 # socket, from its message to the lock's release: 17 for a follow-up read in context before the
 # second embedding and Channels' connection clean-up hop went, 15 after; 16 with the lexical
-# ranking run while the question is embedded (docs/decisions/0150); 14 since the session is
-# checked on the admission's hop and the lock released on the sources' (12 for a first
-# question, 13 for one searched as written).
-HOPS_MAX = 14
+# ranking run while the question is embedded (docs/decisions/0150); 13 since the session is
+# checked on the admission's hop, the search planned on the store's and the lock released on
+# the sources' (11 for a first question, 12 for one searched as written).
+HOPS_MAX = 13
 
 
 async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(monkeypatch):
@@ -203,7 +203,7 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
         await communicator.receive_nothing(timeout=0.2)  # the lock released after the end
         print(f"{question}: {len(hops)} hops: {', '.join(hops)}")
         assert len(hops) <= HOPS_MAX and "close_old_connections" not in hops
-        assert hops[0] == "_admit" and hops[-1] == "_sources_released"
+        assert hops[:2] == ["_admit", "exchange_store_then"] and hops[-1] == "_sources_released"
         if question != FIRST_QUESTION:  # embedded after its plan (the first may be done then)
             # Its lexical ranking runs while it is embedded, before the rest of retrieval.
             assert hops.index("_lexical_ahead") < hops.index("_retrieve")

@@ -492,6 +492,25 @@ async def test_cancelling_before_the_first_event_leaves_no_answer_streaming(
     assert replay[-1].data["status"] == "interrupted"
 
 
+async def test_a_search_plan_that_fails_on_the_stores_hop_ends_the_answer_as_an_error(
+    policies_kb, staff_user, monkeypatch
+):
+    """The search is planned on the store's thread hop; a plan that fails there fails the
+    answer as any later step would (an `error` event, the answer stored as `error`), never
+    leaving it `streaming`."""
+    from chat.answering import search
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the names index is broken")
+
+    monkeypatch.setattr(search, "named_documents_find", broken)
+    message_id = uuid.uuid4()
+    events = await collect(user=staff_user, question=LEAVE_QUESTION, message_id=message_id)
+    assert [e.type for e in events] == ["error"] and events[0].data["code"] == "internal"
+    answer = await sync_to_async(stored)(message_id)
+    assert answer.status == Message.Status.ERROR
+
+
 async def test_closing_the_stream_early_stores_what_was_sent_as_interrupted(
     policies_kb, staff_user, settings
 ):
