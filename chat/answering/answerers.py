@@ -22,6 +22,7 @@ a language model behind chat/answering/llm/). The pipeline picks one per answer
 from __future__ import annotations
 
 import abc
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -109,11 +110,15 @@ class ExtractiveAnswerer(Answerer):
     def __init__(self) -> None:
         self._answer: ExtractiveAnswer | None = None
         self._streamed: list[str] = []
+        self._writing: asyncio.Future | None = None
 
-    async def stream(self, request: AnswerRequest) -> AsyncIterator[str]:
-        self._answer = await sync_to_async(
-            cpu_stage("answer")(extractive_answer), thread_sensitive=False
-        )(
+    async def prepare(self, request: AnswerRequest) -> None:
+        """Start writing the answer (a worker thread): it is written while the pipeline records
+        what the answer was given, and `stream` waits for it."""
+        self._writing = asyncio.ensure_future(self._write(request))
+
+    async def _write(self, request: AnswerRequest) -> ExtractiveAnswer:
+        return await sync_to_async(cpu_stage("answer")(extractive_answer), thread_sensitive=False)(
             question=request.search_query,
             question_vector=request.query_vector,
             chunks=request.chunks,
@@ -123,6 +128,16 @@ class ExtractiveAnswerer(Answerer):
             said=said_before(request.question, request.search_query, request.history),
             follows_bonus=followups.FOLLOWS_SAID_BONUS,
         )
+
+    async def aclose(self) -> None:
+        if self._writing is not None:  # cancelled if still running; its outcome read either way
+            self._writing.cancel()
+            await asyncio.gather(self._writing, return_exceptions=True)
+
+    async def stream(self, request: AnswerRequest) -> AsyncIterator[str]:
+        if self._writing is None:
+            await self.prepare(request)
+        self._answer = await self._writing
         pieces = self._answer.pieces()
         if not settings.CHAT_STREAM_DELAY_MS and pieces:
             # Produced whole and not paced: one piece, one frame or event for the transport.
