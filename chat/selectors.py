@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import connection
 from django.db.models import (
     Prefetch,
     Q,
@@ -126,6 +127,26 @@ def conversation_access_by_id(
         Conversation.objects.filter(pk=conversation_id).only("owner_id", "is_private").first()
     )
     return None if conversation is None else conversation_access(user, conversation)
+
+
+def conversation_item_get(conversation_id: uuid.UUID | str) -> Conversation | None:
+    """The conversation's fields its sidebar item shows (id, owner, privacy, title, last
+    update), None when it does not exist. The caller has checked the reader's access. Written
+    out: it runs for every question a socket answers after its first
+    (docs/decisions/0152-statements-written-out.md)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ITEM_SQL, [str(conversation_id)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return Conversation(**dict(zip(_ITEM_FIELDS, row, strict=True)))
+
+
+_ITEM_FIELDS = ("id", "owner_id", "is_private", "title", "updated_at")
+_ITEM_SQL = (
+    f"SELECT {', '.join(_ITEM_FIELDS)} FROM {Conversation._meta.db_table} "  # noqa: S608
+    "WHERE id = %s::uuid"
+)
 
 
 def conversation_get(conversation_id: uuid.UUID | str) -> Conversation | None:

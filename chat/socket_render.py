@@ -19,7 +19,7 @@ from chat.presenters import (
     sources_from_event,
     streamed_answer_view,
 )
-from chat.selectors import answer_id_of, conversation_get
+from chat.selectors import answer_id_of, conversation_get, conversation_item_get
 from chat.socket_request import Exchange
 from chat.transcript import MessageRow, answer_row_read
 
@@ -65,7 +65,7 @@ def conversation_fragments(user: AbstractBaseUser, conversation_id: str, *, new:
 def conversation_moved_html(user: AbstractBaseUser, conversation_id: str) -> str:
     """The conversation `conversation_id`'s sidebar item moved to the top of its group with
     its new date (`fragments.sidebar_item_moved_html`); "" when it does not exist."""
-    conversation = conversation_get(conversation_id)
+    conversation = conversation_item_get(conversation_id)
     if conversation is None:
         return ""
     return fragments.sidebar_item_moved_html(conversation, user=user)
