@@ -18,6 +18,7 @@ from django.db.models import (
 from chat.answering.followups import Turn
 from chat.models import Citation, Conversation, DocumentGiven, Message
 from chat.withheld import Withheld, messages_withheld
+from chat.withheld_sql import withheld_exists_sql
 from knowledge.access import (
     Reader,
 )
@@ -31,13 +32,23 @@ def conversation_turns_before(
     documents and the documents whose text reached it (`DocumentGiven`); an answer its asker
     (the conversation's owner) may not read now (`messages_withheld`) as if it had not been
     answered. One query (the questions, their answers joined, the cited and given documents as
-    arrays, the owner), two more when an answer drew on a document (the owner's reader, the
-    answers withheld from them). `asker`: the `Reader` the request computed for the question's
-    asker, used when they own the conversation (no query for the owner's reader)."""
+    arrays, the owner and, for an `asker` who owns the conversation and reads some collections,
+    whether each answer is withheld from them: `chat.withheld_sql.withheld_exists_sql`);
+    otherwise two more when an answer drew on a document (the owner's reader, the answers
+    withheld from them). `asker`: the `Reader` the request computed for the question's asker,
+    used when they own the conversation (no query for the owner's reader)."""
     messages = connection.ops.quote_name(Message._meta.db_table)
     citations = connection.ops.quote_name(Citation._meta.db_table)
     given = connection.ops.quote_name(DocumentGiven._meta.db_table)
     conversations = connection.ops.quote_name(Conversation._meta.db_table)
+    owner = f"(SELECT owner_id FROM {conversations} WHERE id = %s)"
+    # For an asker of some collections, whether each answer is withheld from them is read in
+    # the same statement, when they own the conversation (NULL otherwise: checked after).
+    withheld_sql, withheld_params = "NULL", []
+    if asker is not None and not asker.is_superuser and not asker.reads_nothing:
+        exists, exists_params = withheld_exists_sql(asker, message="a.id")
+        withheld_sql = f"CASE WHEN {owner} = %s THEN {exists} END"
+        withheld_params = [question.conversation_id, asker.user_id, *exists_params]
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT a.id, q.content, a.status, a.content, a.search_query, "
@@ -45,27 +56,34 @@ def conversation_turns_before(
             f"AND c.document_id_snapshot IS NOT NULL ORDER BY c.n), "
             f"ARRAY(SELECT g.document_id FROM {given} g WHERE g.message_id = a.id "
             f"ORDER BY g.document_id), "
-            f"(SELECT owner_id FROM {conversations} WHERE id = %s) "
+            f"{owner}, {withheld_sql} "
             f"FROM (SELECT id, content, created_at FROM {messages} WHERE conversation_id = %s "
             f"AND role = %s AND created_at < %s ORDER BY created_at DESC, id DESC LIMIT %s) q "
             f"LEFT JOIN {messages} a ON a.reply_to_id = q.id AND a.role = %s "
             f"ORDER BY q.created_at, q.id",
             [
-                question.conversation_id, question.conversation_id, Message.Role.USER,
-                question.created_at, limit, Message.Role.ASSISTANT,
+                question.conversation_id, *withheld_params, question.conversation_id,
+                Message.Role.USER, question.created_at, limit, Message.Role.ASSISTANT,
             ],
         )  # fmt: skip
         rows = cursor.fetchall()
-    withheld = _withheld_from_asker(
-        rows[0][7] if rows else None,
-        [row[0] for row in rows if row[0] is not None and (row[5] or row[6])],
-        asker=asker,
-    )
+    # An answer that drew on nothing (no citation snapshot, no record) is never withheld.
+    drew_on_something = [row for row in rows if row[0] is not None and (row[5] or row[6])]
+    if rows and rows[0][8] is not None:
+        withheld = {row[0] for row in drew_on_something if row[8]}
+    else:
+        withheld = set(
+            _withheld_from_asker(
+                rows[0][7] if rows else None,
+                [row[0] for row in drew_on_something],
+                asker=asker,
+            )
+        )
     return [
         _turn(content, status or "", answer or "", search_query or "", cited or (), drew or ())
         if answer_id not in withheld
         else _turn(content, "", "", "", (), ())
-        for answer_id, content, status, answer, search_query, cited, drew, _ in rows
+        for answer_id, content, status, answer, search_query, cited, drew, _, _ in rows
     ]
 
 

@@ -26,6 +26,24 @@ def _table(model: type) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
+def withheld_exists_sql(reader: Reader, *, message: str) -> tuple[str, list]:
+    """An SQL condition, and its parameters, true when the message whose id is the column
+    `message` of the caller's query drew on a document `reader` may not read: whether
+    `withheld_rows(reader, message_ids=[that id])` has a row (`messages_withheld` then withholds
+    it), for a reader of some collections (not a superuser, not one who reads nothing)."""
+    readable, params = readable_document_row_sql(user=reader, alias="wd")
+    sql = (
+        f"EXISTS (SELECT 1 FROM (SELECT x.document_id AS doc FROM {_table(DocumentGiven)} x "
+        f"WHERE x.message_id = {message} "
+        f"UNION ALL SELECT COALESCE(x.document_id_snapshot, ch.document_id) "
+        f"FROM {_table(Citation)} x LEFT JOIN {_table(Chunk)} ch ON ch.id = x.chunk_id "
+        f"WHERE x.message_id = {message}) wdrawn "
+        f"LEFT JOIN {_table(Document)} wd ON wd.id = wdrawn.doc "
+        f"WHERE NOT COALESCE({readable}, FALSE))"
+    )
+    return sql, params
+
+
 def withheld_rows(
     reader: Reader,
     *,

@@ -299,6 +299,8 @@ def test_withheld_messages_are_decided_in_one_query_for_a_whole_conversation(
 
 def test_a_follow_up_remembers_only_the_answers_its_asker_may_read_now(people, shared):
     from chat.turns import conversation_memory, conversation_turns_before
+    from knowledge.access import reader_for
+    from tests.support.statements import statements_recorded
 
     conversation = shared["conversation"]
     asked, _ = exchange_create(conversation, question="And for Grade 8?", answer="")
@@ -307,6 +309,15 @@ def test_a_follow_up_remembers_only_the_answers_its_asker_may_read_now(people, s
         turns = conversation_turns_before(asked, limit=10)
         older = conversation_memory(asked.pk, window=0).unfolded
         assert [t.answer for t in turns] == [t.answer for _, t in older]
+        # With the asker's Reader (as the pipeline passes it): the same turns, the withheld
+        # check in the turns' one statement; someone else's Reader does not stand for the
+        # owner's (the owner's is read).
+        asker = reader_for(people["asker"])
+        with statements_recorded() as statements:
+            with_asker = conversation_turns_before(asked, limit=10, asker=asker)
+        assert with_asker == turns and len(statements) == 1
+        someone_else = reader_for(people["reader by user"])
+        assert conversation_turns_before(asked, limit=10, asker=someone_else) == turns
         return [t.answer for t in turns]
 
     assert remembered() == [RESTRICTED_ANSWER, OPEN_ANSWER]
