@@ -324,12 +324,16 @@ def embed_query(text: str, *, alone: bool = False) -> tuple[np.ndarray, bool]:
     return embed_texts([fitted])[0], truncated
 
 
-def embed_query_submit(text: str, *, alone: bool = False) -> Future | None:
+def embed_query_submit(text: str, *, alone: bool = False, start: bool = True) -> Future | None:
     """`embed_query(text, alone=alone)` handed to the batcher (`QueryBatcher.submit`) when
     questions go through it: a future of (the vector, whether the question was cut to fit, the
     CPU milliseconds spent for it on the batcher's thread); None when they do not (the caller
-    runs `embed_query`, which then runs the model on the calling thread)."""
+    runs `embed_query`, which then runs the model on the calling thread). `start` False: None
+    as well while the batcher has not been started (starting it loads the model: an event loop
+    leaves that to a thread)."""
     if settings.EMBEDDING_BATCH_WINDOW_MS > 0 and runtime() == "onnx":
+        if not start and _batcher is None:
+            return None
         return _query_batcher().submit(text, alone=alone)
     return None
 

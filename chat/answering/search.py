@@ -148,8 +148,8 @@ async def query_embed(query: str) -> tuple[np.ndarray, bool]:
     (server processes) the loop waits for the batcher's thread, otherwise the model runs in a
     worker thread."""
     # Alone: no other answer is in progress, so no other question can join it in the batcher.
-    submitted = embedding.embed_query_submit(query, alone=_answers_in_progress <= 1)
-    if submitted is None:
+    submitted = embedding.embed_query_submit(query, alone=_answers_in_progress <= 1, start=False)
+    if submitted is None:  # no batcher, or not started yet (`_embed` starts it)
         return await sync_to_async(_embed, thread_sensitive=False)(query)
     vector, truncated, cpu_ms = await asyncio.wrap_future(submitted)
     stage_cpu_add("embed", cpu_ms)  # what the batcher's thread spent for it

@@ -357,8 +357,9 @@ async def test_in_a_server_process_the_event_loop_waits_for_the_batcher_with_no_
     runtime, settings, monkeypatch
 ):
     """`query_embed` hands a server's question to the batcher's thread and waits for it there
-    (no worker thread in between): the vector `embed_query` gives, cut to fit when too long,
-    and the embed stage counts the CPU the batcher's thread spent for it."""
+    (no worker thread in between, once the batcher is started: the first question starts it,
+    loading the model, on a worker thread): the vector `embed_query` gives, cut to fit when
+    too long, and the embed stage counts the CPU the batcher's thread spent for it."""
     from asgiref.sync import SyncToAsync
 
     from chat.answering.search import query_embed
@@ -378,9 +379,12 @@ async def test_in_a_server_process_the_event_loop_waits_for_the_batcher_with_no_
 
     monkeypatch.setattr(SyncToAsync, "__call__", hop_counted)
     try:
+        await query_embed(question)
+        assert len(hops) == 1 and embedding._batcher.batches == 1  # started on a worker thread
+        hops.clear()
         counts = stage_cpu_begin()
         vector, truncated = await query_embed(question)
-        assert not hops and embedding._batcher.batches == 1
+        assert not hops and embedding._batcher.batches == 2
         assert np.abs(vector - expected).max() < 1e-5 and not truncated
         assert counts["embed"] > 0
         long_question = " ".join(["leave"] * (embedding.MAX_TOKENS + 10))
