@@ -35,7 +35,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
@@ -79,6 +79,7 @@ from knowledge.personal_progress import (
 )
 
 logger = logging.getLogger(__name__)
+R = TypeVar("R")
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -131,6 +132,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.listening = asyncio.Event()
         self.states: dict[tuple[bool, bool], str] = {}  # see _state_html
         self.sidebar_listed = False  # the socket sent the sidebar's list (`_listing_html`)
+        self.lock_released = True  # the lock of the socket's last answer (`_released_after`)
         # Accept first, then close with a code: the browser sees why and does not reconnect.
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
@@ -338,11 +340,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except DatabaseError:
             logger.warning("The in-flight lock of a conversation could not be released")
 
-    def _sources_released(self, *args: Any) -> tuple[str, dict[int, bool]]:
-        """`sources_html(*args)`, and the conversation's lock released on the same thread hop:
-        the sources come once the answer is stored whole (`lock_released` is then set; a
-        database that cannot be reached leaves the release to the end of the answer)."""
-        rendered = sources_html(*args)
+    def _released_after(self, render: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """`render(*args, **kwargs)`, then the conversation's lock released on the same thread
+        hop: for what comes once the answer is stored (its sources, a refusal's sidebar).
+        `lock_released` is then set; a database that cannot be reached leaves the release to
+        the end of the answer."""
+        rendered = render(*args, **kwargs)
         try:
             in_flight_release(self._lock)
         except DatabaseError:
@@ -463,7 +466,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             exchange.sent_citations = tuple(
                 (c.get("n"), c.get("chunk_id")) for c in data.get("citations") or []
             )
-            html, exchange.documents = await database_sync_to_async(self._sources_released)(
+            html, exchange.documents = await database_sync_to_async(self._released_after)(
+                sources_html,
                 exchange.answer_id,
                 data.get("citations") or [],
                 str(data.get("evidence") or ""),
@@ -475,31 +479,33 @@ class ChatConsumer(AsyncWebsocketConsumer):
             exchange.ended = True
         elif kind == "refusal":
             exchange.final_id = str(data.get("message_id") or "")
-            await self._send_listing()
+            await self._send_listing(release=True)  # the refusal is stored
         # answer_end, refusal and error end the stream: the final render follows.
 
-    async def _send_listing(self) -> None:
-        html = await self._listing_html()
+    async def _send_listing(self, *, release: bool = False) -> None:
+        html = await self._listing_html(release=release)
         if html:
             await self.send(html)
 
-    async def _listing_html(self) -> str:
+    async def _listing_html(self, *, release: bool = False) -> str:
         """Once per exchange, when its question is stored: the sidebar with the conversation
         at the top of its group, highlighted; and when the question created the conversation,
         its header too (the state that follows gives the page its new URL). After the socket's
         first such list, only the conversation's item is moved up: a list that grows with the
-        conversations is not rendered again for every question."""
+        conversations is not rendered again for every question. `release`: the answer is
+        stored, its lock released on the same hop (`_released_after`)."""
         exchange = self.exchange
         if exchange is None or exchange.listed:
             return ""
         if self.sidebar_listed and self.access != "new":
-            html = await database_sync_to_async(conversation_moved_html)(
-                self.user, self.conversation_id
-            )
+            render, args, kwargs = conversation_moved_html, (self.user, self.conversation_id), {}
         else:
-            html = await database_sync_to_async(conversation_fragments)(
-                self.user, self.conversation_id, new=self.access == "new"
-            )
+            render, args = conversation_fragments, (self.user, self.conversation_id)
+            kwargs = {"new": self.access == "new"}
+        if release:
+            html = await database_sync_to_async(self._released_after)(render, *args, **kwargs)
+        else:
+            html = await database_sync_to_async(render)(*args, **kwargs)
         if html:
             exchange.listed = self.sidebar_listed = True
             if self.access == "new":

@@ -164,10 +164,13 @@ STATEMENTS_MAX = 25
 HOPS_MAX = 13
 
 
-async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(monkeypatch):
+async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
+    monkeypatch, settings
+):
     """The first question of a conversation is embedded while it is stored; a later one once
     its search is planned, as written or read in context, never both
     (docs/decisions/0150-answer-cost-per-question.md). And the thread hops of each, counted."""
+    settings.CHAT_FLOOD_MIN_INTERVAL = 0  # five questions back to back
     readers = await sync_to_async(readers_create)(with_outsiders=False)
     await sync_to_async(document_create)(title="Staff handbook", texts=LEAVE_TEXTS, pages=[3, 4])
     await sync_to_async(document_create)(title="Expenses policy", texts=EXPENSES_TEXTS)
@@ -204,19 +207,28 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
         await communicator.receive_nothing(timeout=0.2)  # the lock released after the end
         print(f"{question}: {len(hops)} hops: {', '.join(hops)}")
         assert len(hops) <= HOPS_MAX and "close_old_connections" not in hops
-        assert hops[:2] == ["_admit", "exchange_store_then"] and hops[-1] == "_sources_released"
+        assert hops[:2] == ["_admit", "exchange_store_then"] and hops[-1] == "_released_after"
         if question != FIRST_QUESTION:  # embedded after its plan (the first may be done then)
             # Its lexical ranking runs while it is embedded, before the rest of retrieval.
             assert hops.index("_lexical_ahead") < hops.index("_retrieve")
         asked.append((list(embedded), page))
+    # A refusal releases the conversation's lock on its sidebar's hop (before its final
+    # render's), as an answer does on its sources'.
+    hops.clear()
+    await communicator.send_to(text_data=send_payload("What is the capital of Mongolia?"))
+    refused = "".join(await fragments_until_idle(communicator))
+    await communicator.receive_nothing(timeout=0.2)
+    assert 'data-status="refused"' in refused
+    assert hops[-2:] == ["_released_after", "final_html"] and "in_flight_release" not in hops
     # While another answer is in progress, a question's embedding may be joined by another's.
+    asked_alone = len(alone)
     with answer_in_progress():
         embedded.clear()
         await communicator.send_to(text_data=send_payload("Who approves exceptions?"))
         await fragments_until_idle(communicator)
     await communicator.disconnect()
     # The batcher waits for company only then.
-    assert alone[:3] == [True, True, True] and alone[3:] and not any(alone[3:])
+    assert all(alone[:asked_alone]) and alone[asked_alone:] and not any(alone[asked_alone:])
 
     (first, first_page), (in_context, context_page), (as_written, written_page) = asked
     assert first == [FIRST_QUESTION] and "25 days" in first_page
