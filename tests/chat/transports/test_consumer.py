@@ -414,6 +414,8 @@ async def test_bad_requests_get_a_clear_message_and_no_answer(staff_user, leave_
     communicator = await socket_for(staff_user, conversation_id)
     await communicator.send_to(text_data="not json")
     assert "could not be read" in await communicator.receive_from(timeout=5)
+    await communicator.send_to(text_data=json.dumps({"action": ["send"], "message": "x"}))
+    assert "Unknown action" in await communicator.receive_from(timeout=5)  # not a crash
     await communicator.send_to(text_data=send_payload("   "))
     assert "The message is empty" in "".join(await fragments_until_idle(communicator))
     await communicator.send_to(text_data=send_payload(LEAVE_QUESTION, top_k=99))
