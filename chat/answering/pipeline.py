@@ -60,8 +60,9 @@ part already streamed with status `interrupted`, its citations limited to the ma
 sent, and re-raises. One JSON log line per exchange goes to the `sourced.exchange` logger
 (chat/answering/trace.py).
 
-The embedding model runs in worker threads (never on the event loop); database work runs via
-`database_sync_to_async`, each step one transaction inside `chat.services`.
+The embedding model runs on the embedding batcher's thread in a server process, in a worker
+thread otherwise (never on the event loop); database work runs via `database_sync_to_async`,
+each step one transaction inside `chat.services` (the search is planned on the store's hop).
 """
 
 from __future__ import annotations
