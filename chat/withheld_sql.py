@@ -33,15 +33,23 @@ def withheld_exists_sql(reader: Reader, *, message: str) -> tuple[str, list]:
     it), for a reader of some collections (not a superuser, not one who reads nothing)."""
     readable, params = readable_document_row_sql(user=reader, alias="wd")
     sql = (
-        f"EXISTS (SELECT 1 FROM (SELECT x.document_id AS doc FROM {_table(DocumentGiven)} x "
-        f"WHERE x.message_id = {message} "
-        f"UNION ALL SELECT COALESCE(x.document_id_snapshot, ch.document_id) "
-        f"FROM {_table(Citation)} x LEFT JOIN {_table(Chunk)} ch ON ch.id = x.chunk_id "
-        f"WHERE x.message_id = {message}) wdrawn "
+        f"EXISTS (SELECT 1 FROM ({_drawn_sql(f'WHERE x.message_id = {message}')}) wdrawn "
         f"LEFT JOIN {_table(Document)} wd ON wd.id = wdrawn.doc "
         f"WHERE NOT COALESCE({readable}, FALSE))"
     )
     return sql, params
+
+
+def _drawn_sql(where: str) -> str:
+    """(message_id, doc): each document a message drew on, its `DocumentGiven` rows and what
+    it cites (the citation's document snapshot, else its chunk's document; NULL when neither
+    is known), of the messages `where` (a WHERE clause on `x`, the record or the citation)
+    selects."""
+    return (
+        f"SELECT x.message_id, x.document_id AS doc FROM {_table(DocumentGiven)} x {where} "
+        f"UNION ALL SELECT x.message_id, COALESCE(x.document_id_snapshot, ch.document_id) "
+        f"FROM {_table(Citation)} x LEFT JOIN {_table(Chunk)} ch ON ch.id = x.chunk_id {where}"
+    )
 
 
 def withheld_rows(
@@ -71,10 +79,7 @@ def withheld_rows(
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     sql = (
         f"SELECT drawn.message_id, COALESCE({in_collection}, FALSE), d.id IS NOT NULL "
-        f"FROM (SELECT x.message_id, x.document_id AS doc FROM {_table(DocumentGiven)} x {where} "
-        f"UNION ALL SELECT x.message_id, COALESCE(x.document_id_snapshot, ch.document_id) "
-        f"FROM {_table(Citation)} x LEFT JOIN {_table(Chunk)} ch ON ch.id = x.chunk_id "
-        f"{where}) drawn "
+        f"FROM ({_drawn_sql(where)}) drawn "
         f"LEFT JOIN {_table(Document)} d ON d.id = drawn.doc "
         f"WHERE NOT COALESCE({readable}, FALSE)"
     )
