@@ -351,7 +351,7 @@ def batched_cpu_ms() -> float:
 class QueryBatcher:
     """Embeds the questions of concurrent requests together: one thread runs the model; a
     question waits at most `window_s` for others to join it when the model is idle (unless
-    every question waiting was asked `alone`), and every
+    every question still waiting was asked `alone`), and every
     question that arrived while the model was busy goes in the next batch (at most
     `max_batch`, grouped by token length). A text's vector does not depend on its batch mates
     beyond float rounding (attention masks the padding), so a question gets the same answer
@@ -394,7 +394,7 @@ class QueryBatcher:
                     self._ready.wait()
                 deadline = time.monotonic() + self.window_s
                 while len(self._pending) < self.max_batch and any(
-                    expects for _, _, expects in self._pending
+                    expects and not future.cancelled() for _, future, expects in self._pending
                 ):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
