@@ -8,6 +8,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from accounts.sessions import Standing
 from chat.answering.pipeline import AnswerOptions
 from chat.errors import AnswerError
 from chat.ids import uuid_parse
@@ -22,7 +23,7 @@ from pages.client_input import client_int
 class Admission:
     """What admitting a question found."""
 
-    signed_in: str = "signed-in"  # the session's `accounts.sessions.Standing`, read first
+    signed_in: str = Standing.SIGNED_IN  # the session's standing, read first
     throttled: Throttled | None = None  # refused by the rate limit or the flood rule
     locked: bool = False  # the conversation's in-flight lock was taken
     stored: tuple[Message | None, Message | None] = (None, None)  # question, answer

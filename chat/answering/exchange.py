@@ -138,14 +138,14 @@ def documents_given(
 
 
 def exchange_store_then(
-    request: ValidatedRequest, then: Callable[[StoredExchange], object] | None
+    request: ValidatedRequest, then: Callable[[StoredExchange], object]
 ) -> StoredExchange:
     """`exchange_store(request)`, and `then(stored)` right after it on the same thread when
     the exchange is a new claim (not one stored earlier under the message id), kept in
     `stored.then`: its result, or the exception it raised (for the caller to raise where its
     failure is handled)."""
     stored = exchange_store(request)
-    if then is None or not isinstance(stored.begun, services.ExchangeClaim):
+    if not isinstance(stored.begun, services.ExchangeClaim):
         return stored
     try:
         outcome = then(stored)
@@ -157,7 +157,7 @@ def exchange_store_then(
 async def exchange_store_or_release(
     request: ValidatedRequest,
     embedded: asyncio.Future | None,
-    then: Callable[[StoredExchange], object] | None = None,
+    then: Callable[[StoredExchange], object],
 ) -> StoredExchange:
     """Step 2, shielded: cancelled meanwhile, the store still completes and an answer it
     claimed is released (`_release_unstarted`). `then`: see `exchange_store_then` (one thread

@@ -148,17 +148,18 @@ async def query_embed(query: str) -> tuple[np.ndarray, bool]:
     (server processes) the loop waits for the batcher's thread, otherwise the model runs in a
     worker thread."""
     # Alone: no other answer is in progress, so no other question can join it in the batcher.
-    submitted = embedding.embed_query_submit(query, alone=_answers_in_progress <= 1, start=False)
+    alone = _answers_in_progress <= 1
+    submitted = embedding.embed_query_submit(query, alone=alone, start=False)
     if submitted is None:  # no batcher, or not started yet (`_embed` starts it)
-        return await sync_to_async(_embed, thread_sensitive=False)(query)
+        return await sync_to_async(_embed, thread_sensitive=False)(query, alone=alone)
     vector, truncated, cpu_ms = await asyncio.wrap_future(submitted)
     stage_cpu_add("embed", cpu_ms)  # what the batcher's thread spent for it
     return vector, truncated
 
 
 @cpu_stage("embed")
-def _embed(query: str) -> tuple[np.ndarray, bool]:
-    embedded = embedding.embed_query(query, alone=_answers_in_progress <= 1)
+def _embed(query: str, *, alone: bool) -> tuple[np.ndarray, bool]:
+    embedded = embedding.embed_query(query, alone=alone)
     stage_cpu_add("embed", embedding.batched_cpu_ms())  # the model's run on the batcher's thread
     return embedded
 
@@ -399,11 +400,9 @@ async def question_search(
     which). A question naming two or more is searched in each of them first
     (`_search_each_named`), and as any question when none of them holds an answer."""
     started = time.perf_counter()
-    planned = stored.then
+    planned = stored.then  # `search_planned`, run on the store's hop (`exchange_store_then`)
     if isinstance(planned, Exception):
-        raise planned  # planned on the store's hop (`exchange_store_then`), failed there
-    if not isinstance(planned, Planned):
-        planned = await database_sync_to_async(search_planned)(stored, within=request.document_ids)
+        raise planned  # it failed there
     plan, named = planned.plan, planned.named
     if stored.mode == Message.Mode.GENERATIVE:
         plan = await search_plan_generative(plan, question=question, history=stored.history)
