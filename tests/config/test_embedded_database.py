@@ -1,6 +1,7 @@
 """The embedded PostgreSQL takes shared buffers sized for the machine when it first starts, and
 a later caller that finds them missing from its data directory writes them, restarting the
-server only when no other session is connected (docs/decisions/0154-the-embedded-database-s-memory.md).
+server only when no other session is connected
+(docs/decisions/0154-the-embedded-database-s-memory.md).
 
 The test runs its own embedded PostgreSQL in a temporary folder (never the suite's), through
 the command an operator uses: `python -m config.embedded_db`.
