@@ -39,7 +39,12 @@ def report_text(figures: dict[str, Any]) -> str:
     ingest, corpus, server = figures["ingest"], figures["corpus"], figures.get("server", {})
     lines = [
         f"Sourced benchmark: dataset {figures['dataset']}, {figures['cpus']} CPU cores, "
-        "everything in a throwaway database (dropped at the end).",
+        "everything in a throwaway database (dropped at the end)"
+        + (
+            f"; PostgreSQL's shared buffers {figures['shared_buffers']}."
+            if figures.get("shared_buffers")
+            else "."
+        ),
     ]
     load = figures.get("load_average") or {}
     if load.get("start") is not None and load.get("end") is not None:

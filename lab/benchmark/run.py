@@ -142,6 +142,7 @@ def bench_run(dataset: Dataset, options: BenchOptions, *, say: Say) -> dict[str,
             "cpus": os.cpu_count(),
             "questions": options.questions,
             "load_average": {"start": load_average()},
+            "shared_buffers": _shared_buffers(),
         }
         say(f"Ingesting {len(dataset.documents)} documents of {dataset.name}…")
         figures["ingest"] = _ingest_step(dataset)
@@ -368,6 +369,15 @@ def _cpu_ms_per_question(
             else round((end - start) * 1000 / questions, 1)
         )
     return per
+
+
+def _shared_buffers() -> str:
+    """PostgreSQL's shared buffers as it reports them ("1GB"): what the database server keeps
+    in its own memory decides how much of a large corpus a question reads from the kernel
+    (docs/decisions/0154-the-embedded-database-s-memory.md)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW shared_buffers")
+        return cursor.fetchone()[0]
 
 
 def _database_mb() -> int:

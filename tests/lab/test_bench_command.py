@@ -55,6 +55,10 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
     figures = json.loads(json_path.read_text())
     print(out.getvalue())  # the timings, for whoever runs the test (never asserted)
 
+    # What the database server keeps in memory, as it reports it (decision 0154).
+    assert figures["shared_buffers"].endswith(("MB", "GB"))
+    assert f"PostgreSQL's shared buffers {figures['shared_buffers']}." in out.getvalue()
+
     ingest = figures["ingest"]
     assert ingest["documents"] == 2
     assert ingest["chunks"] >= 2
