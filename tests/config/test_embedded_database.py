@@ -22,6 +22,7 @@ from django.conf import settings
 from config.embedded_db import (
     SHARED_BUFFERS_MAX_MB,
     SHARED_BUFFERS_MIN_MB,
+    memory_mb_available,
     shared_buffers_mb,
 )
 
@@ -120,3 +121,14 @@ def test_with_no_other_session_the_server_is_restarted_with_the_setting(embedded
 )
 def test_shared_buffers_are_a_quarter_of_the_memory_within_bounds(memory_mb, expected):
     assert shared_buffers_mb(memory_mb) == expected
+
+
+def test_a_container_s_memory_limit_counts_when_lower_than_the_machine_s(tmp_path):
+    machine = memory_mb_available(limits=())
+    unlimited, limited, missing = tmp_path / "v2", tmp_path / "v1", tmp_path / "none"
+    unlimited.write_text("max\n")
+    limited.write_text(f"{512 * (1 << 20)}\n")
+    assert memory_mb_available(limits=(unlimited, missing)) == machine
+    assert memory_mb_available(limits=(unlimited, limited)) == min(machine, 512)
+    limited.write_text(f"{(machine + 1024) * (1 << 20)}\n")  # above the machine's: not counted
+    assert memory_mb_available(limits=(limited,)) == machine
