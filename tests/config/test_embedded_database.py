@@ -115,6 +115,24 @@ def test_with_no_other_session_the_server_is_restarted_with_the_setting(embedded
         assert _started(connection) == started > before
 
 
+def test_an_operator_s_own_setting_is_kept(embedded):
+    url, control = embedded
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("ALTER SYSTEM SET shared_buffers = '256MB'")
+        started = _started(connection)
+    try:
+        _command(control)
+        with psycopg.connect(url) as connection:
+            assert _started(connection) == started  # not restarted
+            (setting,) = connection.execute(
+                "SELECT setting FROM pg_file_settings WHERE name = 'shared_buffers' "
+                "AND sourcefile = current_setting('data_directory') || '/postgresql.auto.conf'"
+            ).fetchone()
+        assert setting == "256MB"
+    finally:
+        _settings_forget(url)
+
+
 @pytest.mark.parametrize(
     ("memory_mb", "expected"),
     [
