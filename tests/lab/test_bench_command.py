@@ -74,17 +74,22 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
 
     # Every question over both transports got an answer or a refusal from the real server:
     # one client asks all 3 questions; two clients ask 2 each.
+    database_cpu_ms = 0.0
     for transport in ("ws", "sse"):
         for concurrency, asked in (("1", 3), ("2", 4)):
             counts = figures["exchanges"][transport][concurrency]
             assert counts["questions"] == asked, (transport, concurrency, counts)
             assert counts["errors"] == 0, (transport, concurrency, counts)
             assert counts["answers"] + counts["refusals"] == asked
-            # Answering costs CPU in the server and in the (local, embedded) PostgreSQL.
+            # Answering costs CPU in the server and in the (local, embedded) PostgreSQL. The
+            # processes' CPU is counted in the kernel's ticks (10 ms): a phase of 3-4 questions
+            # may leave PostgreSQL's below one tick, so it is positive over the whole run.
             cpu = counts["cpu_ms_per_question"]
-            assert cpu["server"] > 0 and cpu["database"] > 0, (transport, concurrency, cpu)
+            assert cpu["server"] > 0 and cpu["database"] >= 0, (transport, concurrency, cpu)
+            database_cpu_ms += cpu["database"]
             assert set(figures["first_event_ms"][transport][concurrency]) == {"p50", "p95"}
             assert set(figures["total_ms"][transport][concurrency]) == {"p50", "p95"}
+    assert database_cpu_ms > 0
     assert figures["errors"] == 0
 
     load = figures["conversation_load_ms"]
