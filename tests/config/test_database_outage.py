@@ -9,7 +9,6 @@ and started with the very command an operator uses: `python -m config.embedded_d
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
 import sys
@@ -24,6 +23,8 @@ import pytest
 from django.conf import settings
 
 from tests.support.clients import sse_events
+from tests.support.embedded_server import embedded_server_env
+from tests.support.embedded_server import python_run as run
 from tests.support.live_server import daphne_server
 
 pytestmark = pytest.mark.slow
@@ -31,29 +32,15 @@ pytestmark = pytest.mark.slow
 BASE_DIR = Path(settings.BASE_DIR)
 
 
-def run(args: list[str], env: dict[str, str], timeout: float = 300) -> str:
-    result = subprocess.run(
-        [sys.executable, *args],
-        cwd=BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def outage_db(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
     """A PostgreSQL of this test's own, migrated: (its URL, the environment that points
     the project's processes at it)."""
     data_dir = tmp_path_factory.mktemp("outage") / "postgres"
-    base = {k: v for k, v in os.environ.items() if k not in ("DB_POOL", "DATABASE_URL")}
-    control = {**base, "EMBEDDED_PGDATA": str(data_dir)}
+    control = embedded_server_env(data_dir)
     url = run(["-m", "config.embedded_db"], control).splitlines()[-1]
     env = {
-        **base,
+        **control,
         "DATABASE_URL": url,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "EMBEDDING_WARM_UP": "0",
@@ -134,7 +121,7 @@ def test_web_server_answers_503_during_an_outage_and_serves_again_after(outage_d
 def test_ingestion_worker_waits_out_an_outage_then_processes_tasks(outage_db, tmp_path):
     url, control = outage_db
     env = {
-        **{k: v for k, v in os.environ.items() if k not in ("DB_POOL", "DATABASE_URL")},
+        **control,
         "DATABASE_URL": url,
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
@@ -215,7 +202,7 @@ def test_an_answer_streaming_when_the_database_goes_away_ends_with_an_error_even
     database is back the same server answers the same user again."""
     url, control = outage_db
     env = {
-        **{k: v for k, v in os.environ.items() if k not in ("DB_POOL", "DATABASE_URL")},
+        **control,
         "DATABASE_URL": url,
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }

@@ -9,15 +9,10 @@ the command an operator uses: `python -m config.embedded_db`.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
-from django.conf import settings
 
 import config.embedded_db
 from config.embedded_db import (
@@ -29,21 +24,14 @@ from config.embedded_db import (
     shared_buffers_mb,
     stop_embedded_server,
 )
+from tests.support.embedded_server import embedded_server_env, python_run
 
 pytestmark = pytest.mark.slow
 
 
 def _command(control: dict[str, str], *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "config.embedded_db", *args],
-        cwd=Path(settings.BASE_DIR),
-        env=control,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout.strip().splitlines()[-1]
+    """`python -m config.embedded_db *args`: its last line of output."""
+    return python_run(["-m", "config.embedded_db", *args], control).splitlines()[-1]
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +39,7 @@ def embedded(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
     """A new embedded server of this test's own: (its URL, the environment that points the
     project's processes at it)."""
     data_dir = tmp_path_factory.mktemp("embedded") / "postgres"
-    base = {k: v for k, v in os.environ.items() if k not in ("DB_POOL", "DATABASE_URL")}
-    control = {**base, "EMBEDDED_PGDATA": str(data_dir)}
+    control = embedded_server_env(data_dir)
     url = _command(control)
     yield url, control
     _command(control, "stop")
