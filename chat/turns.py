@@ -22,6 +22,7 @@ from chat.withheld_sql import withheld_exists_sql
 from knowledge.access import (
     Reader,
 )
+from knowledge.sql_prepared import cursor_prepared
 
 
 def conversation_turns_before(
@@ -49,7 +50,7 @@ def conversation_turns_before(
         exists, exists_params = withheld_exists_sql(asker, message="a.id")
         withheld_sql = f"CASE WHEN {owner} = %s THEN {exists} END"
         withheld_params = [question.conversation_id, asker.user_id, *exists_params]
-    with connection.cursor() as cursor:
+    with cursor_prepared() as cursor:  # planned once per connection (0156)
         cursor.execute(
             f"SELECT a.id, q.content, a.status, a.content, a.search_query, "
             f"ARRAY(SELECT c.document_id_snapshot FROM {citations} c WHERE c.message_id = a.id "

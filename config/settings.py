@@ -168,6 +168,13 @@ DB_POOL_MAX_SIZE = int(os.environ.get("DB_POOL_MAX_SIZE", "10"))
 DATABASES["default"]["OPTIONS"].setdefault(
     "connect_timeout", int(os.environ.get("DB_CONNECT_TIMEOUT", "5"))
 )
+# The Reader's and the earlier turns' statements, which every question runs, are prepared once
+# per connection (knowledge/sql_prepared.py). Off for a connection pooler that cannot keep
+# prepared statements (PgBouncer in transaction mode before 1.21): docs/operations.md.
+DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
+if DB_PREPARED_STATEMENTS:
+    # A threshold no statement reaches by being run: only the cursor that asks prepares.
+    DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", 2**31 - 1)
 if DB_POOL:
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": DB_POOL_MIN_SIZE,

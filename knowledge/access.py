@@ -49,6 +49,7 @@ from django.utils import timezone
 
 from knowledge.models import Collection, Document
 from knowledge.sql_arrays import bigint_array, text_array
+from knowledge.sql_prepared import cursor_prepared
 
 # Either permission lets a member of staff see documents in the admin, withdrawn ones included.
 MANAGE_PERMISSIONS = ("view_document", "change_document")
@@ -141,7 +142,7 @@ def reader_for(user: UserLike) -> Reader:
         return user
     if user is None or not user.is_authenticated or user.pk is None:
         return NOBODY
-    with connection.cursor() as cursor:
+    with cursor_prepared() as cursor:  # planned once per connection (0156)
         cursor.execute(_reader_sql(), [text_array(MANAGE_PERMISSIONS), user.pk])
         row = cursor.fetchone()
     if row is None:
