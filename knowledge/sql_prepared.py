@@ -11,9 +11,8 @@ keeps Django's client-side binding, never prepared.
 Preparing needs a `prepare_threshold` on the connection: settings.DB_PREPARED_STATEMENTS puts
 one in the database OPTIONS that no statement reaches by being run, so only this cursor, which
 asks, prepares (Django's default, None, turns prepared statements off; its client-side
-cursors never prepare). With it
-off, as a connection pooler that cannot keep prepared statements needs, these statements are
-still bound by the server, and planned each time.
+cursors never prepare). With the setting off, as a connection pooler that cannot keep prepared
+statements needs, these statements are still bound by the server, and planned each time.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ def cursor_prepared() -> Iterator[CursorWrapper]:
     execute wrappers and database errors behave the same), whose statements are bound by the
     server and prepared on the connection when settings.DB_PREPARED_STATEMENTS is on. Its
     statements take `%s` parameters; each must be one statement (no `;`-joined strings)."""
+    connection.close_if_health_check_failed()  # as Django's own `connection.cursor()` does
     connection.ensure_connection()
     connection.validate_thread_sharing()
     with connection.wrap_database_errors:
