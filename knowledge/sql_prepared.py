@@ -17,8 +17,9 @@ statements needs, these statements are still bound by the server, and planned ea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -27,11 +28,21 @@ from django.db.backends.utils import CursorWrapper
 
 
 class _PreparingCursor(psycopg.Cursor):
-    """psycopg's server-binding cursor, asking for every statement to be prepared."""
+    """psycopg's server-binding cursor, asking for every statement to be prepared. `compose`:
+    set while Django logs the connection's queries, how it writes a statement with its
+    values."""
+
+    compose: Callable[[Any, Any], str] | None = None
 
     def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs):
         asked = True if prepare is None else prepare
-        return super().execute(query, params, prepare=asked, **kwargs)
+        try:
+            return super().execute(query, params, prepare=asked, **kwargs)
+        finally:
+            if self.compose is not None:
+                # Django's query log reads `_query.query`, which psycopg fills only when it
+                # binds on the client: the statement with its values, as Django logs its own.
+                self._query = SimpleNamespace(query=self.compose(query, params).encode())
 
 
 @contextmanager
@@ -46,6 +57,7 @@ def cursor_prepared() -> Iterator[CursorWrapper]:
     with connection.wrap_database_errors:
         raw = _PreparingCursor(connection.connection)
     if connection.queries_logged:
+        raw.compose = connection.ops.compose_sql
         cursor = connection.make_debug_cursor(raw)
     else:
         cursor = connection.make_cursor(raw)

@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from chat.models import Conversation
 from chat.turns import conversation_turns_before
@@ -54,6 +55,13 @@ def test_the_readers_statement_is_prepared_once_and_reused(reader_user):
     assert reader_for(reader_user) == first
     assert reader_for(reader_user) == first
     assert _prepared(READER) == [3]  # the one prepared statement, run three times
+
+
+def test_the_query_log_holds_the_statement_with_its_values(reader_user):
+    with CaptureQueriesContext(connection) as queries:
+        reader_for(reader_user)
+    logged = [query["sql"] for query in queries if READER in (query["sql"] or "")]
+    assert len(logged) == 1 and f"WHERE u.id = {reader_user.pk}" in logged[0]
 
 
 def test_a_prepared_reader_sees_a_change_at_once(reader_user):
