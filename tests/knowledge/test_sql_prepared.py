@@ -84,16 +84,21 @@ def test_the_earlier_turns_statement_is_prepared_once_and_reused(reader_user):
     assert _prepared(TURNS) == [2]
 
 
-def test_with_prepared_statements_off_nothing_is_prepared(reader_user):
+def test_with_prepared_statements_off_nothing_is_prepared_and_the_reader_is_the_same(
+    reader_user,
+):
+    connection.ensure_connection()
     raw = connection.connection
     threshold = raw.prepare_threshold
     raw.prepare_threshold = None  # what Django's default OPTIONS give the connection
     try:
-        first = reader_for(reader_user)
-        assert reader_for(reader_user) == first
+        unprepared = reader_for(reader_user)
+        assert reader_for(reader_user) == unprepared
         assert _prepared(READER) == []
     finally:
         raw.prepare_threshold = threshold
+    assert reader_for(reader_user) == unprepared
+    assert _prepared(READER) == [1]
 
 
 @pytest.mark.parametrize(("value", "threshold"), [(None, 2**31 - 1), ("0", None)])
