@@ -57,6 +57,17 @@ def _vocabulary_fresh():
 
 
 @pytest.fixture
+def task_rows_of_this_test(db):
+    """The task table as this test finds it emptied, inside its transaction (rolled back with
+    it): rows that another module's live processes committed to this worker's database (the
+    browser tests' ingestion worker and server, a document deleted in their clean-up queueing a
+    recalibration) are not this test's, which counts only the tasks it queues."""
+    from django_tasks_db.models import DBTaskResult
+
+    DBTaskResult.objects.all().delete()
+
+
+@pytest.fixture
 def staff_user(django_user_model):
     return django_user_model.objects.create_user(
         username="staff", password="staff-pass-123", is_staff=True

@@ -20,7 +20,7 @@ from knowledge.models import Chunk, Document
 from knowledge.retrieval import chunks_search
 from tests.support.knowledge_base import document_create
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("task_rows_of_this_test")]
 
 IMMEDIATE = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

@@ -15,7 +15,7 @@ from django_tasks_db.models import DBTaskResult
 from knowledge.models import Document
 from knowledge.uploads import UPLOAD_FORM_ALLOWANCE
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("task_rows_of_this_test")]
 
 ADD_URL = reverse("admin:knowledge_document_add")
 

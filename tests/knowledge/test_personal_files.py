@@ -20,7 +20,7 @@ from knowledge.services.lifecycle import documents_purge_expired
 from tests.knowledge.test_parser_limits import zip_bomb_docx
 from tests.support.conversations import exchange_create
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("task_rows_of_this_test")]
 
 IMMEDIATE = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
 OFFER = (
