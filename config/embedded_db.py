@@ -148,7 +148,7 @@ def _settings_remove(data_dir: Path) -> None:
     """`postgresql.auto.conf` without the embedded server's settings (the server stopped:
     `ALTER SYSTEM RESET` needs it running)."""
     path = data_dir / "postgresql.auto.conf"
-    kept = [line for line in path.read_text().splitlines() if not _is_shared_buffers(line)]
+    kept = [line for line in _lines(path) if not _is_shared_buffers(line)]
     path.write_text("\n".join(kept) + "\n")
 
 
