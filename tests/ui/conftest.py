@@ -26,6 +26,20 @@ def other_client(other_staff_user) -> Client:
     return client
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _task_rows_committed_cleared(django_db_setup, django_db_blocker) -> Iterator[None]:
+    """When a browser module ends (after its live server and ingestion worker have stopped and
+    its clean-up has run), the task rows they committed to this worker's test database are
+    deleted: a personal file's processing and purge, the recalibrations queued when the
+    clean-up deleted documents. Left there, a later test on the worker that counts the tasks
+    it queues would count them."""
+    yield
+    from django_tasks_db.models import DBTaskResult
+
+    with django_db_blocker.unblock():
+        DBTaskResult.objects.all().delete()
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's Chromium (its headless shell) through Playwright, one per test module."""
