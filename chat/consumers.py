@@ -31,6 +31,7 @@ what the socket renders from the database in chat/socket_render.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -457,24 +458,25 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(html)
         elif kind == "answer_delta" and exchange.answer_id:
             piece = str(data.get("text", ""))
+            exchange.deltas += 1
             exchange.streamed += piece
             await self.send(fragments.delta_html(exchange.answer_id, piece))
             # The sidebar after the answer's first words, not before: its query and its
-            # rendering are no part of the wait for an answer.
-            await self._send_listing()
+            # rendering are no part of the wait for an answer. With the second piece, so that
+            # an answer written whole (one piece, its sources right after) has it on its
+            # sources' thread hop.
+            if exchange.deltas > 1:
+                await self._send_listing()
         elif kind == "sources" and exchange.answer_id:
             exchange.sent_citations = tuple(
                 (c.get("n"), c.get("chunk_id")) for c in data.get("citations") or []
             )
-            html, exchange.documents = await database_sync_to_async(self._released_after)(
-                sources_html,
-                exchange.answer_id,
-                data.get("citations") or [],
-                str(data.get("evidence") or ""),
-                data.get("searched_document"),
-                data.get("searched_documents") or [],
+            listing = self._listing_render()
+            html, exchange.documents, listed = await database_sync_to_async(self._released_after)(
+                self._sources_and_listing, exchange.answer_id, data, listing
             )
-            await self.send(html)
+            self._listed(listed)
+            await self.send(html + listed)
         elif kind == "answer_end":
             exchange.ended = True
         elif kind == "refusal":
@@ -494,23 +496,50 @@ class ChatConsumer(AsyncWebsocketConsumer):
         first such list, only the conversation's item is moved up: a list that grows with the
         conversations is not rendered again for every question. `release`: the answer is
         stored, its lock released on the same hop (`_released_after`)."""
+        listing = self._listing_render()
+        if listing is None:
+            return ""
+        if release:
+            html = await database_sync_to_async(self._released_after)(listing)
+        else:
+            html = await database_sync_to_async(listing)()
+        self._listed(html)
+        return html
+
+    def _listing_render(self) -> Callable[[], str] | None:
+        """The render of `_listing_html` (to run on a thread hop), or None when the exchange
+        has nothing to list (none running, or listed already)."""
         exchange = self.exchange
         if exchange is None or exchange.listed:
-            return ""
+            return None
         if self.sidebar_listed and self.access != "new":
-            render, args, kwargs = conversation_moved_html, (self.user, self.conversation_id), {}
-        else:
-            render, args = conversation_fragments, (self.user, self.conversation_id)
-            kwargs = {"new": self.access == "new"}
-        if release:
-            html = await database_sync_to_async(self._released_after)(render, *args, **kwargs)
-        else:
-            html = await database_sync_to_async(render)(*args, **kwargs)
-        if html:
-            exchange.listed = self.sidebar_listed = True
+            return functools.partial(conversation_moved_html, self.user, self.conversation_id)
+        return functools.partial(
+            conversation_fragments, self.user, self.conversation_id, new=self.access == "new"
+        )
+
+    def _listed(self, html: str) -> None:
+        """Note that the sidebar `html` (when not empty) is on its way to the page."""
+        if html and self.exchange is not None:
+            self.exchange.listed = self.sidebar_listed = True
             if self.access == "new":
                 self.access = "owner"
-        return html
+
+    @staticmethod
+    def _sources_and_listing(
+        answer_id: str, data: dict[str, Any], listing: Callable[[], str] | None
+    ) -> tuple[str, dict[int, bool], str]:
+        """The fragments of the sources event `data` below the answer `answer_id` and the cited
+        documents' state (`sources_html`), and the sidebar when `listing` renders it
+        (`_listing_render`)."""
+        html, documents = sources_html(
+            answer_id,
+            data.get("citations") or [],
+            str(data.get("evidence") or ""),
+            data.get("searched_document"),
+            data.get("searched_documents") or [],
+        )
+        return html, documents, listing() if listing is not None else ""
 
     async def _send_final(self) -> None:
         """The answer rendered whole from the database, in place of what streamed; when that

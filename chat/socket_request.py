@@ -45,6 +45,7 @@ class Exchange:
     # ((n, chunk id) of each) and the cited documents' state they were shown with
     # (chat.documents), and whether answer_end came (after every delta and the sources).
     streamed: str = ""
+    deltas: int = 0  # answer_delta events shown
     sent_citations: tuple[tuple[int, int | None], ...] = ()
     documents: dict[int, bool] | None = None
     ended: bool = False

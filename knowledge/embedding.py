@@ -276,13 +276,20 @@ def token_counts(texts: list[str]) -> list[int]:
 
 def truncate_to_limit(text: str, limit: int = MAX_TOKENS) -> tuple[str, bool]:
     """Cut `text` so it fits the model; returns (text, was_truncated)."""
+    fitted, truncated, _ = _fitted_with_ids(text, limit)
+    return fitted, truncated
+
+
+def _fitted_with_ids(text: str, limit: int = MAX_TOKENS) -> tuple[str, bool, list[int] | None]:
+    """`truncate_to_limit`'s (text, was_truncated), and the model's token ids of `text` (special
+    tokens included) when it fits: what `OnnxEncoder.token_ids` gives for it, read once."""
     encoded = tokenize(text, add_special_tokens=True, return_offsets_mapping=True)
     if len(encoded["input_ids"]) <= limit:
-        return text, False
+        return text, False, encoded["input_ids"]
     # Keep the pieces that fit between [CLS] and [SEP]; offsets point back into the text.
     offsets = [span for span in encoded["offset_mapping"] if span[1] > span[0]]
     end = offsets[limit - 3][1]
-    return text[:end], True
+    return text[:end], True, None
 
 
 def embed_texts(texts: list[str], *, batch_size: int | None = None) -> np.ndarray:
@@ -412,8 +419,10 @@ class QueryBatcher:
                 continue  # cancelled while it waited
             started = time.thread_time()
             try:
-                fitted, truncated = truncate_to_limit(text)
-                ids = self.encoder.token_ids([fitted])[0]
+                # A question that fits is tokenised once; one cut to fit, again as cut.
+                fitted, truncated, ids = _fitted_with_ids(text)
+                if ids is None:
+                    ids = self.encoder.token_ids([fitted])[0]
             except Exception as exc:
                 future.set_exception(exc)
                 continue

@@ -85,6 +85,14 @@ class Answerer(abc.ABC):
     async def prepare(self, request: AnswerRequest) -> None:  # noqa: B027 (optional step)
         """What must succeed before the answer starts (AnswerFailed otherwise)."""
 
+    def prepare_here(self, request: AnswerRequest) -> bool:
+        """`prepare` on the calling thread (a worker thread, never an event loop), for an
+        answerer whose preparing is CPU work alone and gives it nothing beyond the request
+        (`documents_given` stays empty): True when done, so the pipeline records what the
+        answer was given on the same thread hop; False when this answerer cannot (then
+        `prepare` is awaited)."""
+        return False
+
     async def aclose(self) -> None:  # noqa: B027 (optional step)
         """Release what `prepare` opened when the stream never ran (or did): idempotent."""
 
@@ -117,16 +125,14 @@ class ExtractiveAnswerer(Answerer):
         what the answer was given, and `stream` waits for it."""
         self._writing = asyncio.ensure_future(self._write(request))
 
+    def prepare_here(self, request: AnswerRequest) -> bool:
+        """Write the answer on the calling thread: `stream` then has it at once."""
+        self._answer = _extractive_answer_counted(**_extractive_arguments(request))
+        return True
+
     async def _write(self, request: AnswerRequest) -> ExtractiveAnswer:
-        return await sync_to_async(cpu_stage("answer")(extractive_answer), thread_sensitive=False)(
-            question=request.search_query,
-            question_vector=request.query_vector,
-            chunks=request.chunks,
-            # A follow-up read in context: the sentence holding its own words answers it.
-            focus=request.question if terms(request.question) else None,
-            # A follow-up read in context: what comes after the previous answer is preferred.
-            said=said_before(request.question, request.search_query, request.history),
-            follows_bonus=followups.FOLLOWS_SAID_BONUS,
+        return await sync_to_async(_extractive_answer_counted, thread_sensitive=False)(
+            **_extractive_arguments(request)
         )
 
     async def aclose(self) -> None:
@@ -135,9 +141,10 @@ class ExtractiveAnswerer(Answerer):
             await asyncio.gather(self._writing, return_exceptions=True)
 
     async def stream(self, request: AnswerRequest) -> AsyncIterator[str]:
-        if self._writing is None:
-            await self.prepare(request)
-        self._answer = await self._writing
+        if self._answer is None:
+            if self._writing is None:
+                await self.prepare(request)
+            self._answer = await self._writing
         pieces = self._answer.pieces()
         if not settings.CHAT_STREAM_DELAY_MS and pieces:
             # Produced whole and not paced: one piece, one frame or event for the transport.
@@ -154,3 +161,20 @@ class ExtractiveAnswerer(Answerer):
         streamed = "".join(self._streamed)
         sent = [(n, c) for n, c in self._answer.cited_chunks if f" [{n}]" in streamed]
         return WrittenAnswer(content=streamed, cited=sent)
+
+
+_extractive_answer_counted = cpu_stage("answer")(extractive_answer)
+
+
+def _extractive_arguments(request: AnswerRequest) -> dict:
+    """`extractive_answer`'s arguments for `request`."""
+    return {
+        "question": request.search_query,
+        "question_vector": request.query_vector,
+        "chunks": request.chunks,
+        # A follow-up read in context: the sentence holding its own words answers it.
+        "focus": request.question if terms(request.question) else None,
+        # A follow-up read in context: what comes after the previous answer is preferred.
+        "said": said_before(request.question, request.search_query, request.history),
+        "follows_bonus": followups.FOLLOWS_SAID_BONUS,
+    }

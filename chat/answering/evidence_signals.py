@@ -25,7 +25,7 @@ naming its `Reason`:
 
 Both margins, the veto and the band move with the admin's threshold (or the knowledge base's
 automatic one, chat/calibration.py): below it, always a refusal.
-`evidence_assess` / `evidence_assess_async` collect the signals lazily (no sentence is
+`evidence_assess` collects the signals lazily (no sentence is
 compared when the threshold applies to the best chunk and it is below; the vocabulary is read
 only when steps 1-2 would answer); `evidence_signals_all` collects all of them for replaying the
 decision; `evidence_outcome` turns a decision into the chunks to answer from or the refusal.
@@ -43,8 +43,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 
 from chat.answering.evidence import NO_EVIDENCE_REFUSAL, Refusal, meets_threshold
 from chat.answering.features import (
@@ -53,7 +51,6 @@ from chat.answering.features import (
     best_passage,
     features_from,
 )
-from chat.answering.stage_cpu import cpu_stage
 from knowledge.access import Reader
 from knowledge.retrieval import RetrievedChunk
 from knowledge.vocabulary import QuestionTerms, question_terms
@@ -306,9 +303,10 @@ def evidence_assess(
     """Collect the signals the decision needs, lazily, and decide.
 
     Reads the database (the vocabulary's fingerprint, the question's parse) and may embed up to
-    PASSAGE_MAX_SENTENCES sentences: async callers use `evidence_assess_async`, which keeps the
-    embedding off the database thread. The question's terms are measured against the
-    vocabulary of what `reader` may search; `terms`, when given, replaces that lookup.
+    PASSAGE_MAX_SENTENCES sentences (the pipeline runs it with the retrieval it checks, on the
+    socket's or the request's own thread: chat/answering/search.py). The question's terms are
+    measured against the vocabulary of what `reader` may search; `terms`, when given, replaces
+    that lookup.
     """
     rule = {"threshold": threshold, "threshold_on": threshold_on}
     best = _best_of(chunks)
@@ -319,33 +317,6 @@ def evidence_assess(
     if not _needs_terms(signals, **rule):
         return _decision(signals, passage[2], **rule)
     terms = terms or question_terms(question, reader=reader)
-    return _decision(_signals(question, chunks, passage, terms), passage[2], **rule)
-
-
-async def evidence_assess_async(
-    *,
-    question: str,
-    question_vector: np.ndarray,
-    chunks: Sequence[RetrievedChunk],
-    threshold: float,
-    reader: Reader,
-    threshold_on: ThresholdOn = "chunk",
-) -> EvidenceDecision:
-    """`evidence_assess` for async callers: the sentence embedding (CPU, no database) runs in a
-    worker thread, the vocabulary lookup through `database_sync_to_async`."""
-    rule = {"threshold": threshold, "threshold_on": threshold_on}
-    best = _best_of(chunks)
-    if not chunks or _below_on_chunk(best, threshold, threshold_on):
-        return _decision(EvidenceSignals(best_similarity=best), {}, **rule)
-    passage = await sync_to_async(cpu_stage("evidence")(best_passage), thread_sensitive=False)(
-        question=question, question_vector=question_vector, chunks=chunks
-    )
-    signals = _signals(question, chunks, passage, None)
-    if not _needs_terms(signals, **rule):
-        return _decision(signals, passage[2], **rule)
-    terms = await database_sync_to_async(cpu_stage("evidence")(question_terms))(
-        question, reader=reader
-    )
     return _decision(_signals(question, chunks, passage, terms), passage[2], **rule)
 
 

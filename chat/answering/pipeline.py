@@ -119,6 +119,15 @@ def _answer_finish(**fields):  # noqa: ANN003, ANN202 (services.answer_finish's)
     return services.answer_finish(**fields)
 
 
+def _given_record_then_prepare(
+    answerer: Answerer, request: AnswerRequest, answer_id: uuid.UUID, given: tuple[int, ...]
+) -> bool:
+    """Record the documents `given` to the answer, then prepare `answerer` here when it can
+    (`Answerer.prepare_here`): whether it did."""
+    services.answer_given_record(answer_id=answer_id, document_ids=given)
+    return answerer.prepare_here(request)
+
+
 def answerer_for(mode: str) -> Answerer:
     """A new answerer for `mode` (a `Message.Mode`)."""
     if mode == Message.Mode.EXTRACTIVE:
@@ -277,12 +286,19 @@ async def _answer_stream(
         if stored.notice:
             exchange.warn(stored.notice)
             yield exchange.event("warning", {"message": stored.notice})
-        await exchange.answerer.prepare(request_for_answerer)
-        # Recorded before the first word leaves: a stopped or failed answer has its record.
-        exchange.given = tuple(sorted({*exchange.given, *exchange.answerer.documents_given}))
-        await database_sync_to_async(services.answer_given_record)(
-            answer_id=answer_message.pk, document_ids=exchange.given
+        # Recorded before the first word leaves: a stopped or failed answer has its record. An
+        # answerer that prepares on a thread (the extractive one) does so on the record's hop.
+        prepared = await database_sync_to_async(_given_record_then_prepare)(
+            exchange.answerer, request_for_answerer, answer_message.pk, exchange.given
         )
+        if not prepared:
+            await exchange.answerer.prepare(request_for_answerer)
+            given = tuple(sorted({*exchange.given, *exchange.answerer.documents_given}))
+            if given != exchange.given:
+                exchange.given = given
+                await database_sync_to_async(services.answer_given_record)(
+                    answer_id=answer_message.pk, document_ids=given
+                )
         yield exchange.event(
             "answer_start",
             {

@@ -28,8 +28,9 @@ from chat.answering.evidence import EMPTY_KB_REFUSAL, NO_EVIDENCE_REFUSAL, Refus
 from chat.answering.evidence_signals import (
     THRESHOLD_ON,
     UNKNOWN_IN_CONTEXT,
+    EvidenceDecision,
     Reason,
-    evidence_assess_async,
+    evidence_assess,
     evidence_outcome,
 )
 from chat.answering.exchange import StoredExchange
@@ -164,6 +165,62 @@ def _embed(query: str, *, alone: bool) -> tuple[np.ndarray, bool]:
     return embedded
 
 
+@dataclass(frozen=True)
+class _Assessed:
+    """What one search's thread hop returns: the retrieval (None: nothing is searched for the
+    reader), the evidence decision on it, and whether the question's own words name something
+    unknown (asked only for a search read in context that the evidence would answer)."""
+
+    result: SearchResult | None
+    decision: EvidenceDecision | None = None
+    unknown_terms: bool = False
+
+
+def _retrieve_assessed(
+    *,
+    question: str,
+    query: str,
+    top_k: int,
+    reader: Reader,
+    document_ids: list[int] | None,
+    query_vector: np.ndarray,
+    contextual: bool,
+    threshold: float,
+    prefer_document_ids: Sequence[int] = (),
+    lexical_side: LexicalSide | None = None,
+) -> _Assessed:
+    """`_retrieve`, then the evidence check on what it found and, for a search read in context
+    that the evidence would answer, the question's unknown own words: on one thread hop (the
+    socket's or the request's own thread; the passage's sentences are embedded there when their
+    stored vectors are missing)."""
+    result = _retrieve(
+        query=query,
+        top_k=top_k,
+        reader=reader,
+        document_ids=document_ids,
+        query_vector=query_vector,
+        prefer_document_ids=prefer_document_ids,
+        lexical_side=lexical_side,
+    )
+    if result is None:
+        return _Assessed(None)
+    decision = _evidence_assess(
+        question=query,
+        question_vector=result.query_vector,
+        chunks=result.chunks,
+        threshold=threshold,
+        reader=reader,
+        threshold_on=THRESHOLD_ON,
+    )
+    unknown = False
+    if contextual and evidence_outcome(result.chunks, decision, threshold)[1] is None:
+        unknown = bool(unknown_own_terms(question, reader=reader))
+    return _Assessed(result, decision, unknown)
+
+
+_evidence_assess = cpu_stage("evidence")(evidence_assess)
+
+
 async def _search_once(
     exchange: ExchangeTrace,
     *,
@@ -177,38 +234,31 @@ async def _search_once(
     lexical_side: LexicalSide | None = None,
 ) -> Found:
     """Retrieve for `query` (`question`, or the question read in context) among what the asker
-    may read (`stored.reader`) and check the evidence against the same. `lexical_side`: the
-    search's lexical ranking, run ahead (`_lexical_ahead`)."""
+    may read (`stored.reader`) and check the evidence against the same, on one thread hop
+    (`_retrieve_assessed`). `lexical_side`: the search's lexical ranking, run ahead
+    (`_lexical_ahead`)."""
     threshold = stored.threshold
-    result = await database_sync_to_async(_retrieve)(
+    assessed = await database_sync_to_async(_retrieve_assessed)(
+        question=question,
         query=query,
         top_k=stored.top_k,
         reader=stored.reader,
         document_ids=document_ids,
         query_vector=query_vector,
+        contextual=contextual,
+        threshold=threshold,
         prefer_document_ids=plan.prefer_documents if contextual else (),
         lexical_side=lexical_side,
     )
-    if result is None:
+    result, decision = assessed.result, assessed.decision
+    if result is None or decision is None:
         return Found(query, contextual, query_vector, [], EMPTY_KB_REFUSAL)
     exchange.sides_add(result.vector_ms, result.lexical_ms)
     exchange.best_similarity = result.best_similarity
     exchange.retrieved = [(c.chunk_id, c.score, c.similarity) for c in result.chunks]
-    decision = await evidence_assess_async(
-        question=query,
-        question_vector=result.query_vector,
-        chunks=result.chunks,
-        threshold=threshold,
-        reader=stored.reader,
-        threshold_on=THRESHOLD_ON,
-    )
     reason = decision.reason
     qualifying, refusal = evidence_outcome(result.chunks, decision, threshold)
-    if (
-        contextual
-        and refusal is None
-        and await database_sync_to_async(unknown_own_terms)(question, reader=stored.reader)
-    ):
+    if contextual and refusal is None and assessed.unknown_terms:
         # The follow-up's own words name something the documents never mention. When it reads
         # in context first (it leans on the conversation, replies to it or picks up its words)
         # after an answered question, what was found answers the conversation, perhaps not

@@ -243,6 +243,42 @@ def test_concurrent_questions_are_embedded_together_with_the_vectors_they_get_al
     assert batcher.batches < len(questions)  # some questions shared a model call
 
 
+def test_a_question_that_fits_is_tokenised_once_with_the_ids_the_encoder_gives(runtime):
+    """The batcher reads a question's token ids from the tokenising that checks its length;
+    only a question cut to fit is tokenised again, as cut. The ids, and so the vectors, are
+    the encoder's own."""
+    runtime("onnx")
+    encoder = embedding.get_model()
+    texts = [
+        "How many days of leave?",
+        "Ünïcödé: «quotes», the 2nd café’s naïve façade — and 🙂 emoji, tabs\tand\nlines",
+        "word " * (embedding.MAX_TOKENS + 50),
+    ]
+    for text in texts:
+        fitted, truncated, ids = embedding._fitted_with_ids(text)
+        assert (fitted, truncated) == embedding.truncate_to_limit(text)
+        assert (ids is None) == truncated
+        if ids is not None:
+            assert ids == encoder.token_ids([fitted])[0]
+
+    class Counting:
+        asked: list[str] = []
+
+        def token_ids(self, rows):
+            self.asked.extend(rows)
+            return encoder.token_ids(rows)
+
+        def run(self, rows):
+            return encoder.run(rows)
+
+    counting = Counting()
+    batcher = embedding.QueryBatcher(counting, window_s=0.0, max_batch=8)
+    vectors = np.stack([batcher.embed(text) for text in texts])
+    expected = embedding.embed_texts([embedding.truncate_to_limit(t)[0] for t in texts])
+    assert np.abs(vectors - expected).max() < 1e-5
+    assert counting.asked == [embedding.truncate_to_limit(texts[2])[0]]
+
+
 def test_a_question_asked_alone_does_not_wait_for_company_and_one_expecting_it_does(runtime):
     """The window is waited only for a question whose caller expects others (another answer
     in progress); one asked alone runs at once. The window here is a minute: a question that

@@ -160,8 +160,11 @@ STATEMENTS_MAX = 25
 # second embedding and Channels' connection clean-up hop went, 15 after; 16 with the lexical
 # ranking run while the question is embedded (docs/decisions/0150); 13 since the session is
 # checked on the admission's hop, the search planned on the store's and the lock released on
-# the sources' (11 for a first question, 12 for one searched as written).
-HOPS_MAX = 13
+# the sources' (11 for a first question, 12 for one searched as written); 8 since the evidence
+# check runs on its retrieval's hop, the extractive answer is written on the hop recording what
+# it was given, and the sidebar of an answer written whole comes on its sources' hop (7 for a
+# first question, whose embedding no lexical ranking waits beside).
+HOPS_MAX = 8
 
 
 async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
@@ -210,7 +213,7 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
         assert hops[:2] == ["_admit", "exchange_store_then"] and hops[-1] == "_released_after"
         if question != FIRST_QUESTION:  # embedded after its plan (the first may be done then)
             # Its lexical ranking runs while it is embedded, before the rest of retrieval.
-            assert hops.index("_lexical_ahead") < hops.index("_retrieve")
+            assert hops.index("_lexical_ahead") < hops.index("_retrieve_assessed")
         asked.append((list(embedded), page))
     # A refusal releases the conversation's lock on its sidebar's hop (before its final
     # render's), as an answer does on its sources'.

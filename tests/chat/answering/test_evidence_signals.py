@@ -13,7 +13,6 @@ from chat.answering.evidence_signals import (
     UNKNOWN_TERM_MARGIN,
     WEAK_SUPPORT_MARGIN,
     evidence_assess,
-    evidence_assess_async,
     evidence_sufficient,
     passage_similarities,
 )
@@ -318,38 +317,3 @@ def test_nothing_retrieved_is_a_refusal(knowledge_base):
     )
 
     assert decision == decision.__class__(False, "below-threshold", decision.signals, {})
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_async_callers_get_the_same_decisions(knowledge_base):
-    from asgiref.sync import sync_to_async
-
-    questions = [
-        "What did Watt add to the Newcomen steam engine?",
-        "Which company provides the train service in Fresno?",
-        "How much did Fresno pay for the Premier League packages?",
-    ]
-    for question in questions:
-        vector, _ = embedding.embed_query(question)
-        chunks = (
-            await sync_to_async(chunks_search)(
-                reader=OPERATOR, query=question, top_k=5, query_vector=vector
-            )
-        ).chunks
-        for threshold in (0.1, 0.2, T):
-            expected = await sync_to_async(evidence_assess)(
-                reader=OPERATOR,
-                question=question,
-                question_vector=vector,
-                chunks=chunks,
-                threshold=threshold,
-            )
-            got = await evidence_assess_async(
-                reader=OPERATOR,
-                question=question,
-                question_vector=vector,
-                chunks=chunks,
-                threshold=threshold,
-            )
-            assert (got.sufficient, got.reason) == (expected.sufficient, expected.reason)
-            assert got.signals == expected.signals

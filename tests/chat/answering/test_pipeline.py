@@ -492,31 +492,32 @@ async def test_cancelling_before_the_first_event_leaves_no_answer_streaming(
     assert replay[-1].data["status"] == "interrupted"
 
 
-async def test_an_extractive_answer_is_written_while_what_it_was_given_is_recorded(
+async def test_an_extractive_answer_is_written_on_the_hop_that_records_what_it_was_given(
     policies_kb, staff_user, monkeypatch
 ):
-    """The extractive answer is written (a worker thread) while the pipeline records what it
-    was given (the database's thread), not after."""
+    """What the extractive answer was given is recorded first, then the answer is written, on
+    the same thread (one thread hop for both), before anything of it is sent."""
     from chat.answering import answerers
 
-    writing = threading.Event()
+    calls: list[tuple[str, int]] = []
     write = answerers.extractive_answer
 
     def written(**kwargs):
-        writing.set()
+        calls.append(("written", threading.get_ident()))
         return write(**kwargs)
 
     record = services.answer_given_record
-    seen: list[bool] = []
 
     def recorded(**kwargs):
-        seen.append(writing.wait(timeout=10))
+        calls.append(("recorded", threading.get_ident()))
         return record(**kwargs)
 
-    monkeypatch.setattr(answerers, "extractive_answer", written)
+    monkeypatch.setattr(answerers, "_extractive_answer_counted", written)
     monkeypatch.setattr(services, "answer_given_record", recorded)
     events = await collect(user=staff_user, question=LEAVE_QUESTION)
-    assert seen == [True] and events[-1].type == "answer_end"
+    assert [name for name, _ in calls] == ["recorded", "written"]
+    assert calls[0][1] == calls[1][1] != threading.get_ident()
+    assert events[-1].type == "answer_end"
 
 
 async def test_a_search_plan_that_fails_on_the_stores_hop_ends_the_answer_as_an_error(

@@ -172,8 +172,9 @@ async def test_a_conversation_that_gets_a_question_moves_to_the_top_of_the_sideb
     await communicator.disconnect()
     assert not [f for f in later if 'id="conversation-list"' in f]
     (moved,) = [f for f in later if f'id="sidebar-{asked.pk}"' in f]
-    assert moved.startswith(f'<li id="sidebar-{asked.pk}" hx-swap-oob="delete"></li>')
-    assert '<ul hx-swap-oob="afterend:#group-shared">' in moved
+    # (in the frame of the answer's sources): its old place deleted, then the item at the top
+    deleted = moved.index(f'<li id="sidebar-{asked.pk}" hx-swap-oob="delete"></li>')
+    assert deleted < moved.index('<ul hx-swap-oob="afterend:#group-shared">')
     assert "menu-active" in moved and "Leave, asked again" in moved
 
     lists = [f for f in fragments if 'id="conversation-list" hx-swap-oob="true"' in f]
@@ -186,7 +187,8 @@ async def test_a_conversation_that_gets_a_question_moves_to_the_top_of_the_sideb
     assert re.findall(r"data-sidebar-title>([^<]*)<", private) == ["A private chat"]
     item = shared.split(f'id="sidebar-{asked.pk}"', 1)[1].split("</a>", 1)[0]
     assert "menu-active" in item and 'aria-current="page"' in item  # highlighted
-    # sent right after the first piece of the answer: no part of the wait for its first words
+    # After the answer's first words (no part of their wait): an answer written whole, one
+    # piece, has it in the frame of its sources, rendered on their thread hop.
     answer = (
         await Message.objects.filter(conversation=asked, role="assistant")
         .order_by("created_at")
@@ -195,7 +197,26 @@ async def test_a_conversation_that_gets_a_question_moves_to_the_top_of_the_sideb
     listed = fragments.index(lists[0])
     assert index_of(fragments, f'id="msg-{answer.pk}"') < listed
     assert listed == index_of(fragments, f"beforeend:#msg-{answer.pk}-body") + 1
+    assert listed == index_of(fragments, f'id="msg-{answer.pk}-sources" hx-swap-oob="true"')
     assert 'id="conversation-header"' not in lists[0]  # the page already has its header
+
+
+async def test_an_answer_streamed_in_pieces_moves_its_conversation_up_with_its_second(
+    staff_user, leave_kb, settings
+):
+    """An answer streamed in pieces (paced here; a language model's) has the sidebar sent
+    right after its second piece, not at its end."""
+    settings.CHAT_STREAM_DELAY_MS = 1
+    asked = await Conversation.objects.acreate(owner=staff_user, title="Leave, asked again")
+    communicator = await socket_for(staff_user, asked.pk)
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    fragments = await fragments_until_idle(communicator)
+    await communicator.disconnect()
+    answer = await Message.objects.filter(conversation=asked, role="assistant").afirst()
+    pieces = [i for i, f in enumerate(fragments) if f"beforeend:#msg-{answer.pk}-body" in f]
+    lists = [i for i, f in enumerate(fragments) if 'id="conversation-list"' in f]
+    assert len(pieces) > 2 and lists == [pieces[1] + 1]
+    assert lists[0] < index_of(fragments, f'id="msg-{answer.pk}-sources" hx-swap-oob="true"')
 
 
 async def test_the_final_render_of_a_streamed_answer_is_what_a_reload_renders(staff_user, leave_kb):
