@@ -212,12 +212,9 @@ async def _answer_stream(
         and (request.conversation_id is None or conversation_empty)
     ):
         embedded = asyncio.ensure_future(query_embed(request.question))
-    planned = functools.partial(
-        search_planned,
-        within=request.document_ids,
-        embed=embedded is None and request.supplied_vector is None,
+    stored = await exchange_store_or_release(
+        request, embedded, then=functools.partial(search_planned, within=request.document_ids)
     )
-    stored = await exchange_store_or_release(request, embedded, then=planned)
     if isinstance(stored.begun, services.ExchangeExisting):
         if embedded is not None:
             embedded.cancel()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -154,12 +153,6 @@ async def query_embed(query: str) -> tuple[np.ndarray, bool]:
     submitted = embedding.embed_query_submit(query, alone=alone, start=False)
     if submitted is None:  # no batcher, or not started yet (`_embed` starts it)
         return await sync_to_async(_embed, thread_sensitive=False)(query, alone=alone)
-    return await _batched(submitted)
-
-
-async def _batched(submitted: Future) -> tuple[np.ndarray, bool]:
-    """The vector and truncation of a question handed to the batcher (`embed_query_submit`),
-    its CPU there counted in the embed stage."""
     vector, truncated, cpu_ms = await asyncio.wrap_future(submitted)
     stage_cpu_add("embed", cpu_ms)  # what the batcher's thread spent for it
     return vector, truncated
@@ -427,44 +420,18 @@ class Planned:
 
     plan: SearchPlan
     named: list[NamedDocument]
-    # The first search's lexical ranking, and its query handed to the embedding batcher, when
-    # they were started on the store's hop (None otherwise).
-    lexical_side: LexicalSide | None = None
-    embedding: Future | None = None
 
 
-def search_planned(
-    stored: StoredExchange, *, within: list[int] | None, embed: bool = False
-) -> Planned:
+def search_planned(stored: StoredExchange, *, within: list[int] | None) -> Planned:
     """The search planned from the conversation for the stored question (as written when it
     has no earlier turn) and the documents it names that the asker may read (`within`: the
     request's document filter). Reads the database: the pipeline runs it on the store's thread
-    hop, right after the store (`exchange_store_then`).
-
-    When the plan is final (extractive mode: a generative answer's model may rewrite it) and
-    names at most one document, the first search's query is also handed to the embedding
-    batcher (`embed`: the question has no vector yet; where there is a batcher) and its
-    lexical ranking run here meanwhile (`_lexical_ahead`): on this hop, not one of its own."""
+    hop, right after the store (`exchange_store_then`)."""
     question = stored.begun.question.content
     plan = SearchPlan(query=question)
     if stored.history:
         plan = search_plan_in_context(question, stored.history, reader=stored.reader)
-    named = named_documents_find(question, reader=stored.reader, within=within)
-    if stored.mode != Message.Mode.EXTRACTIVE or len(named) > 1:
-        return Planned(plan, named)
-    submitted = None
-    if embed:
-        alone = _answers_in_progress <= 1
-        submitted = embedding.embed_query_submit(plan.query, alone=alone, start=False)
-    try:
-        lexical_side = _lexical_ahead(
-            query=plan.query, top_k=stored.top_k, reader=stored.reader, document_ids=within
-        )
-    except BaseException:
-        if submitted is not None:
-            submitted.cancel()
-        raise
-    return Planned(plan, named, lexical_side, submitted)
+    return Planned(plan, named_documents_find(question, reader=stored.reader, within=within))
 
 
 async def question_search(
@@ -491,14 +458,12 @@ async def question_search(
         plan = await search_plan_generative(plan, question=question, history=stored.history)
     # The first search's lexical ranking needs no vector: it runs on the database thread while
     # the question is embedded on the model's (unless the question names several documents:
-    # each is searched first; or its vector is there already: no wait to fill). On the
-    # store's hop when the plan was final there (`search_planned`), else on a hop of its own.
-    lexical_side = planned.lexical_side
+    # each is searched first; or its vector is there already: no wait to fill).
     ahead = None
     vector_ready = not plan.contextual and (
         request.supplied_vector is not None or (embedded is not None and embedded.done())
     )
-    if lexical_side is None and len(named) <= 1 and not vector_ready:
+    if len(named) <= 1 and not vector_ready:
         ahead = asyncio.ensure_future(
             database_sync_to_async(_lexical_ahead)(
                 query=plan.query,
@@ -508,9 +473,7 @@ async def question_search(
             )
         )
     try:
-        if planned.embedding is not None:  # handed to the batcher on the store's hop
-            vector, truncated = await _batched(planned.embedding)
-        elif plan.contextual:
+        if plan.contextual:
             if embedded is not None and plan.fallback != question:
                 embedded.cancel()
                 embedded = None
@@ -521,13 +484,10 @@ async def question_search(
             vector, truncated = await embedded
         else:
             vector, truncated = await query_embed(question)
-        if ahead is not None:
-            lexical_side = await ahead
+        lexical_side = await ahead if ahead is not None else None
     except BaseException:
         if ahead is not None and not ahead.done():
             ahead.cancel()
-        if planned.embedding is not None:
-            planned.embedding.cancel()
         raise
     if truncated:
         exchange.warning = TRUNCATION_WARNING.format(limit=embedding.MAX_TOKENS)

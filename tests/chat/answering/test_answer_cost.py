@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import uuid
 
 import pytest
 from asgiref.sync import SyncToAsync, sync_to_async
 
-from chat.answering import search
 from chat.answering.named_documents import named_document_find
 from chat.answering.named_index import names_index_forget
 from chat.answering.search import answer_in_progress
@@ -165,10 +163,8 @@ STATEMENTS_MAX = 25
 # the sources' (11 for a first question, 12 for one searched as written); 8 since the evidence
 # check runs on its retrieval's hop, the extractive answer is written on the hop recording what
 # it was given, and the sidebar of an answer written whole comes on its sources' hop (7 for a
-# first question, whose embedding no lexical ranking waits beside); 7 since the lexical ranking
-# runs on the store's hop, the question handed from there to the embedding batcher of a server
-# process (where the embedding is no hop: 6 there; docs/decisions/0157).
-HOPS_MAX = 7
+# first question, whose embedding no lexical ranking waits beside).
+HOPS_MAX = 8
 
 
 async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
@@ -200,13 +196,6 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
         return hop(self, *args, **kwargs)
 
     monkeypatch.setattr(SyncToAsync, "__call__", hop_counted)
-    lexical_ahead = search._lexical_ahead
-
-    def lexical_counted(**kwargs):
-        hops.append("(lexical ranking)")  # not a hop: where in the order of hops it ran
-        return lexical_ahead(**kwargs)
-
-    monkeypatch.setattr(search, "_lexical_ahead", lexical_counted)
     communicator = await socket_for(readers["staff"], uuid.uuid4())
     asked = []
     for question in (
@@ -219,18 +208,12 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
         await communicator.send_to(text_data=send_payload(question))
         page = "".join(await fragments_until_idle(communicator))
         await communicator.receive_nothing(timeout=0.2)  # the lock released after the end
-        print(f"{question}: {len(hops) - 1} hops: {', '.join(hops)}")
-        # Its lexical ranking runs on the store's hop, right after the search is planned (in a
-        # server the question is handed to the batcher there and embedded meanwhile: the test
-        # below). The first question is embedded while it is stored.
-        assert hops[:2] == ["_admit", "exchange_store_then"]
-        lexical = hops.index("(lexical ranking)")
-        assert lexical < hops.index("_retrieve_assessed")
-        if question != FIRST_QUESTION:
-            assert lexical == 2
-        hops.remove("(lexical ranking)")
+        print(f"{question}: {len(hops)} hops: {', '.join(hops)}")
         assert len(hops) <= HOPS_MAX and "close_old_connections" not in hops
-        assert hops[-1] == "_released_after"
+        assert hops[:2] == ["_admit", "exchange_store_then"] and hops[-1] == "_released_after"
+        if question != FIRST_QUESTION:  # embedded after its plan (the first may be done then)
+            # Its lexical ranking runs while it is embedded, before the rest of retrieval.
+            assert hops.index("_lexical_ahead") < hops.index("_retrieve_assessed")
         asked.append((list(embedded), page))
     # A refusal releases the conversation's lock on its sidebar's hop (before its final
     # render's), as an answer does on its sources'.
@@ -257,61 +240,3 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
     assert "31 March" in context_page
     assert as_written == ["How much is the daily meal allowance while travelling?"]
     assert "45 euros" in written_page
-
-
-async def test_in_a_server_process_a_follow_up_is_embedded_while_its_lexical_ranking_runs(
-    settings,
-):
-    """With the embedding batcher of a server process, a later question is handed to it from
-    the store's thread hop, right after its search is planned, and its lexical ranking runs on
-    that hop meanwhile: 6 hops, neither the embedding nor the lexical ranking one of them; the
-    answers are those asked without the batcher (the test above)."""
-    settings.CHAT_FLOOD_MIN_INTERVAL = 0
-    settings.EMBEDDING_BATCH_WINDOW_MS = 1
-    readers = await sync_to_async(readers_create)(with_outsiders=False)
-    await sync_to_async(document_create)(title="Staff handbook", texts=LEAVE_TEXTS, pages=[3, 4])
-    await sync_to_async(document_create)(title="Expenses policy", texts=EXPENSES_TEXTS)
-    embedding._batcher = None
-    try:
-        await sync_to_async(embedding.embed_query)("warm")  # a server starts it when it starts
-        batcher = embedding._batcher
-        hops: list[str] = []
-        hop = SyncToAsync.__call__
-
-        def hop_counted(self, *args, **kwargs):
-            hops.append(getattr(self.func, "__name__", repr(self.func)))
-            return hop(self, *args, **kwargs)
-
-        submit = embedding.embed_query_submit
-        submitted_on: list[bool] = []  # whether each question was handed over on a worker thread
-
-        def submit_counted(text, **options):
-            submitted_on.append(threading.current_thread() is not loop_thread)
-            return submit(text, **options)
-
-        loop_thread = threading.current_thread()
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(SyncToAsync, "__call__", hop_counted)
-            patch.setattr(embedding, "embed_query_submit", submit_counted)
-            communicator = await socket_for(readers["staff"], uuid.uuid4())
-            pages = []
-            for question in (
-                FIRST_QUESTION,
-                "How many days of annual leave can be carried over?",  # read in context
-                "How much is the daily meal allowance while travelling?",  # as written
-            ):
-                hops.clear()
-                batches = batcher.batches
-                await communicator.send_to(text_data=send_payload(question))
-                pages.append("".join(await fragments_until_idle(communicator)))
-                await communicator.receive_nothing(timeout=0.2)
-                assert batcher.batches == batches + 1  # embedded once, by the batcher
-                assert "_embed" not in hops and "_lexical_ahead" not in hops
-                assert len(hops) == 6 and hops[-1] == "_released_after"
-            await communicator.disconnect()
-    finally:
-        embedding._batcher = None
-    # The first question is handed over from the event loop as it is stored; the later ones
-    # from the store's hop, once their search is planned.
-    assert submitted_on == [False, True, True]
-    assert "25 days" in pages[0] and "31 March" in pages[1] and "45 euros" in pages[2]
