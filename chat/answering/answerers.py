@@ -10,9 +10,11 @@ to answer; an `Answerer` then turns the qualifying chunks into text:
 
 `written(complete=False)` is what to keep when the stream stopped early (Stop, a disconnect, a
 failure): the text already streamed and only the citations whose marker was sent. An answerer
-is used for one answer only. Before `answer_start` the pipeline awaits `prepare(request)`: the
-work that may fail before anything is shown (the generative answerer opens the model's reply
-there); failing, it raises `AnswerFailed`, and so does a stream that breaks off.
+is used for one answer only. Before `answer_start` the pipeline has the answerer prepare: the
+work that may fail before anything is shown. The extractive answerer writes its answer then, on
+the thread hop that records what it was given (`prepare_here`). The generative answerer opens
+the model's reply, awaited (`prepare`). Failing, either raises `AnswerFailed`, and so does a
+stream that breaks off.
 
 Two implementations: extractive (no model, here) and generative (chat/answering/generative.py,
 a language model behind chat/answering/llm/). The pipeline picks one per answer
