@@ -24,7 +24,6 @@ a language model behind chat/answering/llm/). The pipeline picks one per answer
 from __future__ import annotations
 
 import abc
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -120,33 +119,28 @@ class ExtractiveAnswerer(Answerer):
     def __init__(self) -> None:
         self._answer: ExtractiveAnswer | None = None
         self._streamed: list[str] = []
-        self._writing: asyncio.Future | None = None
 
     async def prepare(self, request: AnswerRequest) -> None:
-        """Start writing the answer (a worker thread): it is written while the pipeline records
-        what the answer was given, and `stream` waits for it."""
-        self._writing = asyncio.ensure_future(self._write(request))
+        """`prepare_here` on a worker thread."""
+        await sync_to_async(self.prepare_here, thread_sensitive=False)(request)
 
     def prepare_here(self, request: AnswerRequest) -> bool:
         """Write the answer on the calling thread: `stream` then has it at once."""
-        self._answer = _extractive_answer_counted(**_extractive_arguments(request))
-        return True
-
-    async def _write(self, request: AnswerRequest) -> ExtractiveAnswer:
-        return await sync_to_async(_extractive_answer_counted, thread_sensitive=False)(
-            **_extractive_arguments(request)
+        self._answer = _extractive_answer_counted(
+            question=request.search_query,
+            question_vector=request.query_vector,
+            chunks=request.chunks,
+            # A follow-up read in context: the sentence holding its own words answers it.
+            focus=request.question if terms(request.question) else None,
+            # A follow-up read in context: what comes after the previous answer is preferred.
+            said=said_before(request.question, request.search_query, request.history),
+            follows_bonus=followups.FOLLOWS_SAID_BONUS,
         )
-
-    async def aclose(self) -> None:
-        if self._writing is not None:  # cancelled if still running; its outcome read either way
-            self._writing.cancel()
-            await asyncio.gather(self._writing, return_exceptions=True)
+        return True
 
     async def stream(self, request: AnswerRequest) -> AsyncIterator[str]:
         if self._answer is None:
-            if self._writing is None:
-                await self.prepare(request)
-            self._answer = await self._writing
+            await self.prepare(request)
         pieces = self._answer.pieces()
         if not settings.CHAT_STREAM_DELAY_MS and pieces:
             # Produced whole and not paced: one piece, one frame or event for the transport.
@@ -166,17 +160,3 @@ class ExtractiveAnswerer(Answerer):
 
 
 _extractive_answer_counted = cpu_stage("answer")(extractive_answer)
-
-
-def _extractive_arguments(request: AnswerRequest) -> dict:
-    """`extractive_answer`'s arguments for `request`."""
-    return {
-        "question": request.search_query,
-        "question_vector": request.query_vector,
-        "chunks": request.chunks,
-        # A follow-up read in context: the sentence holding its own words answers it.
-        "focus": request.question if terms(request.question) else None,
-        # A follow-up read in context: what comes after the previous answer is preferred.
-        "said": said_before(request.question, request.search_query, request.history),
-        "follows_bonus": followups.FOLLOWS_SAID_BONUS,
-    }

@@ -167,13 +167,15 @@ def _embed(query: str, *, alone: bool) -> tuple[np.ndarray, bool]:
 
 @dataclass(frozen=True)
 class _Assessed:
-    """What one search's thread hop returns: the retrieval (None: nothing is searched for the
-    reader), the evidence decision on it, and whether the question's own words name something
-    unknown (asked only for a search read in context that the evidence would answer)."""
+    """What one search's thread hop returns: the retrieval, the evidence decision on it and its
+    outcome (`evidence_outcome`), and whether the question's own words name something unknown
+    (asked only for a search read in context that the evidence would answer)."""
 
-    result: SearchResult | None
-    decision: EvidenceDecision | None = None
-    unknown_terms: bool = False
+    result: SearchResult
+    decision: EvidenceDecision
+    qualifying: list[RetrievedChunk]
+    refusal: Refusal | None
+    unknown_terms: bool
 
 
 def _retrieve_assessed(
@@ -188,11 +190,11 @@ def _retrieve_assessed(
     threshold: float,
     prefer_document_ids: Sequence[int] = (),
     lexical_side: LexicalSide | None = None,
-) -> _Assessed:
+) -> _Assessed | None:
     """`_retrieve`, then the evidence check on what it found and, for a search read in context
     that the evidence would answer, the question's unknown own words: on one thread hop (the
     socket's or the request's own thread; the passage's sentences are embedded there when their
-    stored vectors are missing)."""
+    stored vectors are missing). None as `_retrieve` (nothing is searched for the reader)."""
     result = _retrieve(
         query=query,
         top_k=top_k,
@@ -203,7 +205,7 @@ def _retrieve_assessed(
         lexical_side=lexical_side,
     )
     if result is None:
-        return _Assessed(None)
+        return None
     decision = _evidence_assess(
         question=query,
         question_vector=result.query_vector,
@@ -212,10 +214,9 @@ def _retrieve_assessed(
         reader=reader,
         threshold_on=THRESHOLD_ON,
     )
-    unknown = False
-    if contextual and evidence_outcome(result.chunks, decision, threshold)[1] is None:
-        unknown = bool(unknown_own_terms(question, reader=reader))
-    return _Assessed(result, decision, unknown)
+    qualifying, refusal = evidence_outcome(result.chunks, decision, threshold)
+    unknown = contextual and refusal is None and bool(unknown_own_terms(question, reader=reader))
+    return _Assessed(result, decision, qualifying, refusal, unknown)
 
 
 _evidence_assess = cpu_stage("evidence")(evidence_assess)
@@ -250,15 +251,14 @@ async def _search_once(
         prefer_document_ids=plan.prefer_documents if contextual else (),
         lexical_side=lexical_side,
     )
-    result, decision = assessed.result, assessed.decision
-    if result is None or decision is None:
+    if assessed is None:
         return Found(query, contextual, query_vector, [], EMPTY_KB_REFUSAL)
+    result = assessed.result
     exchange.sides_add(result.vector_ms, result.lexical_ms)
     exchange.best_similarity = result.best_similarity
     exchange.retrieved = [(c.chunk_id, c.score, c.similarity) for c in result.chunks]
-    reason = decision.reason
-    qualifying, refusal = evidence_outcome(result.chunks, decision, threshold)
-    if contextual and refusal is None and assessed.unknown_terms:
+    reason, qualifying, refusal = assessed.decision.reason, assessed.qualifying, assessed.refusal
+    if assessed.unknown_terms:
         # The follow-up's own words name something the documents never mention. When it reads
         # in context first (it leans on the conversation, replies to it or picks up its words)
         # after an answered question, what was found answers the conversation, perhaps not
