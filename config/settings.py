@@ -479,7 +479,7 @@ EMBEDDING_BATCH_TOKENS = int(os.environ.get("EMBEDDING_BATCH_TOKENS", "4096"))
 EMBEDDING_RUNTIME = os.environ.get("EMBEDDING_RUNTIME", "onnx")
 EMBEDDING_ONNX_DIR = Path(os.environ.get("EMBEDDING_ONNX_DIR", BASE_DIR / ".data" / "models"))
 # Questions of concurrent requests wait this long (ms) for others to be embedded together
-# (0: each alone; a question asked while no other answer is in progress never waits);
+# (0: each alone; a question asked while no other answer holds a turn never waits);
 # config/asgi.py sets it for server processes.
 EMBEDDING_BATCH_WINDOW_MS = float(os.environ.get("EMBEDDING_BATCH_WINDOW_MS", "0"))
 # Threads per embedding call (0: the runtime's default, every core) and whether the model is
@@ -490,6 +490,9 @@ CHAT_EVIDENCE_THRESHOLD = os.environ.get("CHAT_EVIDENCE_THRESHOLD")  # overrides
 CHAT_MAX_MESSAGE_CHARS = int(os.environ.get("CHAT_MAX_MESSAGE_CHARS", "4000"))
 # Pause between streamed answer pieces (0: as fast as they are produced).
 CHAT_STREAM_DELAY_MS = int(os.environ.get("CHAT_STREAM_DELAY_MS", "0"))
+# Answers a server process works on at once until their first event; the others wait their
+# turn in the order they asked (0: no limit). chat/answering/turns_gate.py.
+CHAT_ANSWER_SLOTS = int(os.environ.get("CHAT_ANSWER_SLOTS", "6"))
 # A repeated message_id waits this long for the first request's answer, then gets 409.
 CHAT_ANSWER_WAIT_SECONDS = float(os.environ.get("CHAT_ANSWER_WAIT_SECONDS", "30"))
 # --- The generative mode's language model (chat/answering/llm/) -----------------------------

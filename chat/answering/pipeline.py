@@ -60,6 +60,9 @@ part already streamed with status `interrupted`, its citations limited to the ma
 sent, and re-raises. One JSON log line per exchange goes to the `sourced.exchange` logger
 (chat/answering/trace.py).
 
+A process works on at most settings.CHAT_ANSWER_SLOTS answers at once until their first
+event, the others waiting their turn in the order they asked (chat/answering/turns_gate.py).
+
 The embedding model runs on the embedding batcher's thread in a server process, in a worker
 thread otherwise (never on the event loop); database work runs via `database_sync_to_async`,
 each step one transaction inside `chat.services` (the search is planned on the store's hop).
@@ -94,13 +97,13 @@ from chat.answering.replay import replay_log, stored_answer_events, stored_answe
 from chat.answering.request import AnswerOptions, request_validate
 from chat.answering.request import embedding_validate as _embedding_validate  # noqa: F401 (tests)
 from chat.answering.search import (
-    answer_in_progress,
     query_embed,
     question_search,
     search_planned,
 )
 from chat.answering.stage_cpu import cpu_stage, stage_cpu_begin
 from chat.answering.trace import ExchangeTrace, exchange_log
+from chat.answering.turns_gate import Turn, answer_turn
 from chat.citations import citation_as_dict
 from chat.models import Message
 from chat.transcript import finished_answer_row
@@ -148,9 +151,10 @@ async def answer_stream(
     reader: Reader | None = None,
     conversation_empty: bool = False,
 ) -> AsyncIterator[Event]:
-    """Answer `question` for `user` as a stream of events: `_answer_stream`, counted among the
-    answers in progress in this process for as long as it runs (`answer_in_progress`)."""
-    with answer_in_progress():
+    """Answer `question` for `user` as a stream of events: `_answer_stream`, once it is this
+    answer's turn (chat/answering/turns_gate.py), which ends at its first event at the latest."""
+    turn = await answer_turn()
+    try:
         stream = _answer_stream(
             user=user,
             question=question,
@@ -160,10 +164,14 @@ async def answer_stream(
             options=options,
             reader=reader,
             conversation_empty=conversation_empty,
+            turn=turn,
         )
         async with aclosing(stream):
             async for event in stream:
+                turn.end()
                 yield event
+    finally:
+        turn.end()
 
 
 async def _answer_stream(
@@ -176,6 +184,7 @@ async def _answer_stream(
     options: AnswerOptions | None,
     reader: Reader | None,
     conversation_empty: bool,
+    turn: Turn,
 ) -> AsyncIterator[Event]:
     """Answer `question` for `user` as a stream of events (see the module docstring).
 
@@ -187,7 +196,8 @@ async def _answer_stream(
     WebSocket computes one per message, never per connection); otherwise it is computed once
     when the exchange is stored. `conversation_empty`: the caller knows `conversation_id`
     holds no earlier question (a socket opened on a conversation its first question creates);
-    a hint for speed only (see step 2), never a different answer.
+    a hint for speed only (see step 2), never a different answer. `turn`: this answer's turn,
+    ended here before waiting on another request's answer or on a language model.
     """
     exchange = ExchangeTrace(cpu_ms=stage_cpu_begin())
     # 1. Validate.
@@ -216,6 +226,7 @@ async def _answer_stream(
         request, embedded, then=functools.partial(search_planned, within=request.document_ids)
     )
     if isinstance(stored.begun, services.ExchangeExisting):
+        turn.end()
         if embedded is not None:
             embedded.cancel()
         answer = await stored_answer_wait(stored.begun)
@@ -292,6 +303,7 @@ async def _answer_stream(
             exchange.answerer, request_for_answerer, answer_message.pk, exchange.given
         )
         if not prepared:
+            turn.end()  # the generative answerer waits on its model
             await exchange.answerer.prepare(request_for_answerer)
             given = tuple(sorted({*exchange.given, *exchange.answerer.documents_given}))
             if given != exchange.given:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -45,6 +44,7 @@ from chat.answering.named_documents import (
 from chat.answering.request import ValidatedRequest
 from chat.answering.stage_cpu import cpu_stage, stage_cpu_add
 from chat.answering.trace import ExchangeTrace
+from chat.answering.turns_gate import answers_in_turn
 from chat.models import Message
 from knowledge import embedding
 from knowledge.access import Reader
@@ -127,29 +127,13 @@ def _lexical_ahead(
     return lexical_side_run(query=query, reader=reader, top_k=top_k, document_ids=document_ids)
 
 
-# Answers being worked on in this process (`answer_in_progress`, on its event loop): a question
-# embedded while no other is cannot be joined by another in the batcher's window.
-_answers_in_progress = 0
-
-
-@contextmanager
-def answer_in_progress() -> Iterator[None]:
-    """Count an answer in progress for as long as the block lasts (`_embed` reads the count)."""
-    global _answers_in_progress
-    _answers_in_progress += 1
-    try:
-        yield
-    finally:
-        _answers_in_progress -= 1
-
-
 async def query_embed(query: str) -> tuple[np.ndarray, bool]:
     """(the query's unit vector, whether the query was truncated to the model's limit); the
     embedding model never runs on the event loop: where questions go through the batcher
     (server processes) the loop waits for the batcher's thread, otherwise the model runs in a
     worker thread."""
-    # Alone: no other answer is in progress, so no other question can join it in the batcher.
-    alone = _answers_in_progress <= 1
+    # Alone: no other answer holds a turn, so no other question can join it in the batcher.
+    alone = answers_in_turn() <= 1
     submitted = embedding.embed_query_submit(query, alone=alone, start=False)
     if submitted is None:  # no batcher, or not started yet (`_embed` starts it)
         return await sync_to_async(_embed, thread_sensitive=False)(query, alone=alone)

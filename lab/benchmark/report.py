@@ -132,7 +132,7 @@ def report_text(figures: dict[str, Any]) -> str:
         lines += [
             "",
             f"Answers against a running server: {server.get('processes', 1)} daphne process(es) "
-            f"at {server['address']}, "
+            f"at {server['address']}{_slots(server)}, "
             f"{server['corpus_chunks']:,} chunks, extractive mode",
         ]
         rows = [
@@ -322,3 +322,12 @@ def report_text(figures: dict[str, Any]) -> str:
             f"for {case['own_full_top_k']} of them."
         )
     return "\n".join(lines)
+
+
+def _slots(server: dict[str, Any]) -> str:
+    """ " (N answers at once per process, CHAT_ANSWER_SLOTS)" when the figures hold it."""
+    slots = server.get("answer_slots")
+    if slots is None:
+        return ""
+    each = "no limit" if slots <= 0 else f"{slots} answers at once"
+    return f" ({each} per process, CHAT_ANSWER_SLOTS)"

@@ -472,6 +472,8 @@ def _server_step(
             figures["server"] = {
                 "address": server.http_url,
                 "processes": options.web_processes,
+                # The server reads the same environment: its answers worked on at once.
+                "answer_slots": settings.CHAT_ANSWER_SLOTS,
                 "corpus_chunks": corpus_size,
                 "users": "one per client",
                 "rate_limit": f"CHAT_RATE_LIMIT={SERVER_RATE_LIMIT} and "

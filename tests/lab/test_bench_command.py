@@ -100,6 +100,8 @@ def test_bench_reports_every_figure_on_a_tiny_dataset_and_leaves_nothing_behind(
     assert figures["conversation_page_load_ms"] == {k: load["page"][k] for k in ("p50", "p95")}
     assert figures["server_peak_rss_mb"] > 0
     assert figures["server"]["processes"] == 2
+    assert figures["server"]["answer_slots"] == 6  # the default CHAT_ANSWER_SLOTS
+    assert "(6 answers at once per process, CHAT_ANSWER_SLOTS)" in out.getvalue()
     assert len(figures["server_peak_rss_mb_each"]) == 2  # the two daphne processes
 
     # The answers were measured again against a 1-process and a 2-process server.

@@ -35,12 +35,14 @@ from tests.support.live_server import server_thread_start
 @dataclass(frozen=True)
 class Scripted:
     """One reply: an HTTP error `status`, or `pieces` streamed with `delay` seconds between
-    them; `drop_after`: close the connection abruptly after that many pieces."""
+    them; `drop_after`: close the connection abruptly after that many pieces; `wait`: seconds
+    before the reply starts (a model still reading the prompt)."""
 
     pieces: tuple[str, ...] | list[str] = ()
     status: int = 200
     delay: float = 0.0
     drop_after: int | None = None
+    wait: float = 0.0
 
 
 @dataclass
@@ -126,6 +128,8 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             received = Received(self.path, body)
             server.requests.append(received)
             reply = server.next_reply(received)
+            if reply.wait:
+                time.sleep(reply.wait)
             if reply.status != 200:
                 self._json(
                     reply.status,

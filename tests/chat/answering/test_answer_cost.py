@@ -15,7 +15,7 @@ from asgiref.sync import SyncToAsync, sync_to_async
 
 from chat.answering.named_documents import named_document_find
 from chat.answering.named_index import names_index_forget
-from chat.answering.search import answer_in_progress
+from chat.answering.turns_gate import answer_turn
 from chat.models import Attachment, Conversation
 from knowledge import embedding, vocabulary
 from knowledge.access import reader_for, reader_of_all_staff
@@ -223,12 +223,13 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
     await communicator.receive_nothing(timeout=0.2)
     assert 'data-status="refused"' in refused
     assert hops[-2:] == ["_released_after", "final_html"] and "in_flight_release" not in hops
-    # While another answer is in progress, a question's embedding may be joined by another's.
+    # While another answer holds a turn, a question's embedding may be joined by another's.
     asked_alone = len(alone)
-    with answer_in_progress():
-        embedded.clear()
-        await communicator.send_to(text_data=send_payload("Who approves exceptions?"))
-        await fragments_until_idle(communicator)
+    other = await answer_turn()
+    embedded.clear()
+    await communicator.send_to(text_data=send_payload("Who approves exceptions?"))
+    await fragments_until_idle(communicator)
+    other.end()
     await communicator.disconnect()
     # The batcher waits for company only then.
     assert all(alone[:asked_alone]) and alone[asked_alone:] and not any(alone[asked_alone:])
