@@ -152,7 +152,8 @@ async def answer_stream(
     conversation_empty: bool = False,
 ) -> AsyncIterator[Event]:
     """Answer `question` for `user` as a stream of events: `_answer_stream`, once it is this
-    answer's turn (chat/answering/turns_gate.py), which ends at its first event at the latest."""
+    answer's turn (chat/answering/turns_gate.py), which ends at its first event other than a
+    warning at the latest."""
     turn = await answer_turn()
     try:
         stream = _answer_stream(
@@ -168,7 +169,8 @@ async def answer_stream(
         )
         async with aclosing(stream):
             async for event in stream:
-                turn.end()
+                if event.type != "warning":  # a warning comes before the answer's work is done
+                    turn.end()
                 yield event
     finally:
         turn.end()

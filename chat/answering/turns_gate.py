@@ -10,8 +10,9 @@ the questions are worked on in arrival order, a few at a time, which keeps the m
 and brings the slow end close to the middle
 (docs/decisions/0171-answers-take-their-turn.md has the figures).
 
-A turn ends at the answer's first event, before the answerer waits on a language model (I/O,
-not this process's CPU), or when the answer stops for any reason. A turn held longer than
+A turn ends at the answer's first event other than a warning (a refusal or the answer's
+start), before the answerer waits on a language model (I/O, not this process's CPU), or when
+the answer stops for any reason. A turn held longer than
 TURN_LEASE_SECONDS (a statement waiting on a lock, say) no longer counts against the slots:
 the next answer starts, and one stuck request never holds up the others.
 """
@@ -93,8 +94,8 @@ def _gate() -> _Gate:
 async def answer_turn() -> Turn:
     """Wait for this answer's turn (settings.CHAT_ANSWER_SLOTS answers of this event loop at
     once, in the order they asked; 0: no limit, the turn is given at once) and return it; the
-    caller ends it (`Turn.end`) at its first event, before it waits on a language model, and
-    when it stops."""
+    caller ends it (`Turn.end`) at its first event other than a warning, before it waits on a
+    language model, and when it stops."""
     return await _gate().turn_take(settings.CHAT_ANSWER_SLOTS)
 
 

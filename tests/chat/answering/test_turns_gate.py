@@ -133,6 +133,21 @@ async def test_a_question_asked_meanwhile_is_worked_on_after_the_first_event_of_
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_warning_before_the_answer_does_not_end_its_turn(
+    settings, monkeypatch, policies_kb, staff_user
+):
+    settings.CHAT_ANSWER_SLOTS = 1
+    await collect(user=staff_user, question="Who approves exceptions?")  # models warm
+    order = _stores_recorded(monkeypatch)
+    long_question = LEAVE_QUESTION + " " + "Please explain it in detail. " * 60  # cut: a warning
+    await asyncio.gather(
+        _ask(order, staff_user, long_question), _ask(order, staff_user, MEAL_QUESTION)
+    )
+    assert order.index(("warning", long_question)) < order.index(("answer_start", long_question))
+    assert order.index(("store", MEAL_QUESTION)) > order.index(("answer_start", long_question))
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_an_answer_waiting_on_its_language_model_holds_no_turn(
     settings, monkeypatch, policies_kb, staff_user
 ):
