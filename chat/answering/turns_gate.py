@@ -12,9 +12,9 @@ and brings the slow end close to the middle
 
 A turn ends at the answer's first event other than a warning (a refusal or the answer's
 start), before the answerer waits on a language model (I/O, not this process's CPU), or when
-the answer stops for any reason. A turn held longer than
-TURN_LEASE_SECONDS (a statement waiting on a lock, say) no longer counts against the slots:
-the next answer starts, and one stuck request never holds up the others.
+the answer stops for any reason. A turn held longer than TURN_LEASE_SECONDS (a statement
+waiting on a lock, say) no longer counts against the slots: the next answer starts, and one
+stuck request never holds up the others.
 """
 
 from __future__ import annotations
@@ -33,18 +33,15 @@ TURN_LEASE_SECONDS = 5.0
 class Turn:
     """One answer's turn: `end()` gives its slot to the next answer waiting (idempotent)."""
 
-    def __init__(self, gate: _Gate | None) -> None:
-        self._gate = gate
-        self._lease: asyncio.TimerHandle | None = None
-        if gate is not None:
-            self._lease = asyncio.get_running_loop().call_later(TURN_LEASE_SECONDS, self.end)
+    def __init__(self, gate: _Gate) -> None:
+        self._gate: _Gate | None = gate
+        self._lease = asyncio.get_running_loop().call_later(TURN_LEASE_SECONDS, self.end)
 
     def end(self) -> None:
         if self._gate is None:
             return
         gate, self._gate = self._gate, None
-        if self._lease is not None:
-            self._lease.cancel()
+        self._lease.cancel()
         gate.slot_pass()
 
 
