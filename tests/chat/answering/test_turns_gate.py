@@ -6,14 +6,16 @@ counting."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 import pytest
 
 from chat.answering import pipeline, turns_gate
 from chat.answering.turns_gate import answer_turn, answers_in_turn
-from chat.models import ChatSettings
+from chat.models import ChatSettings, Message
 from tests.support.answers import collect
+from tests.support.clients import fragments_until_idle, send_payload, socket_for
 from tests.support.openai_server import Scripted, openai_server
 
 LEAVE_QUESTION = "How many days of annual leave do full-time employees get?"
@@ -170,3 +172,30 @@ async def test_an_answer_waiting_on_its_language_model_holds_no_turn(
     assert order.index(("store", MEAL_QUESTION)) < order.index(("answer_start", LEAVE_QUESTION))
     assert ("answer_end", MEAL_QUESTION) in order
     assert len(server.completions()) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_question_stopped_while_it_waits_its_turn_leaves_the_socket_ready(
+    settings, policies_kb, staff_user
+):
+    settings.CHAT_ANSWER_SLOTS = 1
+    conversation_id = uuid.uuid4()
+    communicator = await socket_for(staff_user, conversation_id)
+    held = await answer_turn()  # another answer is being worked on
+    await communicator.send_to(text_data=send_payload(LEAVE_QUESTION))
+    await communicator.receive_from(timeout=10)  # the question shown, the chat busy
+    await asyncio.sleep(0.2)
+    assert answers_in_turn() == 1  # it waits
+    await communicator.send_to(text_data=json.dumps({"action": "stop"}))
+    stopped = "".join(await fragments_until_idle(communicator))
+    assert 'data-busy="false"' in stopped  # the chat is ready for the next question
+    held.end()
+    assert answers_in_turn() == 0  # it took no slot with it
+    await communicator.send_to(text_data=send_payload(MEAL_QUESTION))
+    page = "".join(await fragments_until_idle(communicator))
+    await communicator.disconnect()
+    assert "45 euros" in page
+    answers = [
+        m async for m in Message.objects.filter(conversation_id=conversation_id, role="assistant")
+    ]
+    assert [m.status for m in answers] == [Message.Status.COMPLETE]
