@@ -261,6 +261,9 @@ class Chunk(models.Model):
     char_end = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=0)
     text_hash = models.CharField(max_length=64, db_index=True)
+    # Stored in the row (storage MAIN, migration 0017), never out of line in the TOAST table,
+    # where the lexical ranking would fetch it again for each term it scores
+    # (docs/decisions/0172-the-search-vector-in-its-row.md).
     search_vector = models.GeneratedField(
         expression=SearchVector("text", config="english"),
         output_field=SearchVectorField(),
