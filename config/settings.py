@@ -101,10 +101,12 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # A provider sign-in older than OIDC_SESSION_MAX_AGE is signed out (docs/sign-in.md).
-    "accounts.sessions.SignInAgeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A provider sign-in older than OIDC_SESSION_MAX_AGE is signed out (docs/sign-in.md).
+    # Synchronous: everything above it runs on one thread hop, without a hop of its own
+    # (docs/decisions/0173-middleware-on-one-hop.md).
+    "accounts.sessions.SignInAgeMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last: turns a locked-out login into the "try again in N minutes" page (docs/sign-in.md).
     "axes.middleware.AxesMiddleware",

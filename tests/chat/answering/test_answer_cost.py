@@ -11,7 +11,9 @@ import json
 import uuid
 
 import pytest
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
+from django.test import AsyncClient
+from rest_framework.authtoken.models import Token
 
 from chat.answering.named_documents import named_document_find
 from chat.answering.named_index import names_index_forget
@@ -241,3 +243,47 @@ async def test_a_question_is_embedded_once_whether_or_not_it_is_read_in_context(
     assert "31 March" in context_page
     assert as_written == ["How much is the daily meal allowance while travelling?"]
     assert "45 euros" in written_page
+
+
+# Calls to another thread for one question over SSE, from the request to the stream's end: the
+# request_started signal; the middleware above `SignInAgeMiddleware`, which is synchronous, on
+# one hop, and one back; CSRF's view check; then the answer's own (admission, store, lexical
+# ranking, embedding, retrieval, record, finish): 10 for a conversation's first question, 11
+# for a later one (its lexical ranking run ahead). 13 and 14 while the messages and
+# X-Frame-Options middleware ran below it, in async mode: a hop for each of their hooks
+# (docs/decisions/0173-middleware-on-one-hop.md).
+SSE_HOPS_MAX = 11
+
+
+async def test_an_sse_question_pays_no_hop_for_a_middleware_hook(monkeypatch):
+    readers = await sync_to_async(readers_create)(with_outsiders=False)
+    await sync_to_async(document_create)(title="Staff handbook", texts=LEAVE_TEXTS, pages=[3, 4])
+    token = await sync_to_async(Token.objects.create)(user=readers["staff"])
+    await sync_to_async(embedding.embed_query)("warm up")
+    hops: list[str] = []
+    to_thread, from_thread = SyncToAsync.__call__, AsyncToSync.__call__
+
+    def to_thread_counted(self, *args, **kwargs):
+        hops.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return to_thread(self, *args, **kwargs)
+
+    def from_thread_counted(self, *args, **kwargs):
+        hops.append(getattr(self.awaitable, "__qualname__", repr(self.awaitable)))
+        return from_thread(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", to_thread_counted)
+    monkeypatch.setattr(AsyncToSync, "__call__", from_thread_counted)
+    body = {"message": FIRST_QUESTION, "message_id": str(uuid.uuid4())}
+    response = await AsyncClient().post(
+        "/api/chat",
+        json.dumps(body),
+        "application/json",
+        headers={"Authorization": f"Token {token.key}"},
+    )
+    frames = b"".join([chunk async for chunk in response.streaming_content]).decode()
+
+    assert response.status_code == 200 and "25 days" in frames
+    print(f"{len(hops)} hops: {', '.join(hops)}")
+    middleware_hooks = [hop for hop in hops if "Middleware." in hop]
+    assert middleware_hooks == ["CsrfViewMiddleware.process_view"]
+    assert len(hops) <= SSE_HOPS_MAX
