@@ -68,6 +68,16 @@ def task_rows_of_this_test(db):
 
 
 @pytest.fixture
+def latest_schema_after():
+    """Every app back at its latest migration after the test (a test of a data migration goes
+    back before it: tests/support/migrations.py)."""
+    from tests.support.migrations import migrate_to_latest
+
+    yield
+    migrate_to_latest()
+
+
+@pytest.fixture
 def staff_user(django_user_model):
     return django_user_model.objects.create_user(
         username="staff", password="staff-pass-123", is_staff=True

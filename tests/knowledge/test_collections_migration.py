@@ -5,31 +5,13 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from knowledge.collections import collection_default
 from knowledge.models import Document
+from tests.support.migrations import migrate
 
 BEFORE = [("knowledge", "0005_document_chunker_version")]
 AFTER = [("knowledge", "0006_collection")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-@pytest.fixture
-def latest_schema_after():
-    """Put every app back at its latest migration after the test: going back to
-    BEFORE unapplies the later migrations of every app that depends on it, which the
-    rest of the suite needs."""
-    yield
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from knowledge.access import OPERATOR
 from knowledge.lexical_search import chunks_search_lexical
 from knowledge.models import Chunk
 from tests.support.knowledge_base import document_create
+from tests.support.migrations import migrate
 
 pytestmark = pytest.mark.django_db
 
@@ -73,30 +73,16 @@ def test_the_column_is_stored_main():
         assert cursor.fetchone() == ("m",)
 
 
-def _migrate(target: tuple[str, str]) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate([target])
-
-
-@pytest.fixture
-def latest_schema_after():
-    yield
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_brings_vectors_stored_out_of_line_back_into_their_rows(
     latest_schema_after,
 ):
-    _migrate(("knowledge", "0016_chunk_document_newest"))  # the column back to EXTENDED
+    migrate([("knowledge", "0016_chunk_document_newest")])  # the column back to EXTENDED
     document = document_create(title="Travel policy", texts=[LONG_PARAGRAPH])
     chunk = Chunk.objects.get(document=document)
     assert _storage_of(chunk.pk)[1]  # out of line
 
-    _migrate(("knowledge", "0017_chunk_search_vector_inline"))
+    migrate([("knowledge", "0017_chunk_search_vector_inline")])
 
     assert _storage_of(chunk.pk)[1:] == (False, False)
     assert Chunk.objects.get(pk=chunk.pk).text == LONG_PARAGRAPH

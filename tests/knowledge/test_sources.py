@@ -16,7 +16,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.test import override_settings
 from django.urls import reverse
 
@@ -25,6 +24,7 @@ from knowledge.models import Document, Source, SyncRun
 from tests.knowledge.test_site_sync import build_site
 from tests.support.answers import collect
 from tests.support.live_server import free_port
+from tests.support.migrations import migrate, migrate_to_latest
 from tests.support.sites import share_serving, site_serving
 
 ADD_URL = reverse("admin:knowledge_source_add")
@@ -150,11 +150,8 @@ def test_a_source_page_shows_the_runs_log(admin_client):
 
 
 def test_watched_folders_are_migrated_into_folder_sources(transactional_db, tmp_path):
-    executor = MigrationExecutor(connection)
-    before = [("knowledge", "0014_document_withdrawn")]
     try:
-        executor.migrate(before)
-        old = executor.loader.project_state(before).apps
+        old = migrate([("knowledge", "0014_document_withdrawn")])
         folder = old.get_model("knowledge", "WatchedFolder").objects.create(
             path=str(tmp_path), interval_minutes=45
         )
@@ -162,8 +159,7 @@ def test_watched_folders_are_migrated_into_folder_sources(transactional_db, tmp_
             root=str(tmp_path), folder_id=folder.pk, trigger="worker", status="finished"
         )
     finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        migrate_to_latest()
 
     source = Source.objects.get()
     assert (source.pk, source.kind, source.location, source.interval_minutes) == (

@@ -8,35 +8,15 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from chat.models import DocumentGiven
 from chat.withheld import Withheld, messages_withheld
 from knowledge.collections import collection_create
 from knowledge.models import Collection, Document, collection_personal_id
+from tests.support.migrations import migrate, migrate_to_latest
 
 BEFORE = [("chat", "0020_message_columns_default_empty")]
 UNKNOWN = DocumentGiven.UNKNOWN_DOCUMENT
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-def migrate_to_latest() -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-
-@pytest.fixture
-def latest_schema_after():
-    yield
-    migrate_to_latest()
 
 
 @pytest.mark.django_db(transaction=True)
