@@ -100,13 +100,16 @@ def days_read(chunk_ids: Iterable[int], days: dict[int, int]) -> None:
         days.update(cursor.fetchall())
 
 
-# The ordinal computed by the database (Python's `date.toordinal`: 0001-01-01 is day 1): an
-# integer per row instead of a timestamp with its time zone parsed in Python. `d`: the document.
-DOCUMENT_DAY_SQL = "(d.updated_at AT TIME ZONE 'UTC')::date - DATE '0001-01-01' + 1"
+# The day of the chunk row `c`'s document: the ordinal computed by the database (Python's
+# `date.toordinal`: 0001-01-01 is day 1), an integer per row instead of a timestamp with its time
+# zone parsed in Python. A subquery per row, not a join: the planner hashed every document of the
+# library to join a few dozen chunks (docs/decisions/0174-a-chunk-s-day-looked-up.md).
+CHUNK_DAY_SQL = (
+    "(SELECT (d.updated_at AT TIME ZONE 'UTC')::date - DATE '0001-01-01' + 1 "
+    f"FROM {Document._meta.db_table} d WHERE d.id = c.document_id)"
+)
 _DAYS_SQL = (
-    f"SELECT c.id, {DOCUMENT_DAY_SQL} "
-    f"FROM {Chunk._meta.db_table} c "
-    f"JOIN {Document._meta.db_table} d ON d.id = c.document_id WHERE c.id = ANY(%s::bigint[])"
+    f"SELECT c.id, {CHUNK_DAY_SQL} FROM {Chunk._meta.db_table} c WHERE c.id = ANY(%s::bigint[])"
 )
 
 

@@ -59,7 +59,7 @@ from knowledge.lexical_search import chunks_search_lexical, lexical_query
 from knowledge.models import Chunk, Document, Embedding
 from knowledge.personal import personal_file_label
 from knowledge.ranking import (
-    DOCUMENT_DAY_SQL,
+    CHUNK_DAY_SQL,
     days_read,
     preferred_ranking,
     recency_tie_break,
@@ -345,9 +345,9 @@ def _days_and_similarities_read(
 # embedding to the question as `similarities_for` does (only for the chunks asked: NULL
 # otherwise, and for a chunk without one).
 _DAYS_AND_SIMILARITIES_SQL = (
-    f"SELECT c.id, {DOCUMENT_DAY_SQL}, "
+    f"SELECT c.id, {CHUNK_DAY_SQL}, "
     "CASE WHEN c.id = ANY(%s::bigint[]) THEN e.vector <=> %s::vector END "
-    f"FROM {Chunk._meta.db_table} c JOIN {Document._meta.db_table} d ON d.id = c.document_id "
+    f"FROM {Chunk._meta.db_table} c "
     f"LEFT JOIN {Embedding._meta.db_table} e ON e.chunk_id = c.id AND e.model = %s "
     "WHERE c.id = ANY(%s::bigint[])"
 )

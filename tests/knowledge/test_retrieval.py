@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from knowledge.models import Document
 from knowledge.ranking import reciprocal_rank_fusion, scores_fuse
 from knowledge.retrieval import chunks_search
 from knowledge.search_scope import knowledge_base_is_empty
+from knowledge.sql_arrays import bigint_array
 from knowledge.vector_search import (
     chunks_search_vector,
     similarities_for,
@@ -334,6 +336,50 @@ def test_tied_chunks_days_and_lexical_only_cosines_are_read_in_one_statement():
     with statements_recorded() as statements:
         retrieval._days_and_similarities_read(day_ids, days, similarity_ids=[], query_vector=vector)
     assert not statements
+
+
+def _document_rows_read(sql: str, params: list) -> int:
+    """How many rows of the documents table `sql` reads (every plan node on it, each loop's
+    rows), with the planner's nested loops off: a join then has to take the documents whole."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_nestloop = off")
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+        (plan,) = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)[0]
+
+    def read(node: dict) -> float:
+        own = 0.0
+        if node.get("Relation Name") == Document._meta.db_table:
+            own = node["Actual Rows"] * node["Actual Loops"]
+        return own + sum(read(child) for child in node.get("Plans", ()))
+
+    return round(read(plan["Plan"]))
+
+
+def test_the_days_of_a_few_chunks_read_only_their_documents():
+    """The day of each tied chunk (and a lexical-only chunk's cosine) is looked up from its own
+    document, never by joining the whole documents table, whatever plan the planner prefers:
+    the work does not grow with the library (docs/decisions/0174-a-chunk-s-day-looked-up.md)."""
+    from knowledge.models import Chunk
+    from knowledge.ranking import _DAYS_SQL
+
+    rng = np.random.default_rng(5)
+    for number in range(30):
+        document_create(
+            title=f"Note {number}",
+            texts=[f"note {number} paragraph"],
+            vectors=near(rng, basis(number % 3), 1, 2.0),
+        )
+    analyze_tables()
+    asked = list(Chunk.objects.order_by("pk").values_list("pk", flat=True)[:2])
+    vector = vector_text(embedding.embed_query("note")[0])
+
+    assert _document_rows_read(_DAYS_SQL, [bigint_array(asked)]) == len(asked)
+    assert _document_rows_read(
+        retrieval._DAYS_AND_SIMILARITIES_SQL,
+        [bigint_array(asked[1:]), vector, embedding.model_version(), bigint_array(asked)],
+    ) == len(asked)
 
 
 def test_document_filter_restricts_results_to_the_chosen_documents():
