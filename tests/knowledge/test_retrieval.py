@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -344,9 +343,7 @@ def _document_rows_read(sql: str, params: list) -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_nestloop = off")
         cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
-        (plan,) = cursor.fetchone()[0]
-    if isinstance(plan, str):
-        plan = json.loads(plan)[0]
+        (plan,) = cursor.fetchone()[0]  # psycopg reads the json
 
     def read(node: dict) -> float:
         own = 0.0
