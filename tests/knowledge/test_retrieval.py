@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from knowledge import embedding, lexical_search, retrieval, vocabulary
 from knowledge.access import OPERATOR
 from knowledge.lexical_search import LexicalQuery, LexicalTerm, chunks_search_lexical, lexical_query
-from knowledge.models import Document
+from knowledge.models import Chunk, Document
 from knowledge.ranking import reciprocal_rank_fusion, scores_fuse
 from knowledge.retrieval import chunks_search
 from knowledge.search_scope import knowledge_base_is_empty
@@ -292,7 +292,7 @@ def test_tied_chunks_days_and_lexical_only_cosines_are_read_in_one_statement():
     lexical-only ones in one statement: the values the two separate reads give; a chunk
     without a current embedding gets no cosine; with nothing of one kind to read, only the
     other's statement runs."""
-    from knowledge.models import Chunk, Embedding
+    from knowledge.models import Embedding
     from knowledge.ranking import days_read
 
     document_create(title="Handbook", texts=LEAVE_TEXTS)
@@ -358,19 +358,15 @@ def test_the_days_of_a_few_chunks_read_only_their_documents():
     """The day of each tied chunk (and a lexical-only chunk's cosine) is looked up from its own
     document, never by joining the whole documents table, whatever plan the planner prefers:
     the work does not grow with the library (docs/decisions/0174-a-chunk-s-day-looked-up.md)."""
-    from knowledge.models import Chunk
     from knowledge.ranking import _DAYS_SQL
 
-    rng = np.random.default_rng(5)
     for number in range(30):
         document_create(
-            title=f"Note {number}",
-            texts=[f"note {number} paragraph"],
-            vectors=near(rng, basis(number % 3), 1, 2.0),
+            title=f"Note {number}", texts=[f"note {number} paragraph"], vectors=[basis(number)]
         )
     analyze_tables()
     asked = list(Chunk.objects.order_by("pk").values_list("pk", flat=True)[:2])
-    vector = vector_text(embedding.embed_query("note")[0])
+    vector = vector_text(basis(0))
 
     assert _document_rows_read(_DAYS_SQL, [bigint_array(asked)]) == len(asked)
     assert _document_rows_read(
@@ -545,7 +541,6 @@ def test_top_k_limits_the_number_of_results():
 def test_chunks_replaced_by_a_concurrent_reingest_never_fail_a_search(tmp_path, monkeypatch):
     import threading
 
-    from knowledge.models import Chunk
     from knowledge.services import document_ingest
 
     path = tmp_path / "parking.md"
