@@ -223,11 +223,12 @@ def documents_available_filter(prefix: str = "") -> Q:
     this moment; the documents retrieval searches.
 
     Through a prefix (chunks, embeddings), the row's document is tested as not one of the
-    withdrawn documents (`documents_withdrawn`: a hashed set read from the partial index
-    `document_withdrawn`), so a scan of chunks or embeddings never joins the documents to
-    test it (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md)."""
+    withdrawn documents (`documents_withdrawn`: a hashed set of those withdrawn now, and of
+    no other), so a scan of chunks or embeddings never joins the documents to test it
+    (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md,
+    docs/decisions/0176-withdrawn-documents-read-alone.md)."""
     if prefix:
-        return ~Q(**{f"{prefix}id__in": documents_withdrawn().values("pk")})
+        return ~Q(**{f"{prefix}id__in": _withdrawn_ids()})
     return Q(enabled=True, status=Document.Status.READY) & (
         Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
     )
@@ -235,8 +236,17 @@ def documents_available_filter(prefix: str = "") -> Q:
 
 def documents_withdrawn() -> QuerySet[Document]:
     """The documents that are not available (`documents_available_filter`): disabled, not
-    ready or expired; read from the partial index `document_withdrawn`."""
-    return Document.objects.exclude(documents_available_filter())
+    ready or expired."""
+    return Document.objects.filter(pk__in=_withdrawn_ids())
+
+
+def _withdrawn_ids() -> QuerySet:
+    """The ids of `documents_withdrawn`, as a query reading those documents alone: the
+    disabled or not ready from the partial index `document_withdrawn`, the expired from
+    `document_expiry` up to this moment (a document expiring later is not read)."""
+    flagged = Document.objects.filter(Q(enabled=False) | ~Q(status=Document.Status.READY))
+    expired = Document.objects.filter(expires_at__lte=timezone.now())
+    return flagged.order_by().values("pk").union(expired.order_by().values("pk"), all=True)
 
 
 def document_is_available(document: Document) -> bool:
@@ -327,7 +337,6 @@ def rows_searchable_sql(
     withdrawn ones, so the scans never join the documents (0078). TypeError unless `reader` is
     a `Reader` (a search is told whose it is, never defaults to everything)."""
     reader_required(reader)
-    document = connection.ops.quote_name(Document._meta.db_table)
     organisation, params = _organisation_sql(
         reader,
         alias=alias,
@@ -335,9 +344,8 @@ def rows_searchable_sql(
         file_ids=reader.searched_file_ids,
         available=False,  # tested once for all rows, below
     )
-    withdrawn = f"SELECT U0.id FROM {document} U0 WHERE NOT {_AVAILABLE_SQL.format(alias='U0')}"
     return (
-        f"({organisation} AND NOT ({alias}.{document_column} IN ({withdrawn})))",
+        f"({organisation} AND NOT ({alias}.{document_column} IN ({_WITHDRAWN_SQL})))",
         [*params, *_available_params()],
     )
 
@@ -381,6 +389,15 @@ _AVAILABLE_SQL = (
 
 def _available_params() -> list:
     return [str(Document.Status.READY), timezone.now()]
+
+
+# `documents_withdrawn()` written out, taking `_available_params()`: the documents withdrawn
+# now and no others (`_withdrawn_ids`), so the set a scan tests its rows against does not grow
+# with the documents that only carry an expiry date.
+_WITHDRAWN_SQL = (
+    f"SELECT U0.id FROM {Document._meta.db_table} U0 WHERE NOT U0.enabled OR U0.status <> %s "
+    f"UNION ALL SELECT U1.id FROM {Document._meta.db_table} U1 WHERE U1.expires_at <= %s"
+)
 
 
 def document_readable(*, user: UserLike, document: Document) -> bool:

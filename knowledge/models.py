@@ -197,12 +197,19 @@ class Document(models.Model):
         ordering = ["title", "id"]
         indexes = [
             models.Index(fields=["enabled", "status"]),
-            # Holds the few documents that are or may become withdrawn: what
-            # `documents_withdrawn` reads (knowledge/access.py).
+            # What `documents_withdrawn` reads (knowledge/access.py): the documents disabled or
+            # not ready, and by their expiry the ones expired, never those expiring later
+            # (docs/decisions/0176-withdrawn-documents-read-alone.md).
             models.Index(
                 fields=["id"],
                 name="document_withdrawn",
-                condition=Q(enabled=False) | ~Q(status="ready") | Q(expires_at__isnull=False),
+                condition=Q(enabled=False) | ~Q(status="ready"),
+            ),
+            models.Index(
+                fields=["expires_at"],
+                include=["id"],
+                name="document_expiry",
+                condition=Q(expires_at__isnull=False),
             ),
         ]
 

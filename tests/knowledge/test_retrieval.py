@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 
 import numpy as np
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from knowledge import embedding, lexical_search, retrieval, vocabulary
 from knowledge.access import OPERATOR
@@ -18,6 +20,7 @@ from knowledge.search_scope import knowledge_base_is_empty
 from knowledge.sql_arrays import bigint_array
 from knowledge.vector_search import (
     chunks_search_vector,
+    exact_search_suits,
     similarities_for,
     vector_search_settings,
     vector_search_sql,
@@ -373,6 +376,78 @@ def test_the_days_of_a_few_chunks_read_only_their_documents():
         retrieval._DAYS_AND_SIMILARITIES_SQL,
         [bigint_array(asked[1:]), vector, embedding.model_version(), bigint_array(asked)],
     ) == len(asked)
+
+
+def _documents_examined(statement: str) -> int:
+    """How many rows of the documents table `statement` (as run, its values in its text; the
+    `SET LOCAL`s it starts with applied first) reads, those its filters then drop included,
+    with sequential scans off: a table this small would otherwise be read whole whatever
+    indexes it has, as a library's is not."""
+    *settings, query = statement.split("; ") if statement.startswith("SET ") else [statement]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        for setting in settings:
+            cursor.execute(setting)
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query}")
+        (plan,) = cursor.fetchone()[0]
+
+    def read(node: dict) -> float:
+        own = 0.0
+        if node.get("Relation Name") == Document._meta.db_table:
+            kept_and_dropped = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+            own = kept_and_dropped * node["Actual Loops"]
+        return own + sum(read(child) for child in node.get("Plans", ()))
+
+    return round(read(plan["Plan"]))
+
+
+def test_a_search_reads_the_withdrawn_documents_and_not_those_expiring_later():
+    """Both sides of a search, on both k-NN plans, test their rows against the documents
+    withdrawn now (disabled, not ready, expired), read alone: a library whose documents carry
+    an expiry date does not make every question read them all
+    (docs/decisions/0176-withdrawn-documents-read-alone.md). What is searched stays the rule's."""
+    from django.contrib.auth import get_user_model
+    from django.test.utils import CaptureQueriesContext
+
+    from knowledge.access import reader_for
+
+    later = timezone.now() + timedelta(days=365)
+    for number in range(30):
+        Document.objects.filter(
+            pk=document_create(
+                title=f"Policy {number}",
+                texts=[f"annual leave policy {number}"],
+                vectors=[basis(number)],
+            ).pk
+        ).update(expires_at=later)
+    expired = document_create(title="Expired", texts=["annual leave expired"], vectors=[basis(1)])
+    Document.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(days=1))
+    document_create(title="Disabled", texts=["annual leave off"], vectors=[basis(2)], enabled=False)
+    document_create(
+        title="Failed", texts=["annual leave failed"], vectors=[basis(3)], status="failed"
+    )
+    analyze_tables()
+    staff = reader_for(get_user_model().objects.create_user(username="reader", is_staff=True))
+    withdrawn = {"Expired", "Disabled", "Failed"}
+
+    for reader, exact in ((OPERATOR, False), (staff, True)):
+        assert exact_search_suits(reader=reader) is exact
+        with CaptureQueriesContext(connection) as captured:
+            result = chunks_search(
+                query="annual leave policy", reader=reader, top_k=20, query_vector=basis(0)
+            )
+        found = {chunk.document_title for chunk in result.chunks}
+        assert len(found) == 20 and found <= {f"Policy {number}" for number in range(30)}
+        searches = [
+            query["sql"]
+            for query in captured.captured_queries
+            if "<=>" in query["sql"]
+            and "ORDER BY" in query["sql"]
+            or "search_vector @@" in query["sql"]
+        ]
+        assert len(searches) == 2, searches  # the k-NN and the lexical ranking
+        for statement in searches:
+            assert _documents_examined(statement) == len(withdrawn), statement[:120]
 
 
 def test_document_filter_restricts_results_to_the_chosen_documents():
