@@ -29,7 +29,20 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-updated_at", "-created_at"]
-        indexes = [models.Index(fields=["is_private", "-updated_at"], name="conv_privacy_updated")]
+        # The sidebar's newest shared conversations, and the newest private ones of one owner,
+        # each read alone (docs/decisions/0177-the-sidebar-reads-what-it-shows.md).
+        indexes = [
+            models.Index(
+                fields=["-updated_at"],
+                name="conv_shared_updated",
+                condition=models.Q(is_private=False),
+            ),
+            models.Index(
+                fields=["owner", "-updated_at"],
+                name="conv_private_owner_updated",
+                condition=models.Q(is_private=True),
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title

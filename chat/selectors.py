@@ -85,9 +85,10 @@ def conversation_groups_for(
     """(shared, private) conversations for the sidebar/history, each newest first; `search`
     narrows to titles containing it; `limit`: at most that many of each. One query either way
     (docs/decisions/0047-the-sidebar-in-one-query.md). The sidebar's (a limit, no search) is
-    written out: the newest of each group read from the `conv_privacy_updated` index, so its
-    work does not grow with the number of conversations
-    (docs/decisions/0152-statements-written-out.md)."""
+    written out: the newest shared ones read from the `conv_shared_updated` index, the
+    reader's newest private ones from `conv_private_owner_updated`, so its work does not grow
+    with the number of conversations, anyone's (docs/decisions/0152-statements-written-out.md,
+    docs/decisions/0177-the-sidebar-reads-what-it-shows.md)."""
     if limit is not None and not search:
         rows = list(Conversation.objects.raw(_SIDEBAR_SQL, [limit, user.pk, limit]))
     else:
