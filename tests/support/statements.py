@@ -17,6 +17,8 @@ class Statements(list):
 
     rows: int = 0
     rows_each: list[int]  # the rows of each statement, in order (0 for one that returns none)
+    # Each statement as run: its SQL and parameters (None for BEGIN, COMMIT and ROLLBACK).
+    runs: list[tuple[str, object] | None]
 
 
 @contextmanager
@@ -26,6 +28,7 @@ def statements_recorded() -> Iterator[Statements]:
     they returned."""
     recorded = Statements()
     recorded.rows_each = []
+    recorded.runs = []
     lock = threading.Lock()
     execute = CursorWrapper._execute_with_wrappers
     commit, rollback = BaseDatabaseWrapper.commit, BaseDatabaseWrapper.rollback
@@ -35,6 +38,7 @@ def statements_recorded() -> Iterator[Statements]:
         with lock:
             recorded.append(" ".join(text.split()))
             recorded.rows_each.append(0)
+            recorded.runs.append(None)
 
     def recording_execute(self, sql, params, many, executor):
         result = execute(self, sql, params, many, executor)
@@ -43,6 +47,7 @@ def statements_recorded() -> Iterator[Statements]:
             recorded.append(" ".join(str(sql).split()))
             recorded.rows_each.append(max(rows, 0))
             recorded.rows += max(rows, 0)
+            recorded.runs.append((str(sql), params))
         return result
 
     def recording_set_autocommit(self, autocommit, *args, **kwargs):
@@ -69,3 +74,36 @@ def statements_recorded() -> Iterator[Statements]:
         BaseDatabaseWrapper.set_autocommit = set_autocommit
         BaseDatabaseWrapper.commit = commit
         BaseDatabaseWrapper.rollback = rollback
+
+
+def rows_read(sql: str, params: object) -> int | None:
+    """How many table rows the read-only statement `sql` reads when run again now, those its
+    filters drop included (`EXPLAIN ANALYZE` on the default connection, sequential scans off:
+    small tables would otherwise be read whole whatever their indexes); the `SET`s a string
+    starts with are applied first, in a transaction rolled back. None for a statement that
+    writes."""
+    from django.db import connection
+
+    *settings, query = sql.split("; ") if sql.startswith("SET ") else [sql]
+    head = query.lstrip().upper()
+    if not (head.startswith("SELECT") or head.startswith("(SELECT")) or " FOR UPDATE" in head:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        try:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            for setting in settings:
+                cursor.execute(setting)
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query}", params)
+            (plan,) = cursor.fetchone()[0]
+        finally:
+            cursor.execute("ROLLBACK")
+
+    def read(node: dict) -> float:
+        own = 0.0
+        if "Relation Name" in node:
+            kept_and_dropped = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+            own = kept_and_dropped * node["Actual Loops"]
+        return own + sum(read(child) for child in node.get("Plans", ()))
+
+    return round(read(plan["Plan"]))

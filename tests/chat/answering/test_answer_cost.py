@@ -1,18 +1,24 @@
 """What one question costs does not grow with the library: a restricted reader with a personal
 file asks a follow-up that names a document over a WebSocket, with 10 documents in the
-knowledge base and again with 10,000 more; the statements and the rows they return (what the
-server's Python reads) are the same (docs/decisions/0150-answer-cost-per-question.md).
-Counted, not timed. Run with `-s` to see the statements."""
+knowledge base and again with 10,000 more (and someone else's 10,000 private conversations);
+the statements and the rows they return (what the server's Python reads) are the same, and
+each statement reads as many rows in PostgreSQL, within a few
+(docs/decisions/0150-answer-cost-per-question.md). Counted, not timed. Run with `-s` to see
+the statements."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import AsyncClient
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from chat.answering.named_documents import named_document_find
@@ -27,7 +33,7 @@ from tests.support.clients import fragments_until_idle, send_payload, socket_for
 from tests.support.knowledge_base import EXPENSES_TEXTS, LEAVE_TEXTS, document_create
 from tests.support.personal import personal_file_create
 from tests.support.readers import readers_create
-from tests.support.statements import Statements, statements_recorded
+from tests.support.statements import Statements, rows_read, statements_recorded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,9 +59,12 @@ def _scenario() -> dict:
 
 def _library_grow(count: int) -> None:
     """`count` more ready documents in General and in a collection of their own (titles of
-    their own, no chunks: what the question's work must not scan)."""
+    their own, no chunks: what the question's work must not scan), half of them with an
+    expiry date ahead; and `count` private conversations of someone else (not shown to the
+    asker)."""
     other = Collection.objects.create(name="Archive", all_staff=True)
     general = collection_default_id()
+    later = timezone.now() + timedelta(days=365)
     Document.objects.bulk_create(
         [
             Document(
@@ -65,11 +74,26 @@ def _library_grow(count: int) -> None:
                 content_hash=hashlib.sha256(str(number).encode()).hexdigest(),
                 status=Document.Status.READY,
                 collection_id=general if number % 2 else other.pk,
+                expires_at=later if number % 4 < 2 else None,
             )
             for number in range(count)
         ],
         batch_size=2000,
     )
+    someone = get_user_model().objects.create_user(username="someone", is_staff=True)
+    Conversation.objects.bulk_create(
+        [Conversation(owner=someone, title=f"Notes {n}", is_private=True) for n in range(count)],
+        batch_size=2000,
+    )
+    with connection.cursor() as cursor:
+        for model in (Document, Conversation):
+            cursor.execute(f"ANALYZE {model._meta.db_table}")
+
+
+def _rows_read_each(statements: Statements) -> list[int | None]:
+    """The rows each read-only statement of `statements` reads when run again now
+    (`rows_read`; None for the others)."""
+    return [run and rows_read(*run) for run in statements.runs]
 
 
 async def _ask(conversation_id: uuid.UUID, user, question: str):
@@ -119,6 +143,7 @@ async def test_a_question_costs_the_same_with_ten_and_ten_thousand_documents(mon
 
     small, page = await _conversation(asker, attached)
     assert "Searched in: Staff handbook" in page and "31 March" in page
+    small_read = await sync_to_async(_rows_read_each)(small)
     text_search_parse.cache_clear()
     await Conversation.objects.all().adelete()  # each page's sidebar lists one conversation
 
@@ -126,6 +151,7 @@ async def test_a_question_costs_the_same_with_ten_and_ten_thousand_documents(mon
     names_index_forget()  # the index sees the new documents at the next question
     large, page = await _conversation(second_asker, second_attached)
     assert "Searched in: Staff handbook" in page and "31 March" in page
+    large_read = await sync_to_async(_rows_read_each)(large)
     # The index holds the new documents (here named, for a reader of the General ones only).
     named = await sync_to_async(named_document_find)(
         "What do the archived minutes 4321 of the south site say?",
@@ -138,9 +164,18 @@ async def test_a_question_costs_the_same_with_ten_and_ten_thousand_documents(mon
     for number, (statement, rows, before) in enumerate(
         zip(large, large.rows_each, small.rows_each, strict=False), 1
     ):
-        print(f"{number:3d}. {rows} rows ({before} with 10). {statement[:160]}")
+        print(
+            f"{number:3d}. {rows} rows ({before} with 10), reads "
+            f"{large_read[number - 1]} ({small_read[number - 1]}). {statement[:140]}"
+        )
     assert len(large) == len(small)
     assert large.rows == small.rows
+    # What each statement reads, its filtered-out rows included (not only what it returns):
+    # the documents with an expiry date ahead and the others' private conversations are
+    # never walked (docs/decisions/0176, 0177).
+    for number, (grown, before) in enumerate(zip(large_read, small_read, strict=True), 1):
+        assert (grown is None) == (before is None), number
+        assert grown is None or grown <= before + READ_SLACK, (number, grown, before)
     # The asker's Reader is read once for the message (the socket's admission) and passed to
     # the search, the earlier turns' withheld check and the final render's
     # (docs/decisions/0151-one-reader-per-question.md): three times before.
@@ -149,6 +184,9 @@ async def test_a_question_costs_the_same_with_ten_and_ten_thousand_documents(mon
     assert len(small) <= STATEMENTS_MAX
 
 
+# Rows a statement may read beyond what it read with 10 documents (a chunk or a conversation
+# more in the ranking's or the sidebar's ties, which differ between the two askers' pages).
+READ_SLACK = 10
 # A fragment of knowledge.access._reader_sql, the Reader's one statement.
 READER_STATEMENT = "WHERE owner_id = u.id),"
 # The follow-up from connect to close, the session and user read again for the message
