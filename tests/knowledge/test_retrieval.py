@@ -27,9 +27,10 @@ from knowledge.vector_search import (
     vector_text,
 )
 from tests.support.knowledge_base import basis, document_create
-from tests.support.statements import statements_recorded
+from tests.support.statements import rows_read, statements_recorded
 
 pytestmark = pytest.mark.django_db
+DOCUMENTS = Document._meta.db_table
 
 
 @pytest.fixture(autouse=True)
@@ -340,23 +341,6 @@ def test_tied_chunks_days_and_lexical_only_cosines_are_read_in_one_statement():
     assert not statements
 
 
-def _document_rows_read(sql: str, params: list) -> int:
-    """How many rows of the documents table `sql` reads (every plan node on it, each loop's
-    rows), with the planner's nested loops off: a join then has to take the documents whole."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_nestloop = off")
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
-        (plan,) = cursor.fetchone()[0]  # psycopg reads the json
-
-    def read(node: dict) -> float:
-        own = 0.0
-        if node.get("Relation Name") == Document._meta.db_table:
-            own = node["Actual Rows"] * node["Actual Loops"]
-        return own + sum(read(child) for child in node.get("Plans", ()))
-
-    return round(read(plan["Plan"]))
-
-
 def test_the_days_of_a_few_chunks_read_only_their_documents():
     """The day of each tied chunk (and a lexical-only chunk's cosine) is looked up from its own
     document, never by joining the whole documents table, whatever plan the planner prefers:
@@ -371,34 +355,17 @@ def test_the_days_of_a_few_chunks_read_only_their_documents():
     asked = list(Chunk.objects.order_by("pk").values_list("pk", flat=True)[:2])
     vector = vector_text(basis(0))
 
-    assert _document_rows_read(_DAYS_SQL, [bigint_array(asked)]) == len(asked)
-    assert _document_rows_read(
+    # With nested loops and merge joins off, a join would have to hash the documents whole;
+    # with sequential scans off, a lookup goes through the key, as in a larger library.
+    def documents_read(sql: str, params: list) -> int | None:
+        planner = ("enable_nestloop = off", "enable_mergejoin = off", "enable_seqscan = off")
+        return rows_read(sql, params, table=DOCUMENTS, planner=planner)
+
+    assert documents_read(_DAYS_SQL, [bigint_array(asked)]) == len(asked)
+    assert documents_read(
         retrieval._DAYS_AND_SIMILARITIES_SQL,
         [bigint_array(asked[1:]), vector, embedding.model_version(), bigint_array(asked)],
     ) == len(asked)
-
-
-def _documents_examined(statement: str) -> int:
-    """How many rows of the documents table `statement` (as run, its values in its text; the
-    `SET LOCAL`s it starts with applied first) reads, those its filters then drop included,
-    with sequential scans off: a table this small would otherwise be read whole whatever
-    indexes it has, as a library's is not."""
-    *settings, query = statement.split("; ") if statement.startswith("SET ") else [statement]
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        for setting in settings:
-            cursor.execute(setting)
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query}")
-        (plan,) = cursor.fetchone()[0]
-
-    def read(node: dict) -> float:
-        own = 0.0
-        if node.get("Relation Name") == Document._meta.db_table:
-            kept_and_dropped = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
-            own = kept_and_dropped * node["Actual Loops"]
-        return own + sum(read(child) for child in node.get("Plans", ()))
-
-    return round(read(plan["Plan"]))
 
 
 def test_a_search_reads_the_withdrawn_documents_and_not_those_expiring_later():
@@ -447,7 +414,9 @@ def test_a_search_reads_the_withdrawn_documents_and_not_those_expiring_later():
         ]
         assert len(searches) == 2, searches  # the k-NN and the lexical ranking
         for statement in searches:
-            assert _documents_examined(statement) == len(withdrawn), statement[:120]
+            # Sequential scans off: this small table would otherwise be read whole.
+            read = rows_read(statement, table=DOCUMENTS)
+            assert read == len(withdrawn), statement[:120]
 
 
 def test_document_filter_restricts_results_to_the_chosen_documents():

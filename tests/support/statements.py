@@ -76,34 +76,44 @@ def statements_recorded() -> Iterator[Statements]:
         BaseDatabaseWrapper.rollback = rollback
 
 
-def rows_read(sql: str, params: object) -> int | None:
-    """How many table rows the read-only statement `sql` reads when run again now, those its
-    filters drop included (`EXPLAIN ANALYZE` on the default connection, sequential scans off:
-    small tables would otherwise be read whole whatever their indexes); the `SET`s a string
-    starts with are applied first, in a transaction rolled back. None for a statement that
-    writes."""
-    from django.db import connection
+class _Undone(Exception):
+    """Raised to roll back the savepoint `rows_read` runs in (and its `SET LOCAL`s)."""
+
+
+def rows_read(
+    sql: str,
+    params: object = None,
+    *,
+    table: str | None = None,
+    planner: tuple[str, ...] = ("enable_seqscan = off",),
+) -> int | None:
+    """How many rows the read-only statement `sql` reads when run again now (of `table` only,
+    when given), those its filters drop included: `EXPLAIN ANALYZE` on the default connection,
+    with the `planner` settings (by default sequential scans off: small tables would otherwise
+    be read whole whatever their indexes) and the `SET`s the string starts with, in a
+    savepoint rolled back. None for a statement that writes."""
+    from django.db import connection, transaction
 
     *settings, query = sql.split("; ") if sql.startswith("SET ") else [sql]
     head = query.lstrip().upper()
     if not (head.startswith("SELECT") or head.startswith("(SELECT")) or " FOR UPDATE" in head:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute("BEGIN")
-        try:
-            cursor.execute("SET LOCAL enable_seqscan = off")
-            for setting in settings:
+    plans = []
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            for setting in [*(f"SET LOCAL {one}" for one in planner), *settings]:
                 cursor.execute(setting)
             cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query}", params)
-            (plan,) = cursor.fetchone()[0]
-        finally:
-            cursor.execute("ROLLBACK")
+            plans.append(cursor.fetchone()[0][0])  # psycopg reads the json
+            raise _Undone
+    except _Undone:
+        pass
 
     def read(node: dict) -> float:
         own = 0.0
-        if "Relation Name" in node:
+        if "Relation Name" in node and table in (None, node["Relation Name"]):
             kept_and_dropped = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
             own = kept_and_dropped * node["Actual Loops"]
         return own + sum(read(child) for child in node.get("Plans", ()))
 
-    return round(read(plan["Plan"]))
+    return round(read(plans[0]["Plan"]))

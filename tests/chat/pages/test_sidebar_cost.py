@@ -6,33 +6,21 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import connection
 
 from chat.models import Conversation
 from chat.selectors import _SIDEBAR_SQL, conversation_groups_for
+from tests.support.statements import rows_read
 
 pytestmark = pytest.mark.django_db
 
 LIMIT = 20
 
 
-def _conversations_read(user) -> int:
-    """How many conversation rows the sidebar's statement reads for `user`, those its filters
-    then drop included, with sequential scans off: a table this small would otherwise be read
-    whole whatever indexes it has, as a deployment's is not."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {_SIDEBAR_SQL}", [LIMIT, user.pk, LIMIT])
-        (plan,) = cursor.fetchone()[0]
-
-    def read(node: dict) -> float:
-        own = 0.0
-        if node.get("Relation Name") == Conversation._meta.db_table:
-            kept_and_dropped = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
-            own = kept_and_dropped * node["Actual Loops"]
-        return own + sum(read(child) for child in node.get("Plans", ()))
-
-    return round(read(plan["Plan"]))
+def _conversations_read(user) -> int | None:
+    """The conversation rows the sidebar's statement reads for `user` (`rows_read`, sequential
+    scans off: a table this small would otherwise be read whole, as a deployment's is not)."""
+    return rows_read(_SIDEBAR_SQL, [LIMIT, user.pk, LIMIT], table=Conversation._meta.db_table)
 
 
 def test_the_sidebar_reads_the_conversations_it_shows_and_no_others():
