@@ -93,7 +93,11 @@ def _reader_sql() -> str:
     through a group), the collections they may read (all-staff ones, through a group, by
     name; never the hidden personal collection) and their personal files, for the permission
     codenames `%s` and the user id `%s`. Written by hand, not with the ORM
-    (docs/decisions/0070-the-one-read-rule.md has the figures)."""
+    (docs/decisions/0070-the-one-read-rule.md has the figures). The collections are read as
+    three parts that each reach only their own rows (the all-staff ones from the partial index
+    `collection_all_staff`, the user's groups' and the user's own grants by the user), never
+    every collection of the deployment
+    (docs/decisions/0178-the-reader-reads-its-own-collections.md)."""
     user_model = get_user_model()
     tables = {
         "user": user_model._meta.db_table,
@@ -119,11 +123,15 @@ def _reader_sql() -> str:
                             WHERE ug.user_id = u.id))
           ),
           ARRAY(
-            SELECT id FROM {collection} c WHERE NOT c.is_personal AND (
-              c.all_staff
-              OR c.id IN (SELECT cg.collection_id FROM {collection_groups} cg
-                JOIN {user_groups} ug ON ug.group_id = cg.group_id WHERE ug.user_id = u.id)
-              OR c.id IN (SELECT collection_id FROM {collection_users} WHERE user_id = u.id))
+            SELECT c.id FROM {collection} c WHERE c.all_staff AND NOT c.is_personal
+            UNION
+            SELECT c.id FROM {collection_groups} cg
+              JOIN {user_groups} ug ON ug.group_id = cg.group_id
+              JOIN {collection} c ON c.id = cg.collection_id
+              WHERE ug.user_id = u.id AND NOT c.is_personal
+            UNION
+            SELECT c.id FROM {collection_users} cu JOIN {collection} c ON c.id = cu.collection_id
+              WHERE cu.user_id = u.id AND NOT c.is_personal
           ),
           ARRAY(SELECT id FROM {document} WHERE owner_id = u.id),
           EXISTS (SELECT 1 FROM {document} WHERE owner_id IS NOT NULL AND owner_id <> u.id)

@@ -72,6 +72,15 @@ class Collection(models.Model):
                 name="collection_one_personal",
             ),
         ]
+        # The all-staff collections every Reader reads, without the others
+        # (docs/decisions/0178-the-reader-reads-its-own-collections.md).
+        indexes = [
+            models.Index(
+                fields=["id"],
+                name="collection_all_staff",
+                condition=models.Q(all_staff=True, is_personal=False),
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name

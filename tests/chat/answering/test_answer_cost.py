@@ -1,8 +1,8 @@
 """What one question costs does not grow with the library: a restricted reader with a personal
 file asks a follow-up that names a document over a WebSocket, with 10 documents in the
-knowledge base and again with 10,000 more (and someone else's 10,000 private conversations);
-the statements and the rows they return (what the server's Python reads) are the same, and
-each statement reads as many rows in PostgreSQL, within a few
+knowledge base and again with 10,000 more (and someone else's 10,000 private conversations,
+and 300 other teams' collections); the statements and the rows they return (what the server's
+Python reads) are the same, and each statement reads as many rows in PostgreSQL, within a few
 (docs/decisions/0150-answer-cost-per-question.md). Counted, not timed. Run with `-s` to see
 the statements."""
 
@@ -16,6 +16,7 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test import AsyncClient
 from django.utils import timezone
@@ -41,6 +42,7 @@ FIRST_QUESTION = "How many days of paid annual leave do full-time employees rece
 # Leans on the conversation and names a document: every feature of a question at once.
 FOLLOW_UP = "And what does the staff handbook say about carrying them over?"
 LIBRARY_GROWTH = 10_000
+OTHER_TEAMS = 300
 
 
 def _scenario() -> dict:
@@ -60,8 +62,8 @@ def _scenario() -> dict:
 def _library_grow(count: int) -> None:
     """`count` more ready documents in General and in a collection of their own (titles of
     their own, no chunks: what the question's work must not scan), half of them with an
-    expiry date ahead; and `count` private conversations of someone else (not shown to the
-    asker)."""
+    expiry date ahead; `count` private conversations of someone else (not shown to the
+    asker); and OTHER_TEAMS groups, each with a member and a collection only it reads."""
     other = Collection.objects.create(name="Archive", all_staff=True)
     general = collection_default_id()
     later = timezone.now() + timedelta(days=365)
@@ -85,8 +87,16 @@ def _library_grow(count: int) -> None:
         [Conversation(owner=someone, title=f"Notes {n}", is_private=True) for n in range(count)],
         batch_size=2000,
     )
+    # Other people's groups and the collections only they read.
+    groups = Group.objects.bulk_create([Group(name=f"Team {n}") for n in range(OTHER_TEAMS)])
+    members = get_user_model().objects.bulk_create(
+        [get_user_model()(username=f"member{n}", is_staff=True) for n in range(OTHER_TEAMS)]
+    )
+    for number, (group, member) in enumerate(zip(groups, members, strict=True)):
+        Collection.objects.create(name=f"Team {number}", all_staff=False).reader_groups.add(group)
+        member.groups.add(group)
     with connection.cursor() as cursor:
-        for model in (Document, Conversation):
+        for model in (Document, Conversation, Collection, Group, get_user_model()):
             cursor.execute(f"ANALYZE {model._meta.db_table}")
 
 
