@@ -124,14 +124,15 @@ def _reader_sql() -> str:
           ),
           ARRAY(
             SELECT c.id FROM {collection} c WHERE c.all_staff AND NOT c.is_personal
-            UNION
-            SELECT c.id FROM {collection_groups} cg
+            UNION ALL
+            SELECT cg.collection_id FROM {collection_groups} cg
               JOIN {user_groups} ug ON ug.group_id = cg.group_id
-              JOIN {collection} c ON c.id = cg.collection_id
-              WHERE ug.user_id = u.id AND NOT c.is_personal
-            UNION
-            SELECT c.id FROM {collection_users} cu JOIN {collection} c ON c.id = cu.collection_id
-              WHERE cu.user_id = u.id AND NOT c.is_personal
+              WHERE ug.user_id = u.id AND cg.collection_id IS DISTINCT FROM (
+                SELECT p.id FROM {collection} p WHERE p.is_personal)
+            UNION ALL
+            SELECT cu.collection_id FROM {collection_users} cu
+              WHERE cu.user_id = u.id AND cu.collection_id IS DISTINCT FROM (
+                SELECT p.id FROM {collection} p WHERE p.is_personal)
           ),
           ARRAY(SELECT id FROM {document} WHERE owner_id = u.id),
           EXISTS (SELECT 1 FROM {document} WHERE owner_id IS NOT NULL AND owner_id <> u.id)

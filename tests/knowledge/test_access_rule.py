@@ -36,7 +36,7 @@ from knowledge.collections import (
     collection_readers_revoke,
     documents_move,
 )
-from knowledge.models import Chunk, Collection, Document, Embedding
+from knowledge.models import Chunk, Collection, Document, Embedding, collection_personal_id
 from knowledge.search_scope import (
     documents_searched_among,
     searchable_chunks,
@@ -304,6 +304,19 @@ def test_a_collection_made_readable_by_all_staff_is_read_by_them_next_call(reade
     Collection.objects.filter(pk=hr.pk).update(all_staff=True)
 
     assert "hr available" in titles(documents_readable(user=staff))
+
+
+def test_the_personal_collection_is_read_by_no_reader_however_it_is_granted(readers, hr_group, hr):
+    """The hidden personal collection holds everyone's personal files: granted to a group, a
+    user or all staff by mistake, it still never enters a Reader's collections (each part of
+    the Reader's statement leaves it out: docs/decisions/0178)."""
+    personal = Collection.objects.get(pk=collection_personal_id())
+    personal.reader_groups.add(hr_group)
+    personal.reader_users.add(readers["staff"])
+    Collection.objects.filter(pk=personal.pk).update(all_staff=True)
+
+    assert reader_for(readers["reader by group"]).collection_ids == {hr.pk}
+    assert personal.pk not in reader_for(readers["staff"]).collection_ids
 
 
 def test_collections_readable_lists_what_each_reader_reads(readers, hr):
