@@ -45,5 +45,5 @@ def test_the_sidebar_reads_the_conversations_it_shows_and_no_others():
 
     assert len(shared) == LIMIT and {c.title for c in private} == {f"mine {n}" for n in range(3)}
     # The newest LIMIT shared ones and the reader's 3 (a sort by time then creation reads a
-    # row or a tie past the last it keeps); before, 1,027 or 3,027 by the plan chosen.
+    # row or a tie past the last it keeps); with conv_privacy_updated it read 3,027.
     assert LIMIT + 3 <= _conversations_read(reader) < 2 * (LIMIT + 3)
