@@ -127,17 +127,17 @@ def _reader_sql() -> str:
             UNION ALL
             SELECT cg.collection_id FROM {collection_groups} cg
               JOIN {user_groups} ug ON ug.group_id = cg.group_id
-              WHERE ug.user_id = u.id AND cg.collection_id IS DISTINCT FROM (
-                SELECT p.id FROM {collection} p WHERE p.is_personal)
+              WHERE ug.user_id = u.id
+                AND cg.collection_id IS DISTINCT FROM ({personal})
             UNION ALL
             SELECT cu.collection_id FROM {collection_users} cu
-              WHERE cu.user_id = u.id AND cu.collection_id IS DISTINCT FROM (
-                SELECT p.id FROM {collection} p WHERE p.is_personal)
+              WHERE cu.user_id = u.id
+                AND cu.collection_id IS DISTINCT FROM ({personal})
           ),
           ARRAY(SELECT id FROM {document} WHERE owner_id = u.id),
           EXISTS (SELECT 1 FROM {document} WHERE owner_id IS NOT NULL AND owner_id <> u.id)
         FROM {user} u WHERE u.id = %s
-    """.format(**quoted)
+    """.format(**quoted, personal=_PERSONAL_COLLECTIONS_SQL)
 
 
 def reader_for(user: UserLike) -> Reader:
