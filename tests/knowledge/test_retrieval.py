@@ -7,11 +7,13 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from knowledge import embedding, lexical_search, retrieval, vocabulary
-from knowledge.access import OPERATOR
+from knowledge.access import OPERATOR, reader_for
 from knowledge.lexical_search import LexicalQuery, LexicalTerm, chunks_search_lexical, lexical_query
 from knowledge.models import Chunk, Document
 from knowledge.ranking import reciprocal_rank_fusion, scores_fuse
@@ -373,11 +375,6 @@ def test_a_search_reads_the_withdrawn_documents_and_not_those_expiring_later():
     withdrawn now (disabled, not ready, expired), read alone: a library whose documents carry
     an expiry date does not make every question read them all
     (docs/decisions/0176-withdrawn-documents-read-alone.md). What is searched stays the rule's."""
-    from django.contrib.auth import get_user_model
-    from django.test.utils import CaptureQueriesContext
-
-    from knowledge.access import reader_for
-
     later = timezone.now() + timedelta(days=365)
     for number in range(30):
         Document.objects.filter(
