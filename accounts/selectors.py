@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from accounts.models import ApiToken, Preferences
+from accounts.models import ApiToken, OidcIdentity, Preferences
 from accounts.services import API_KEY_PREFIX, api_key_hash
 
 
@@ -43,40 +45,65 @@ def api_token_user(*, key: str) -> AbstractBaseUser:
     API_TOKEN_TTL days after its creation. A user tied to the provider (an OidcIdentity) is
     refused once their last sign-in is older than OIDC_SESSION_MAX_AGE, as their session
     would be (docs/decisions/0140-sign-in-age-for-sessions-tokens-and-sockets.md). One
-    query either way.
+    statement either way, written out: it runs for every request that carries a token
+    (docs/decisions/0152-statements-written-out.md).
 
     Raises TokenInvalid (unknown key, inactive user), TokenExpired or TokenSignInStale.
     """
     now = timezone.now()
-    if key.startswith(API_KEY_PREFIX):
-        token = (
-            ApiToken.objects.select_related("user", "user__oidc_identity")
-            .filter(key_hash=api_key_hash(key))
-            .first()
-        )
-        if token is None:
-            raise TokenInvalid
-        expires = token.expires
-        user = token.user
-    else:
-        drf_token = (
-            Token.objects.select_related("user", "user__oidc_identity").filter(key=key).first()
-        )
-        if drf_token is None:
-            raise TokenInvalid
-        expires = drf_token.created + timedelta(days=settings.API_TOKEN_TTL)
-        user = drf_token.user
+    personal = key.startswith(API_KEY_PREFIX)
+    found = _token_row(_TOKEN_USER_SQL[personal], api_key_hash(key) if personal else key)
+    if found is None:
+        raise TokenInvalid
+    user, issued, has_identity, last_sign_in = found
+    expires = issued if personal else issued + timedelta(days=settings.API_TOKEN_TTL)
     if not user.is_active:
         raise TokenInvalid
     if expires <= now:
         raise TokenExpired(expires)
-    identity = getattr(user, "oidc_identity", None)
-    if identity is not None and (
-        identity.last_sign_in is None
-        or identity.last_sign_in < now - timedelta(seconds=settings.OIDC_SESSION_MAX_AGE)
+    if has_identity and (
+        last_sign_in is None
+        or last_sign_in < now - timedelta(seconds=settings.OIDC_SESSION_MAX_AGE)
     ):
         raise TokenSignInStale
     return user
+
+
+def _token_user_sql(token_table: str, key_column: str, issued_column: str) -> str:
+    """The statement reading a token's user (every column, as the ORM would), when the token
+    was issued or expires (`issued_column`) and the user's identity at the provider, if any."""
+    name = connection.ops.quote_name
+    user_columns = ", ".join(f"u.{name(field.column)}" for field in _USER._meta.concrete_fields)
+    return (
+        f"SELECT {user_columns}, t.{name(issued_column)}, o.id IS NOT NULL, o.last_sign_in "  # noqa: S608
+        f"FROM {name(token_table)} t JOIN {name(_USER._meta.db_table)} u ON u.id = t.user_id "
+        f"LEFT JOIN {name(OidcIdentity._meta.db_table)} o ON o.user_id = u.id "
+        f"WHERE t.{name(key_column)} = %s"
+    )
+
+
+_USER = get_user_model()
+# By whether the key is a personal token's (its hash is looked up) or DRF's.
+_TOKEN_USER_SQL = {
+    True: _token_user_sql(ApiToken._meta.db_table, "key_hash", "expires"),
+    False: _token_user_sql(Token._meta.db_table, "key", "created"),
+}
+
+
+def _token_row(
+    sql: str, key: str
+) -> tuple[AbstractBaseUser, datetime, bool, datetime | None] | None:
+    """(user, issued or expires, has an identity at the provider, its last sign-in), or None
+    when no token has this key."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    fields = _USER._meta.concrete_fields
+    user = _USER.from_db(connection.alias, [field.attname for field in fields], row[: len(fields)])
+    issued, has_identity, last_sign_in = row[len(fields) :]
+    return user, issued, has_identity, last_sign_in
 
 
 def api_tokens_of(*, user: AbstractBaseUser) -> QuerySet[ApiToken]:

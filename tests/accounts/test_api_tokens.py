@@ -13,7 +13,8 @@ from django.test import AsyncClient, Client
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, OidcIdentity
+from accounts.selectors import TokenInvalid, TokenSignInStale, api_token_user
 
 pytestmark = pytest.mark.django_db
 
@@ -118,3 +119,38 @@ def test_creating_or_revoking_a_token_needs_the_csrf_token(staff_user):
     assert client.post("/account/tokens/", {"name": "sneaky"}).status_code == 403
     assert client.post("/account/tokens/", {"revoke": token.pk}).status_code == 403
     assert list(ApiToken.objects.values_list("name", flat=True)) == ["kept"]
+
+
+@pytest.mark.parametrize("kind", ["personal", "drf"])
+@pytest.mark.parametrize("at_the_provider", [False, True])
+def test_a_token_s_user_is_read_in_one_statement_as_the_orm_reads_them(
+    staff_user, kind, at_the_provider, django_assert_num_queries
+):
+    """Every request with a token looks its user up: one written-out statement
+    (docs/decisions/0152), giving the user the ORM gives, every field, and the provider's
+    sign-in age still checked (an identity never signed in is refused)."""
+    if kind == "personal":
+        client = Client()
+        client.force_login(staff_user)
+        key = token_make(client, "one statement")
+    else:
+        key = Token.objects.create(user=staff_user).key
+    if at_the_provider:
+        OidcIdentity.objects.create(
+            user=staff_user, issuer="https://idp.example", subject="s", last_sign_in=None
+        )
+        with django_assert_num_queries(1), pytest.raises(TokenSignInStale):
+            api_token_user(key=key)
+        OidcIdentity.objects.update(last_sign_in=timezone.now())
+
+    with django_assert_num_queries(1):
+        user = api_token_user(key=key)
+
+    expected = type(staff_user).objects.get(pk=staff_user.pk)
+    fields = type(staff_user)._meta.concrete_fields
+    assert type(user) is type(expected) and not user._state.adding
+    assert [f.value_from_object(user) for f in fields] == [
+        f.value_from_object(expected) for f in fields
+    ]
+    with pytest.raises(TokenInvalid):
+        api_token_user(key=key[:-1] + ("x" if key[-1] != "x" else "y"))
