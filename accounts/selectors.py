@@ -69,20 +69,23 @@ def api_token_user(*, key: str) -> AbstractBaseUser:
     return user
 
 
+_USER = get_user_model()
+
+
 def _token_user_sql(token_table: str, key_column: str, issued_column: str) -> str:
     """The statement reading a token's user (every column, as the ORM would), when the token
     was issued or expires (`issued_column`) and the user's identity at the provider, if any."""
     name = connection.ops.quote_name
     user_columns = ", ".join(f"u.{name(field.column)}" for field in _USER._meta.concrete_fields)
+    user_id = f"u.{name(_USER._meta.pk.column)}"
     return (
         f"SELECT {user_columns}, t.{name(issued_column)}, o.id IS NOT NULL, o.last_sign_in "  # noqa: S608
-        f"FROM {name(token_table)} t JOIN {name(_USER._meta.db_table)} u ON u.id = t.user_id "
-        f"LEFT JOIN {name(OidcIdentity._meta.db_table)} o ON o.user_id = u.id "
+        f"FROM {name(token_table)} t JOIN {name(_USER._meta.db_table)} u ON {user_id} = t.user_id "
+        f"LEFT JOIN {name(OidcIdentity._meta.db_table)} o ON o.user_id = {user_id} "
         f"WHERE t.{name(key_column)} = %s"
     )
 
 
-_USER = get_user_model()
 # By whether the key is a personal token's (its hash is looked up) or DRF's.
 _TOKEN_USER_SQL = {
     True: _token_user_sql(ApiToken._meta.db_table, "key_hash", "expires"),
