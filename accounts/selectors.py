@@ -70,6 +70,8 @@ def api_token_user(*, key: str) -> AbstractBaseUser:
 
 
 _USER = get_user_model()
+# The user's fields in the order the statement reads their columns (`Model.from_db`).
+_USER_FIELDS = [field.attname for field in _USER._meta.concrete_fields]
 
 
 def _token_user_sql(token_table: str, key_column: str, issued_column: str) -> str:
@@ -103,9 +105,9 @@ def _token_row(
         row = cursor.fetchone()
     if row is None:
         return None
-    fields = _USER._meta.concrete_fields
-    user = _USER.from_db(connection.alias, [field.attname for field in fields], row[: len(fields)])
-    issued, has_identity, last_sign_in = row[len(fields) :]
+    count = len(_USER_FIELDS)
+    user = _USER.from_db(connection.alias, _USER_FIELDS, row[:count])
+    issued, has_identity, last_sign_in = row[count:]
     return user, issued, has_identity, last_sign_in
 
 
