@@ -22,10 +22,12 @@ The rule comes in four forms, all computed from the same `Reader`:
 - `documents_readable_filter(user=..., prefix=...)`: a `Q` for a queryset of documents or of
   rows reaching a document (`prefix="document__"` for chunks, `"chunk__document__"` for
   embeddings); `documents_readable(user=...)` is that queryset of documents.
-- `readable_document_row_sql(user=..., alias=...)` (on a document row the query joined) and
-  `rows_searchable_sql(reader=..., alias=...)` (on chunk or embedding rows): the same filter
-  as an SQL condition with its parameters, for raw SQL (written out, not compiled from the
-  `Q`: they run for every question; tests compare the forms).
+- `readable_document_row_sql(user=..., alias=...)` (on a document row the query joined),
+  `rows_searchable_sql(reader=..., alias=...)` (on chunk or embedding rows, which carry
+  copies of their document's collection and of when it is withdrawn, kept by the database)
+  and `documents_searchable_sql(reader=..., alias=...)` (on the documents table): the same
+  filter as an SQL condition with its parameters, for raw SQL (written out, not compiled
+  from the `Q`: they run for every question; tests compare the forms).
 - `document_readable(user=..., document=...)`: the predicate for one document in hand.
 
 Nothing is kept between calls: a `Reader` lives as long as the request that computed it, so
@@ -231,16 +233,24 @@ def documents_available_filter(prefix: str = "") -> Q:
     """Documents (through `prefix`) that are not withdrawn: enabled, ready and not expired at
     this moment; the documents retrieval searches.
 
-    Through a prefix (chunks, embeddings), the row's document is tested as not one of the
-    withdrawn documents (`documents_withdrawn`: a hashed set of those withdrawn now, and of
-    no other), so a scan of chunks or embeddings never joins the documents to test it
-    (docs/decisions/0078-a-shortlist-on-the-vectors-signs.md,
-    docs/decisions/0176-withdrawn-documents-read-alone.md)."""
+    Through a prefix, the row's document is tested as not one of the withdrawn documents
+    (`documents_withdrawn`: a hashed set of those withdrawn now, and of no other), so the
+    query does not join the documents to test it
+    (docs/decisions/0176-withdrawn-documents-read-alone.md). Chunk and embedding rows carry
+    their own copy, which `rows_available_filter` tests instead."""
     if prefix:
         return ~Q(**{f"{prefix}id__in": _withdrawn_ids()})
     return Q(enabled=True, status=Document.Status.READY) & (
         Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
     )
+
+
+def rows_available_filter() -> Q:
+    """Chunks or embeddings of available documents (`documents_available_filter`), tested on
+    the row's own copy of when its document is withdrawn (`withdrawn_at`, kept by the
+    database), so a search neither joins the documents nor reads the withdrawn ones
+    (docs/decisions/0179-the-row-knows-when-it-is-withdrawn.md)."""
+    return Q(withdrawn_at__isnull=True) | Q(withdrawn_at__gt=timezone.now())
 
 
 def documents_withdrawn() -> QuerySet[Document]:
@@ -279,8 +289,9 @@ def documents_readable_filter(
 
     `collection_field` names the field holding the document's collection, by default the
     document's own (`<prefix>collection_id`); chunks and embeddings carry a copy the database
-    keeps equal to it (`collection_id`), and their document's id (`document_id`), which
-    retrieval tests on the row itself.
+    keeps equal to it (`collection_id`), their document's id (`document_id`) and when it is
+    withdrawn (`withdrawn_at`), which retrieval tests on the row itself: with
+    `collection_field`, availability is tested on that copy (`rows_available_filter`).
 
     A superuser reads every document but personal files (a test on the collection: not the
     hidden personal one). Personal files: the reader's own (`Reader.own_file_ids`). With
@@ -292,18 +303,22 @@ def documents_readable_filter(
     """
     reader = reader_for(user)
     field = collection_field or f"{prefix}collection_id"
+
+    def available() -> Q:
+        return rows_available_filter() if collection_field else documents_available_filter(prefix)
+
     if reader.is_superuser:
         organisation = ~Q(**{f"{field}__in": Subquery(_personal_collections())})
     else:
         organisation = Q(**{f"{field}__in": sorted(reader.collection_ids)})
         if not reader.can_manage and not searching:
-            organisation &= documents_available_filter(prefix)
+            organisation &= available()
     files = reader.searched_file_ids if searching else reader.own_file_ids
     readable = organisation
     if files:
         document_field = "document_id" if collection_field else f"{prefix}id"
         readable = organisation | Q(**{f"{document_field}__in": sorted(files)})
-    return readable & documents_available_filter(prefix) if searching else readable
+    return readable & available() if searching else readable
 
 
 def documents_readable(*, user: UserLike) -> QuerySet[Document]:
@@ -334,27 +349,43 @@ def readable_document_row_sql(*, user: UserLike, alias: str) -> tuple[str, list]
     return f"({alias}.id IS NOT NULL AND {organisation})", params
 
 
-def rows_searchable_sql(
-    *, reader: Reader, alias: str, document_column: str = "document_id"
-) -> tuple[str, list]:
+def rows_searchable_sql(*, reader: Reader, alias: str) -> tuple[str, list]:
     """`documents_readable_filter(searching=True)` on the rows of a chunk or embedding table
     (`alias`: its name or alias in the caller's query), which carry their document's
-    collection (`collection_id`) and id (`document_id`): an SQL condition and its parameters,
-    for the retrieval queries, written out as `readable_document_row_sql` is (the same tests
-    compare it with the `Q` form); `document_column`: the column holding the document's id
-    (`"id"` on the documents table itself). Withdrawn documents are tested as a subquery of the few
-    withdrawn ones, so the scans never join the documents (0078). TypeError unless `reader` is
-    a `Reader` (a search is told whose it is, never defaults to everything)."""
+    collection (`collection_id`), id (`document_id`) and when it is withdrawn
+    (`withdrawn_at`): an SQL condition and its parameters, for the retrieval queries, written
+    out as `readable_document_row_sql` is (the same tests compare it with the `Q` form).
+    Everything is tested on the row, so a scan neither joins the documents nor reads the
+    withdrawn ones (docs/decisions/0179-the-row-knows-when-it-is-withdrawn.md). TypeError
+    unless `reader` is a `Reader` (a search is told whose it is, never defaults to
+    everything)."""
     reader_required(reader)
     organisation, params = _organisation_sql(
         reader,
         alias=alias,
-        document_column=document_column,
+        document_column="document_id",
         file_ids=reader.searched_file_ids,
         available=False,  # tested once for all rows, below
     )
     return (
-        f"({organisation} AND NOT ({alias}.{document_column} IN ({_WITHDRAWN_SQL})))",
+        f"({organisation} AND ({alias}.withdrawn_at IS NULL OR {alias}.withdrawn_at > %s))",
+        [*params, timezone.now()],
+    )
+
+
+def documents_searchable_sql(*, reader: Reader, alias: str) -> tuple[str, list]:
+    """`rows_searchable_sql` on rows of the documents table itself (`alias`), their own state
+    tested (enabled, ready, not expired). TypeError unless `reader` is a `Reader`."""
+    reader_required(reader)
+    organisation, params = _organisation_sql(
+        reader,
+        alias=alias,
+        document_column="id",
+        file_ids=reader.searched_file_ids,
+        available=False,  # tested once for all rows, below
+    )
+    return (
+        f"({organisation} AND {_AVAILABLE_SQL.format(alias=alias)})",
         [*params, *_available_params()],
     )
 
@@ -398,15 +429,6 @@ _AVAILABLE_SQL = (
 
 def _available_params() -> list:
     return [str(Document.Status.READY), timezone.now()]
-
-
-# `documents_withdrawn()` written out, taking `_available_params()`: the documents withdrawn
-# now and no others (`_withdrawn_ids`), so the set a scan tests its rows against does not grow
-# with the documents that only carry an expiry date.
-_WITHDRAWN_SQL = (
-    f"SELECT U0.id FROM {Document._meta.db_table} U0 WHERE NOT U0.enabled OR U0.status <> %s "
-    f"UNION ALL SELECT U1.id FROM {Document._meta.db_table} U1 WHERE U1.expires_at <= %s"
-)
 
 
 def document_readable(*, user: UserLike, document: Document) -> bool:

@@ -258,9 +258,24 @@ def _row_collection(*, db_index: bool = True) -> models.ForeignKey:
     )
 
 
+def _row_withdrawn_at() -> models.DateTimeField:
+    """A chunk's or embedding's copy of when its document is withdrawn from searches, which
+    retrieval tests on the row instead of reading the withdrawn documents: none while the
+    document is available with no expiry date, its expiry date, or 1970-01-01 while it is
+    disabled or not ready. The database keeps it equal to the document's state (triggers of
+    migration 0020; docs/decisions/0179-the-row-knows-when-it-is-withdrawn.md): whatever is
+    written here is replaced, so rows are created without it."""
+    return models.DateTimeField(
+        null=True,
+        editable=False,
+        help_text="When its document is withdrawn from searches, kept by the database.",
+    )
+
+
 class Chunk(models.Model):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     collection = _row_collection()
+    withdrawn_at = _row_withdrawn_at()
     index = models.PositiveIntegerField(help_text="Order of the chunk in its document.")
     text = models.TextField()
     page = models.PositiveIntegerField(null=True, blank=True)
@@ -314,6 +329,7 @@ class Embedding(models.Model):
         help_text="Its chunk's document, kept equal to it by the database.",
     )
     collection = _row_collection(db_index=False)  # embedding_collection_bits leads with it
+    withdrawn_at = _row_withdrawn_at()
     vector = VectorField(dimensions=EMBEDDING_DIMENSIONS)
     # The vector's signs, a bit a dimension, computed by the database: the row-by-row search
     # shortlists on these, read from the `embedding_collection_bits` index alone
@@ -335,7 +351,7 @@ class Embedding(models.Model):
         indexes = [
             models.Index(
                 fields=["collection"],
-                include=["model", "document", "chunk", "vector_bits"],
+                include=["model", "document", "chunk", "vector_bits", "withdrawn_at"],
                 name="embedding_collection_bits",
             ),
             HnswIndex(

@@ -13,8 +13,8 @@ from django.utils import timezone
 from knowledge.access import (
     Reader,
     documents_readable_filter,
+    documents_searchable_sql,
     reader_required,
-    rows_searchable_sql,
 )
 from knowledge.models import Chunk, Document
 from knowledge.sql_arrays import bigint_array
@@ -55,7 +55,7 @@ def documents_searched_among(reader: Reader, document_ids: Iterable[int]) -> set
     if not ids:
         return set()
     table = Document._meta.db_table
-    condition, params = rows_searchable_sql(reader=reader, alias=table, document_column="id")
+    condition, params = documents_searchable_sql(reader=reader, alias=table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id FROM {table} WHERE id = ANY(%s::bigint[]) AND {condition}",  # noqa: S608

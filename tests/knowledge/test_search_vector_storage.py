@@ -12,7 +12,7 @@ from knowledge.access import OPERATOR
 from knowledge.lexical_search import chunks_search_lexical
 from knowledge.models import Chunk
 from tests.support.knowledge_base import document_create
-from tests.support.migrations import migrate
+from tests.support.migrations import migrate, migrate_to_latest
 
 pytestmark = pytest.mark.django_db
 
@@ -77,14 +77,20 @@ def test_the_column_is_stored_main():
 def test_the_migration_brings_vectors_stored_out_of_line_back_into_their_rows(
     latest_schema_after,
 ):
-    migrate([("knowledge", "0016_chunk_document_newest")])  # the column back to EXTENDED
-    document = document_create(title="Travel policy", texts=[LONG_PARAGRAPH])
-    chunk = Chunk.objects.get(document=document)
+    # The column back to EXTENDED, and a chunk written with that state's models.
+    old_apps = migrate([("knowledge", "0016_chunk_document_newest")])
+    document = old_apps.get_model("knowledge", "Document").objects.create(
+        title="Travel policy", source="travel.md", status="ready"
+    )
+    chunk = old_apps.get_model("knowledge", "Chunk").objects.create(
+        document=document, index=0, text=LONG_PARAGRAPH
+    )
     assert _storage_of(chunk.pk)[1]  # out of line
 
     migrate([("knowledge", "0017_chunk_search_vector_inline")])
 
     assert _storage_of(chunk.pk)[1:] == (False, False)
+    migrate_to_latest()  # what the search reads today
     assert Chunk.objects.get(pk=chunk.pk).text == LONG_PARAGRAPH
     hits = chunks_search_lexical(question="Is laundry reimbursed?", limit=5, reader=OPERATOR)
     assert [chunk_id for chunk_id, _ in hits] == [chunk.pk]

@@ -42,6 +42,7 @@ FIRST_QUESTION = "How many days of paid annual leave do full-time employees rece
 # Leans on the conversation and names a document: every feature of a question at once.
 FOLLOW_UP = "And what does the staff handbook say about carrying them over?"
 LIBRARY_GROWTH = 10_000
+WITHDRAWN_GROWTH = 2_000
 OTHER_TEAMS = 300
 
 
@@ -62,8 +63,9 @@ def _scenario() -> dict:
 def _library_grow(count: int) -> None:
     """`count` more ready documents in General and in a collection of their own (titles of
     their own, no chunks: what the question's work must not scan), half of them with an
-    expiry date ahead; `count` private conversations of someone else (not shown to the
-    asker); and OTHER_TEAMS groups, each with a member and a collection only it reads."""
+    expiry date ahead; WITHDRAWN_GROWTH more withdrawn, half expired and half disabled;
+    `count` private conversations of someone else (not shown to the asker); and OTHER_TEAMS
+    groups, each with a member and a collection only it reads."""
     other = Collection.objects.create(name="Archive", all_staff=True)
     general = collection_default_id()
     later = timezone.now() + timedelta(days=365)
@@ -79,6 +81,23 @@ def _library_grow(count: int) -> None:
                 expires_at=later if number % 4 < 2 else None,
             )
             for number in range(count)
+        ],
+        batch_size=2000,
+    )
+    # Withdrawn documents, which no search may read: expired a week ago, or disabled.
+    Document.objects.bulk_create(
+        [
+            Document(
+                title=f"Withdrawn notes {number}",
+                source=f"test:withdrawn/{number}.md",
+                media_type="text/markdown",
+                content_hash=hashlib.sha256(f"withdrawn {number}".encode()).hexdigest(),
+                status=Document.Status.READY,
+                enabled=bool(number % 2),
+                collection_id=general,
+                expires_at=timezone.now() - timedelta(days=7) if number % 2 else None,
+            )
+            for number in range(WITHDRAWN_GROWTH)
         ],
         batch_size=2000,
     )
@@ -181,8 +200,8 @@ async def test_a_question_costs_the_same_with_ten_and_ten_thousand_documents(mon
     assert len(large) == len(small)
     assert large.rows == small.rows
     # What each statement reads, its filtered-out rows included (not only what it returns):
-    # the documents with an expiry date ahead and the others' private conversations are
-    # never walked (docs/decisions/0176, 0177).
+    # the documents with an expiry date ahead, the withdrawn ones and the others' private
+    # conversations are never walked (docs/decisions/0176, 0177, 0179).
     for number, (grown, before) in enumerate(zip(large_read, small_read, strict=True), 1):
         assert (grown is None) == (before is None), number
         assert grown is None or grown <= before + READ_SLACK, (number, grown, before)
