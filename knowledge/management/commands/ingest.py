@@ -51,7 +51,8 @@ class Command(BaseCommand):
             type=float,
             metavar="DAYS",
             help="The documents expire DAYS days from now: never cited after that, deleted "
-            "by `purge_expired` (also set on unchanged files).",
+            "by `purge_expired` (also set on unchanged files, whose rows the search reads are "
+            "then written again).",
         )
 
     def handle(
