@@ -359,13 +359,8 @@ def rows_searchable_sql(*, reader: Reader, alias: str) -> tuple[str, list]:
     withdrawn ones (docs/decisions/0179-the-row-knows-when-it-is-withdrawn.md). TypeError
     unless `reader` is a `Reader` (a search is told whose it is, never defaults to
     everything)."""
-    reader_required(reader)
-    organisation, params = _organisation_sql(
-        reader,
-        alias=alias,
-        document_column="document_id",
-        file_ids=reader.searched_file_ids,
-        available=False,  # tested once for all rows, below
+    organisation, params = _searched_organisation_sql(
+        reader, alias=alias, document_column="document_id"
     )
     return (
         f"({organisation} AND ({alias}.withdrawn_at IS NULL OR {alias}.withdrawn_at > %s))",
@@ -376,17 +371,26 @@ def rows_searchable_sql(*, reader: Reader, alias: str) -> tuple[str, list]:
 def documents_searchable_sql(*, reader: Reader, alias: str) -> tuple[str, list]:
     """`rows_searchable_sql` on rows of the documents table itself (`alias`), their own state
     tested (enabled, ready, not expired). TypeError unless `reader` is a `Reader`."""
-    reader_required(reader)
-    organisation, params = _organisation_sql(
-        reader,
-        alias=alias,
-        document_column="id",
-        file_ids=reader.searched_file_ids,
-        available=False,  # tested once for all rows, below
-    )
+    organisation, params = _searched_organisation_sql(reader, alias=alias, document_column="id")
     return (
         f"({organisation} AND {_AVAILABLE_SQL.format(alias=alias)})",
         [*params, *_available_params()],
+    )
+
+
+def _searched_organisation_sql(
+    reader: Reader, *, alias: str, document_column: str
+) -> tuple[str, list]:
+    """What `reader` searches of the rows `alias` (`_organisation_sql`: their collections, the
+    files searched), availability left to the caller. TypeError unless `reader` is a
+    `Reader`."""
+    reader_required(reader)
+    return _organisation_sql(
+        reader,
+        alias=alias,
+        document_column=document_column,
+        file_ids=reader.searched_file_ids,
+        available=False,
     )
 
 
