@@ -1,8 +1,10 @@
-"""A server process's warm-up: the embedding model, then the knowledge base's vocabulary, in a
-background thread (config/asgi.py starts it)."""
+"""A server process's warm-up: the embedding model, then the knowledge base's vocabulary, then
+what start-up left behind set aside from the cyclic garbage collector, in a background thread
+(config/asgi.py starts it)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 
@@ -17,11 +19,25 @@ _warm_up_started = threading.Event()
 logger = logging.getLogger(__name__)
 
 
+def startup_objects_freeze() -> None:
+    """Collect the garbage there is, then move every object the cyclic garbage collector tracks
+    to its permanent generation (`gc.freeze`): the modules, the model's session and the
+    vocabulary a server process holds for its whole life are no longer walked by each full
+    collection, which otherwise stops every question in flight while it walks them.
+
+    Frozen objects are still freed when nothing refers to them; only a reference cycle among
+    them is never collected. Objects made later are collected as before. Why, with the pauses
+    measured: docs/decisions/0180-start-up-objects-frozen.md."""
+    gc.collect()
+    gc.freeze()
+
+
 def embedding_warm_up_start() -> None:
-    """`embedding_warm_up`, then the knowledge base's vocabulary, in a background thread, once
-    per process, when settings.EMBEDDING_WARM_UP is on (config/asgi.py turns it on in server
-    processes). Requests are served meanwhile; a question that comes first waits for the model
-    being loaded (the load holds the model lock) instead of loading it a second time."""
+    """`embedding_warm_up`, then the knowledge base's vocabulary, then `startup_objects_freeze`,
+    in a background thread, once per process, when settings.EMBEDDING_WARM_UP is on
+    (config/asgi.py turns it on in server processes). Requests are served meanwhile; a question
+    that comes first waits for the model being loaded (the load holds the model lock) instead of
+    loading it a second time."""
     if not settings.EMBEDDING_WARM_UP or _warm_up_started.is_set():
         return
     _warm_up_started.set()
@@ -40,5 +56,6 @@ def embedding_warm_up_start() -> None:
             logger.exception("Building the knowledge base's vocabulary failed")
         finally:
             connection.close()
+        startup_objects_freeze()
 
     threading.Thread(target=run, name="embedding-warm-up", daemon=True).start()
