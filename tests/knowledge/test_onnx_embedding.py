@@ -317,9 +317,9 @@ def test_a_failing_batch_gives_each_waiting_question_the_error(runtime):
 
 def test_each_question_of_a_batch_is_given_its_share_of_the_model_calls_cpu(runtime):
     runtime("onnx")
-    # The tokenizer's first call in a process costs tens of ms (its thread pool started), and
-    # a garbage collection lands on whichever thread allocates: neither is a question's share.
-    embedding.tokenize("Warm the tokenizer up.")
+    # Loading the shared tokenizer (on its first use in a process: about 30 ms) and a garbage
+    # collection both land on whichever question's tokenising meets them: neither is a share.
+    embedding.get_tokenizer()
     batcher = embedding.QueryBatcher(embedding.get_model(), window_s=0.5, max_batch=64)
     start = threading.Barrier(2)
 
