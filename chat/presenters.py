@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bs4 import BeautifulSoup
-from django.urls import reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
@@ -32,6 +31,7 @@ from chat.documents import documents_file_state
 from chat.markdown import markdown_html
 from chat.models import Message
 from chat.selectors import messages_text, ratings_given
+from chat.templatetags.chat_urls import id_url
 from chat.transcript import CitationRow, MessageRow, message_row, rows_for_reader
 from chat.withheld import messages_withheld
 from knowledge.access import Reader
@@ -109,7 +109,7 @@ class SourceView:
         """The document view scrolled to (and highlighting) the cited chunk."""
         if not (self.document_available and self.document_id):
             return ""
-        url = reverse("knowledge:document", kwargs={"pk": self.document_id})
+        url = id_url("knowledge:document", self.document_id)
         if self.chunk_id:
             query = {"chunk": self.chunk_id}
             if self.sheet and self.cells:
@@ -122,7 +122,7 @@ class SourceView:
         """The original file; a PDF opens at the cited page."""
         if not (self.document_available and self.has_file and self.document_id):
             return ""
-        url = reverse("knowledge:document_file", kwargs={"pk": self.document_id})
+        url = id_url("knowledge:document_file", self.document_id)
         if self.page:
             url += f"#page={self.page}"
         return url

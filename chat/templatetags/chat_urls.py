@@ -29,14 +29,30 @@ def _reversed(name: str, kind: str, prefix: str) -> tuple[str, str]:
 
 @register.simple_tag
 def id_url(name: str, pk: object) -> str:
-    """The URL `name` of the object whose id is `pk` (as `{% url name pk %}`)."""
-    if isinstance(pk, uuid.UUID):
-        kind = "uuid"
-    elif isinstance(pk, int) and not isinstance(pk, bool):
-        kind = "int"
-    else:
+    """The URL `name` of the object whose id is `pk` (as `{% url name pk %}`); `pk` may also
+    be the text of a UUID or an integer in its one canonical form (a view's id)."""
+    kind = _kind(pk)
+    if kind is None:
         return reverse(name, args=[pk])
     url, placeholder = _reversed(name, kind, get_script_prefix())
     if url.count(placeholder) != 1:
         return reverse(name, args=[pk])
     return url.replace(placeholder, str(pk))
+
+
+def _kind(pk: object) -> str | None:
+    """Which placeholder stands for `pk`: "uuid" or "int", for an id or its canonical text
+    (the text reverse would put in the URL is then the text itself); None for anything else."""
+    if isinstance(pk, uuid.UUID):
+        return "uuid"
+    if isinstance(pk, int) and not isinstance(pk, bool):
+        return "int"
+    if isinstance(pk, str):
+        if pk.isascii() and pk.isdigit() and str(int(pk)) == pk:
+            return "int"
+        try:
+            canonical = str(uuid.UUID(pk))
+        except ValueError:
+            return None
+        return "uuid" if canonical == pk else None
+    return None

@@ -1,16 +1,27 @@
-"""`{% id_url %}` gives the very URL `{% url %}` gives, for UUID and integer ids, and for any
-other id falls back to `{% url %}` (chat/templatetags/chat_urls.py)."""
+"""`{% id_url %}` gives the very URL `{% url %}` gives, for UUID and integer ids and their canonical
+text, and for any other id falls back to `{% url %}` (chat/templatetags/chat_urls.py); a message's
+sources link their documents through it."""
 
 from __future__ import annotations
 
 import uuid
 
+import pytest
 from django.template import Context, Template
-from django.urls import reverse, set_script_prefix
+from django.urls import NoReverseMatch, reverse, set_script_prefix
+
+from chat.templatetags.chat_urls import id_url
 
 
 def _render(source: str, **context) -> str:
     return Template("{% load chat_urls %}" + source).render(Context(context))
+
+
+def _outcome(function, name: str, pk: object) -> str:
+    try:
+        return function(name, pk)
+    except NoReverseMatch:
+        return "NoReverseMatch"
 
 
 def test_the_same_url_as_reverse_for_each_kind_of_id():
@@ -46,3 +57,70 @@ def test_the_script_prefix_is_followed():
     assert not _render("{% id_url 'chat:conversation' pk %}", pk=conversation).startswith(
         "/sourced/"
     )
+
+
+def test_the_text_of_an_id_in_its_canonical_form_is_put_in_place():
+    message = uuid.uuid4()
+    for pk in (str(message), "42"):
+        name = "chat:message_feedback" if pk != "42" else "knowledge:document_file"
+        assert _render(f"{{% id_url '{name}' pk %}}", pk=pk) == reverse(name, args=[pk])
+    # Any other text is reversed as given: the same URL, or the same error.
+    for name, pk in (
+        ("knowledge:document", "042"),
+        ("chat:message_feedback", str(message).upper()),
+        ("chat:message_feedback", message.hex),
+        ("chat:conversation_delete", f" {message}"),
+    ):
+        assert _outcome(id_url, name, pk) == _outcome(lambda n, p: reverse(n, args=[p]), name, pk)
+    with pytest.raises(NoReverseMatch):
+        id_url("knowledge:document", str(message))
+    with pytest.raises(NoReverseMatch):
+        id_url("chat:message_feedback", "42")
+
+
+def test_a_message_s_sources_resolve_no_url_pattern_once_their_names_have_been(monkeypatch):
+    """A cited source links its document and file (`SourceView.document_url`, `file_url`), and
+    each badge its document: with eight sources, the render resolves no URL pattern once each
+    name has been resolved once."""
+    from django.urls.resolvers import URLResolver
+
+    from chat import fragments
+    from chat.models import Message
+    from chat.presenters import MessageView, SourceView
+
+    sources = [
+        SourceView(
+            n=n,
+            document_id=100 + n,
+            title=f"Policy {n}",
+            page=n,
+            section=None,
+            excerpt=f"Fact {n}.",
+            text=f"Fact {n}.",
+            chunk_id=1_000 + n,
+            has_file=True,
+            document_available=True,
+        )
+        for n in range(1, 9)
+    ]
+    view = MessageView(
+        id=str(uuid.uuid4()),
+        role=Message.Role.ASSISTANT,
+        content=" ".join(f"Fact {n} [{n}]." for n in range(1, 9)),
+        sources=sources,
+    )
+    fragments.message_html(view)  # each URL name resolved once
+    resolved = []
+    original = URLResolver._reverse_with_prefix
+
+    def counted(self, lookup_view, _prefix, *args, **kwargs):
+        resolved.append(lookup_view)
+        return original(self, lookup_view, _prefix, *args, **kwargs)
+
+    monkeypatch.setattr(URLResolver, "_reverse_with_prefix", counted)
+    html = fragments.message_html(view)
+    assert resolved == []
+    for n in range(1, 9):
+        document = reverse("knowledge:document", args=[100 + n])
+        assert f'href="{document}?chunk={1_000 + n}#chunk-{1_000 + n}"' in html
+        assert f'href="{reverse("knowledge:document_file", args=[100 + n])}#page={n}"' in html
