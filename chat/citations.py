@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch
 
 from chat.models import Citation, Message
+from chat.templatetags.chat_urls import id_url
 from knowledge.models import Document
 from knowledge.retrieval import RetrievedChunk, excerpt_of
 from knowledge.sentences import text_hash
@@ -40,7 +41,7 @@ def document_link(document_id: int, document_url: str) -> str:
     if document_url:
         return document_url
     try:
-        return reverse("knowledge:document", args=[document_id])
+        return id_url("knowledge:document", document_id)
     except NoReverseMatch:
         return ""
 

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch
 
 from chat.answering.events import Event
 from chat.answering.evidence import WEAK_EVIDENCE_NOTICE
@@ -24,6 +24,7 @@ from chat.answering.questions import question_normalize
 from chat.api.authentication import token_user
 from chat.errors import AnswerError
 from chat.models import Conversation, Message
+from chat.templatetags.chat_urls import id_url
 from knowledge.access import user_is_staff
 
 # uuid5 namespace of the message ids made from a client's idempotency key.
@@ -37,7 +38,7 @@ def passage_link(citation: dict[str, Any], base_url: str = "") -> str:
     `base_url` is given; the citation's own URL when the document has no page here."""
     document_id, chunk_id = citation.get("document_id"), citation.get("chunk_id")
     try:
-        url = reverse("knowledge:document", kwargs={"pk": document_id}) if document_id else ""
+        url = id_url("knowledge:document", document_id) if document_id else ""
     except NoReverseMatch:
         url = ""
     if not url:

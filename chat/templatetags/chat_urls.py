@@ -2,7 +2,9 @@
 (a UUID or an integer), without resolving the URL pattern again for every object: the URL is
 reversed once per name, kind of id and script prefix with a placeholder id, and the id put in
 its place (a sidebar of 30 conversations reversed 90 URLs per render;
-docs/decisions/0150-answer-cost-per-question.md)."""
+docs/decisions/0150-answer-cost-per-question.md). `id_url` is also called as a function where
+a URL is built per source or citation (the presenters, `chat.citations.document_link`,
+`chat.clients.answers.passage_link`; 0181)."""
 
 from __future__ import annotations
 
