@@ -738,10 +738,7 @@
     state.lastQuestion = "";
     state.lastPayload = null;
     state.recalled = false;
-    window.htmx.swap($("#main"), ready.html, { swapStyle: "innerHTML" });
-    window.history.pushState({ newChat: true }, "", ready.url);
-    state.shownPath = window.location.pathname;
-    document.title = ready.title;
+    /* The sidebar first, so that the page is styled once, when htmx focuses the new composer. */
     $all("#conversation-list [aria-current='page']").forEach(function (item) {
       item.removeAttribute("aria-current");
       item.classList.remove("menu-active", "font-medium");
@@ -751,6 +748,15 @@
     link.setAttribute("role", "link");
     link.setAttribute("aria-disabled", "true");
     link.classList.add("btn-disabled");
+    /* The old conversation's messages go without htmx's clean-up, which dispatches two events
+       for every element it removes: all they hold of htmx is the rating forms' listeners, which
+       go with them, so htmx's part of the swap does not grow with the conversation. */
+    var messages = $("#messages");
+    if (messages) messages.replaceChildren();
+    window.htmx.swap($("#main"), ready.html, { swapStyle: "innerHTML" });
+    window.history.pushState({ newChat: true }, "", ready.url);
+    state.shownPath = window.location.pathname;
+    document.title = ready.title;
     autosize();
     updateControls();
     updateSettingsSummary();

@@ -203,3 +203,46 @@ def wait_in_view(page, element_id: str, scroller_id: str) -> None:
 def screenshot(page, name: str, **options) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / name), **options)
+
+
+# The trace categories main_thread_cpu_ms reads: the scheduler's tasks, with their thread time,
+# and the page's performance.mark()s.
+CPU_TRACE_CATEGORIES = ["toplevel", "blink.user_timing"]
+
+
+def main_thread_cpu_ms(trace: bytes, start_mark: str, end_mark: str) -> float:
+    """The CPU time of the page's main thread from the task in which the page set
+    `performance.mark(start_mark)` to the one in which it set `end_mark`, both counted whole,
+    from a Chromium trace (Playwright's `browser.stop_tracing()`) of CPU_TRACE_CATEGORIES.
+
+    It is the thread time of the scheduler's top-level tasks (their `tdur`), not the wall
+    clock: what the page itself computed (script, style, layout, paint), which what else the
+    machine runs at the same time does not lengthen. Raises AssertionError when either mark
+    or any task in between is missing from the trace."""
+    import json
+
+    loaded = json.loads(trace)
+    events = loaded["traceEvents"] if isinstance(loaded, dict) else loaded
+    marks = {event["name"]: event for event in events if event.get("cat") == "blink.user_timing"}
+    assert start_mark in marks and end_mark in marks, f"marks not in the trace: {sorted(marks)}"
+    start, end = marks[start_mark], marks[end_mark]
+    thread = (start["pid"], start["tid"])
+    tasks = sorted(
+        (
+            event
+            for event in events
+            if event.get("name") == "ThreadControllerImpl::RunTask"
+            and event.get("ph") == "X"
+            and (event["pid"], event["tid"]) == thread
+            and event["ts"] + event["dur"] >= start["ts"]
+            and event["ts"] <= end["ts"]
+        ),
+        key=lambda event: event["ts"],
+    )
+    assert tasks and all("tdur" in task for task in tasks), "no thread times in the trace"
+    cpu_us, counted_until = 0, 0
+    for task in tasks:
+        if task["ts"] >= counted_until:  # a task nested in one counted already is in its time
+            cpu_us += task["tdur"]
+            counted_until = task["ts"] + task["dur"]
+    return cpu_us / 1000

@@ -12,7 +12,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.browser import IDLE, PASSWORD, Live, screenshot, warm_up
+from tests.support.browser import (
+    CPU_TRACE_CATEGORIES,
+    IDLE,
+    PASSWORD,
+    Live,
+    main_thread_cpu_ms,
+    screenshot,
+    warm_up,
+)
 from tests.support.live_server import daphne_server, database_url_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("db_reads")]
@@ -133,14 +141,16 @@ def test_a_reader_of_a_shared_conversation_gets_no_clear_action(pages, live):
 def test_new_chat_shows_an_empty_composer_measured_from_the_click(pages, live):
     """From the click on "New chat" in an open conversation to the frame painted after the
     new chat is shown in place (no page load: its main area was fetched ahead), whose
-    composer is empty, by the browser's own clock, five times: printed, and the fastest
-    bounded by NEW_CHAT_BUDGET_MS (what the rest of the machine runs only adds to it: in a
-    whole-suite run, three workers on two cores, the median was once 125 ms). The new chat
-    has its own conversation id and address, the sidebar highlights nothing, and Back shows
-    the conversation again."""
+    composer is empty, five times: the page's main thread's CPU time over that span (from a
+    trace, tests.support.browser.main_thread_cpu_ms) bounded by NEW_CHAT_BUDGET_MS each
+    time, and it and the browser's own clock printed. The CPU time is what the page computes
+    for it; the clock adds whatever else the machine runs (a whole-suite run on CI measured
+    126-143 ms by the clock where a quiet machine measures 24-55). The new chat has its own
+    conversation id and address, the sidebar highlights nothing, and Back shows the
+    conversation again."""
     conversation_id = _conversation("hugo", "Timed")
     page = pages.open("hugo", f"/c/{conversation_id}/")
-    timings = []
+    timings, cpu_times = [], []
     for _ in range(5):
         page.goto(f"/c/{conversation_id}/")
         link = page.get_by_role("link", name="New chat")
@@ -156,11 +166,13 @@ def test_new_chat_shows_an_empty_composer_measured_from_the_click(pages, live):
                  const main = document.getElementById('main');
                  document.getElementById('new-chat-button').addEventListener('click', () => {
                    const clicked = performance.now();
+                   performance.mark('new-chat-click');
                    const seen = new MutationObserver(() => {
                      const input = document.querySelector("#chat[data-new='true'] #composer-input");
                      if (!input) return;
                      seen.disconnect();
                      requestAnimationFrame(() => setTimeout(() => {
+                       performance.mark('new-chat-shown');
                        window.newChatShown = {ms: performance.now() - clicked,
                                               composer: input.value,
                                               visible: !!input.offsetParent};
@@ -170,11 +182,14 @@ def test_new_chat_shows_an_empty_composer_measured_from_the_click(pages, live):
                  }, {capture: true, once: true});
                }"""
         )
+        pages.browser.start_tracing(page=page, categories=CPU_TRACE_CATEGORIES)
         link.click()
         page.wait_for_function("() => window.newChatShown !== null")
+        trace = pages.browser.stop_tracing()
         shown = page.evaluate("() => window.newChatShown")  # still the same document: no load
         assert shown["composer"] == "" and shown["visible"]
         timings.append(shown["ms"])
+        cpu_times.append(main_thread_cpu_ms(trace, "new-chat-click", "new-chat-shown"))
     assert page.evaluate("() => location.pathname") == "/"
     assert page.locator("#chat").get_attribute("data-conversation-id") != conversation_id
     assert page.locator("#conversation-list [aria-current='page']").count() == 0
@@ -183,8 +198,11 @@ def test_new_chat_shows_an_empty_composer_measured_from_the_click(pages, live):
     page.wait_for_url(f"**/c/{conversation_id}/")
     page.locator('#messages [data-role="user"]').first.wait_for()
     assert page.locator('#messages [data-role="user"]').count() == 2
-    print(f"new chat to an empty composer: {sorted(round(t, 1) for t in timings)} ms")
-    assert 0 < min(timings) < NEW_CHAT_BUDGET_MS, timings
+    print(
+        f"new chat to an empty composer: {sorted(round(t, 1) for t in timings)} ms by the clock, "
+        f"{sorted(round(t, 1) for t in cpu_times)} ms of the main thread's CPU"
+    )
+    assert all(0 < cpu < NEW_CHAT_BUDGET_MS for cpu in cpu_times), cpu_times
 
 
 def test_a_question_after_a_new_chat_in_place_starts_a_new_conversation(pages, live):
